@@ -1,0 +1,222 @@
+#include "stack/net/address.h"
+
+#include <arpa/inet.h>
+
+#include <cstring>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+
+namespace quadsock::net {
+namespace {
+
+constexpr uint8_t kV4MappedPrefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+
+absl::Status Invalid(absl::string_view what, absl::string_view text) {
+  return absl::InvalidArgumentError(absl::StrCat("not ", what, ": \"", absl::CHexEscape(text), "\""));
+}
+
+}  // namespace
+
+absl::StatusOr<IpAddress> IpAddress::Parse(absl::string_view text) {
+  // inet_pton wants a NUL-terminated string; no valid address is longer than 45 characters.
+  if (text.empty() || text.size() > INET6_ADDRSTRLEN - 1) return Invalid("an IP address", text);
+  char buf[INET6_ADDRSTRLEN];
+  std::memcpy(buf, text.data(), text.size());
+  buf[text.size()] = '\0';
+  uint8_t bytes[16];
+  if (inet_pton(AF_INET, buf, bytes) == 1) return V4Bytes(bytes);
+  if (inet_pton(AF_INET6, buf, bytes) == 1) return V6Bytes(bytes);
+  return Invalid("an IP address", text);
+}
+
+IpAddress IpAddress::V4Bytes(const uint8_t bytes[4]) {
+  IpAddress a;
+  a.family_ = Family::kV4;
+  std::memcpy(a.bytes_.data(), kV4MappedPrefix, 12);
+  std::memcpy(a.bytes_.data() + 12, bytes, 4);
+  return a;
+}
+
+IpAddress IpAddress::V6Bytes(const uint8_t bytes[16]) {
+  IpAddress a;
+  std::memcpy(a.bytes_.data(), bytes, 16);
+  return a;
+}
+
+bool IpAddress::IsUnspecified() const {
+  if (is_v4()) return v4_host_order() == 0;
+  return *this == IpAddress();
+}
+
+bool IpAddress::IsV4Mapped() const {
+  return is_v6() && std::memcmp(bytes_.data(), kV4MappedPrefix, 12) == 0;
+}
+
+bool IpAddress::IsLoopback() const {
+  if (is_v4()) return bytes_[12] == 127;
+  Bytes one{};
+  one[15] = 1;
+  return bytes_ == one;
+}
+
+bool IpAddress::IsMulticast() const {
+  if (is_v4()) return (bytes_[12] & 0xf0) == 0xe0;
+  return bytes_[0] == 0xff;
+}
+
+bool IpAddress::IsLinkLocal() const {
+  if (is_v4()) return bytes_[12] == 169 && bytes_[13] == 254;
+  return bytes_[0] == 0xfe && (bytes_[1] & 0xc0) == 0x80;
+}
+
+IpAddress IpAddress::ToV6() const {
+  IpAddress a = *this;
+  a.family_ = Family::kV6;
+  return a;
+}
+
+IpAddress IpAddress::Unmapped() const {
+  if (!IsV4Mapped()) return *this;
+  IpAddress a = *this;
+  a.family_ = Family::kV4;
+  return a;
+}
+
+uint32_t IpAddress::v4_host_order() const {
+  return uint32_t{bytes_[12]} << 24 | uint32_t{bytes_[13]} << 16 | uint32_t{bytes_[14]} << 8 |
+         bytes_[15];
+}
+
+std::string IpAddress::ToString() const {
+  char buf[INET6_ADDRSTRLEN];
+  inet_ntop(is_v4() ? AF_INET : AF_INET6, data(), buf, sizeof(buf));
+  return buf;
+}
+
+absl::StatusOr<IpPrefix> IpPrefix::Make(IpAddress address, int length) {
+  const int max = address.is_v4() ? 32 : 128;
+  if (length < 0 || length > max) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("prefix length %d is out of range 0..%d for %s", length, max,
+                        address.ToString()));
+  }
+  return IpPrefix(address, length);
+}
+
+absl::StatusOr<IpPrefix> IpPrefix::Parse(absl::string_view text) {
+  const size_t slash = text.find('/');
+  if (slash == absl::string_view::npos) {
+    return Invalid("an address with a prefix length (such as 10.1.0.2/24)", text);
+  }
+  absl::StatusOr<IpAddress> address = IpAddress::Parse(text.substr(0, slash));
+  if (!address.ok()) return address.status();
+  const absl::string_view len_text = text.substr(slash + 1);
+  int length = 0;
+  if (len_text.empty() || len_text.size() > 3 || !absl::SimpleAtoi(len_text, &length) ||
+      !absl::ascii_isdigit(len_text[0])) {
+    return Invalid("a prefix length", len_text);
+  }
+  return Make(*address, length);
+}
+
+bool IpPrefix::Contains(const IpAddress& a) const {
+  if (a.family() != address_.family()) return false;
+  const int offset = a.is_v4() ? 96 : 0;
+  const int bits = offset + length_;
+  const auto& x = a.bytes16();
+  const auto& y = address_.bytes16();
+  int i = offset / 8;
+  for (; (i + 1) * 8 <= bits; ++i) {
+    if (x[i] != y[i]) return false;
+  }
+  const int rest = bits - i * 8;
+  if (rest == 0) return true;
+  const uint8_t mask = static_cast<uint8_t>(0xff << (8 - rest));
+  return (x[i] & mask) == (y[i] & mask);
+}
+
+std::string IpPrefix::ToString() const { return absl::StrCat(address_.ToString(), "/", length_); }
+
+absl::StatusOr<Endpoint> Endpoint::Parse(absl::string_view text) {
+  absl::string_view host;
+  absl::string_view port_text;
+  if (!text.empty() && text[0] == '[') {
+    const size_t close = text.find(']');
+    if (close == absl::string_view::npos || close + 1 >= text.size() || text[close + 1] != ':') {
+      return Invalid("an endpoint (such as [fd00::2]:53)", text);
+    }
+    host = text.substr(1, close - 1);
+    port_text = text.substr(close + 2);
+  } else {
+    const size_t colon = text.rfind(':');
+    if (colon == absl::string_view::npos || text.find(':') != colon) {
+      return Invalid("an endpoint (such as 10.1.0.2:53 or [fd00::2]:53)", text);
+    }
+    host = text.substr(0, colon);
+    port_text = text.substr(colon + 1);
+  }
+  absl::StatusOr<IpAddress> address = IpAddress::Parse(host);
+  if (!address.ok()) return address.status();
+  uint32_t port = 0;
+  if (port_text.empty() || port_text.size() > 5 || !absl::ascii_isdigit(port_text[0]) ||
+      !absl::SimpleAtoi(port_text, &port) || port > 65535) {
+    return Invalid("a port (0..65535)", port_text);
+  }
+  return Endpoint{*address, static_cast<uint16_t>(port)};
+}
+
+std::string Endpoint::ToString() const {
+  if (address.is_v6()) return absl::StrCat("[", address.ToString(), "]:", port);
+  return absl::StrCat(address.ToString(), ":", port);
+}
+
+MacAddress MacAddress::FromBytes(const uint8_t bytes[6]) {
+  Bytes b;
+  std::memcpy(b.data(), bytes, 6);
+  return MacAddress(b);
+}
+
+absl::StatusOr<MacAddress> MacAddress::Parse(absl::string_view text) {
+  std::vector<absl::string_view> parts = absl::StrSplit(text, ':');
+  if (parts.size() != 6) return Invalid("a MAC address (such as 02:00:00:00:00:01)", text);
+  Bytes b;
+  for (int i = 0; i < 6; ++i) {
+    if (parts[i].size() != 2 || !absl::ascii_isxdigit(parts[i][0]) ||
+        !absl::ascii_isxdigit(parts[i][1])) {
+      return Invalid("a MAC address (such as 02:00:00:00:00:01)", text);
+    }
+    b[i] = static_cast<uint8_t>(std::stoi(std::string(parts[i]), nullptr, 16));
+  }
+  return MacAddress(b);
+}
+
+MacAddress MacAddress::Ipv6Multicast(const IpAddress& group) {
+  const auto& g = group.bytes16();
+  return MacAddress(Bytes{0x33, 0x33, g[12], g[13], g[14], g[15]});
+}
+
+std::string MacAddress::ToString() const {
+  return absl::StrFormat("%02x:%02x:%02x:%02x:%02x:%02x", bytes_[0], bytes_[1], bytes_[2],
+                         bytes_[3], bytes_[4], bytes_[5]);
+}
+
+IpAddress SolicitedNodeMulticast(const IpAddress& a) {
+  uint8_t b[16] = {0xff, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x01, 0xff, 0, 0, 0};
+  const auto& x = a.bytes16();
+  b[13] = x[13];
+  b[14] = x[14];
+  b[15] = x[15];
+  return IpAddress::V6Bytes(b);
+}
+
+std::ostream& operator<<(std::ostream& os, const IpAddress& a) { return os << a.ToString(); }
+std::ostream& operator<<(std::ostream& os, const IpPrefix& p) { return os << p.ToString(); }
+std::ostream& operator<<(std::ostream& os, const Endpoint& e) { return os << e.ToString(); }
+std::ostream& operator<<(std::ostream& os, const MacAddress& m) { return os << m.ToString(); }
+
+}  // namespace quadsock::net

@@ -1,0 +1,135 @@
+#include "stack/net/address.h"
+
+#include <gtest/gtest.h>
+
+#include "absl/container/flat_hash_set.h"
+
+namespace quadsock::net {
+namespace {
+
+TEST(IpAddressTest, ParsesAndPrintsV4) {
+  absl::StatusOr<IpAddress> a = IpAddress::Parse("10.1.0.2");
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_TRUE(a->is_v4());
+  EXPECT_EQ(a->v4_host_order(), 0x0a010002u);
+  EXPECT_EQ(a->ToString(), "10.1.0.2");
+  EXPECT_EQ(*a, IpAddress::V4(0x0a010002));
+  EXPECT_EQ(a->size(), 4u);
+  EXPECT_EQ(a->data()[0], 10);
+}
+
+TEST(IpAddressTest, ParsesAndPrintsV6) {
+  absl::StatusOr<IpAddress> a = IpAddress::Parse("fd00:1::2");
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_TRUE(a->is_v6());
+  EXPECT_EQ(a->ToString(), "fd00:1::2");
+  EXPECT_EQ(a->size(), 16u);
+}
+
+TEST(IpAddressTest, RejectsMalformedWithInvalidArgument) {
+  for (const char* text : {"", "10.1.0", "10.1.0.256", "1.2.3.4.5", "fd00::1::2", "hello",
+                           "10.1.0.2 ", "::ffff:1.2.3", "0x0a.1.0.2",
+                           "000000000000000000000000000000000000000000000000000000000"}) {
+    absl::StatusOr<IpAddress> a = IpAddress::Parse(text);
+    ASSERT_FALSE(a.ok()) << text;
+    EXPECT_EQ(a.status().code(), absl::StatusCode::kInvalidArgument) << text;
+  }
+}
+
+TEST(IpAddressTest, WildcardAndClasses) {
+  EXPECT_TRUE(IpAddress::AnyV4().IsUnspecified());
+  EXPECT_TRUE(IpAddress::AnyV6().IsUnspecified());
+  EXPECT_TRUE(IpAddress::AnyV4().is_v4());
+  EXPECT_NE(IpAddress::AnyV4(), IpAddress::AnyV6());
+  EXPECT_TRUE(IpAddress::Parse("127.0.0.1")->IsLoopback());
+  EXPECT_TRUE(IpAddress::Parse("::1")->IsLoopback());
+  EXPECT_TRUE(IpAddress::Parse("224.0.0.1")->IsMulticast());
+  EXPECT_TRUE(IpAddress::Parse("ff02::1")->IsMulticast());
+  EXPECT_TRUE(IpAddress::Parse("fe80::1")->IsLinkLocal());
+  EXPECT_FALSE(IpAddress::Parse("fec0::1")->IsLinkLocal());
+}
+
+TEST(IpAddressTest, V4MappedRoundTrip) {
+  IpAddress v4 = *IpAddress::Parse("192.0.2.7");
+  IpAddress mapped = *IpAddress::Parse("::ffff:192.0.2.7");
+  EXPECT_TRUE(mapped.is_v6());
+  EXPECT_TRUE(mapped.IsV4Mapped());
+  EXPECT_FALSE(v4.IsV4Mapped());
+  EXPECT_EQ(v4.ToV6(), mapped);
+  EXPECT_EQ(mapped.Unmapped(), v4);
+  EXPECT_EQ(v4.Unmapped(), v4);
+  EXPECT_NE(v4, mapped);  // different families compare unequal
+  EXPECT_EQ(v4.bytes16(), mapped.bytes16());
+}
+
+TEST(IpAddressTest, OrdersAndHashes) {
+  IpAddress a = *IpAddress::Parse("10.0.0.1");
+  IpAddress b = *IpAddress::Parse("10.0.0.2");
+  EXPECT_LT(a, b);
+  absl::flat_hash_set<IpAddress> set = {a, b, a, a.ToV6()};
+  EXPECT_EQ(set.size(), 3u);
+}
+
+TEST(IpPrefixTest, ParsesAndContains) {
+  IpPrefix p = *IpPrefix::Parse("10.1.0.2/24");
+  EXPECT_EQ(p.address(), *IpAddress::Parse("10.1.0.2"));
+  EXPECT_EQ(p.length(), 24);
+  EXPECT_TRUE(p.Contains(*IpAddress::Parse("10.1.0.200")));
+  EXPECT_FALSE(p.Contains(*IpAddress::Parse("10.1.1.2")));
+  EXPECT_FALSE(p.Contains(*IpAddress::Parse("::ffff:10.1.0.3")));
+  IpPrefix q = *IpPrefix::Parse("fd00:1::2/64");
+  EXPECT_TRUE(q.Contains(*IpAddress::Parse("fd00:1::ffff")));
+  EXPECT_FALSE(q.Contains(*IpAddress::Parse("fd00:2::2")));
+  IpPrefix odd = *IpPrefix::Parse("10.1.0.0/13");
+  EXPECT_TRUE(odd.Contains(*IpAddress::Parse("10.7.255.255")));
+  EXPECT_FALSE(odd.Contains(*IpAddress::Parse("10.8.0.0")));
+  EXPECT_TRUE(IpPrefix::Parse("0.0.0.0/0")->Contains(*IpAddress::Parse("8.8.8.8")));
+  EXPECT_TRUE(IpPrefix::Parse("::/0")->Contains(*IpAddress::Parse("2001:db8::1")));
+  EXPECT_EQ(p.ToString(), "10.1.0.2/24");
+}
+
+TEST(IpPrefixTest, RejectsBadLengths) {
+  for (const char* text : {"10.1.0.2", "10.1.0.2/33", "10.1.0.2/-1", "10.1.0.2/", "fd00::/129",
+                           "10.1.0.2/+8", "10.1.0.2/8x", "/8"}) {
+    absl::StatusOr<IpPrefix> p = IpPrefix::Parse(text);
+    ASSERT_FALSE(p.ok()) << text;
+    EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument) << text;
+  }
+}
+
+TEST(EndpointTest, ParsesAndPrints) {
+  Endpoint e = *Endpoint::Parse("10.1.0.2:53");
+  EXPECT_EQ(e.address, *IpAddress::Parse("10.1.0.2"));
+  EXPECT_EQ(e.port, 53);
+  EXPECT_EQ(e.ToString(), "10.1.0.2:53");
+  Endpoint f = *Endpoint::Parse("[fd00::2]:65535");
+  EXPECT_EQ(f.port, 65535);
+  EXPECT_EQ(f.ToString(), "[fd00::2]:65535");
+  for (const char* text : {"10.1.0.2", "10.1.0.2:", "10.1.0.2:65536", "fd00::2:53", "[fd00::2]",
+                           "[fd00::2]53", "10.1.0.2:-1", "10.1.0.2:+5", "[10.1.0.2:5"}) {
+    absl::StatusOr<Endpoint> bad = Endpoint::Parse(text);
+    ASSERT_FALSE(bad.ok()) << text;
+    EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument) << text;
+  }
+}
+
+TEST(MacAddressTest, ParsesPrintsAndClassifies) {
+  MacAddress m = *MacAddress::Parse("02:00:5e:10:00:0A");
+  EXPECT_EQ(m.ToString(), "02:00:5e:10:00:0a");
+  EXPECT_FALSE(m.IsMulticast());
+  EXPECT_TRUE(MacAddress::Broadcast().IsBroadcast());
+  EXPECT_TRUE(MacAddress().IsZero());
+  EXPECT_EQ(MacAddress::Ipv6Multicast(*IpAddress::Parse("ff02::1:ff00:2")).ToString(),
+            "33:33:ff:00:00:02");
+  for (const char* text : {"02:00:5e:10:00", "02:00:5e:10:00:0g", "2:00:5e:10:00:0a", ""}) {
+    EXPECT_EQ(MacAddress::Parse(text).status().code(), absl::StatusCode::kInvalidArgument) << text;
+  }
+}
+
+TEST(SolicitedNodeTest, KeepsLow24Bits) {
+  EXPECT_EQ(SolicitedNodeMulticast(*IpAddress::Parse("fd00:1::12:3456")).ToString(),
+            "ff02::1:ff12:3456");
+}
+
+}  // namespace
+}  // namespace quadsock::net
