@@ -1,0 +1,117 @@
+#include "stack/net/frame.h"
+
+#include "stack/net/checksum.h"
+
+namespace quadsock::net {
+namespace {
+
+// The checksum of an upper-layer segment over its pseudo-header; 0 when the segment verifies.
+uint16_t UpperChecksum(const ParsedFrame& f, std::span<const uint8_t> segment) {
+  const uint32_t sum = PseudoHeaderSum(f.src, f.dst, f.protocol, segment.size());
+  return ChecksumFinish(ChecksumAdd(sum, segment));
+}
+
+ParseError ParseUdp(std::span<const uint8_t> frame, ParsedFrame& f) {
+  const std::span<const uint8_t> segment = frame.subspan(f.l4_offset, f.l4_length);
+  ByteReader r(segment);
+  if (ParseError e = f.udp.Parse(r); e != ParseError::kOk) return e;
+  // Bytes past the UDP length are padding; a UDP length past the IP payload is a lie.
+  if (f.udp.length < UdpHeader::kSize || f.udp.length > segment.size()) {
+    return ParseError::kBadUdpLength;
+  }
+  if (f.udp.checksum == 0) {
+    // RFC 768: no checksum over IPv4. RFC 8200 8.1: mandatory over IPv6.
+    if (f.l3 == L3::kIpv6) return ParseError::kZeroUdpChecksumIpv6;
+  } else if (UpperChecksum(f, segment.first(f.udp.length)) != 0) {
+    return ParseError::kBadUdpChecksum;
+  }
+  f.l4 = L4::kUdp;
+  f.payload_offset = f.l4_offset + UdpHeader::kSize;
+  f.payload_length = f.udp.length - UdpHeader::kSize;
+  return ParseError::kOk;
+}
+
+ParseError ParseIcmp(std::span<const uint8_t> frame, ParsedFrame& f) {
+  const std::span<const uint8_t> message = frame.subspan(f.l4_offset, f.l4_length);
+  ByteReader r(message);
+  if (ParseError e = f.icmp.Parse(r); e != ParseError::kOk) return e;
+  const bool v6 = f.l3 == L3::kIpv6;
+  // ICMPv4 sums the message alone; ICMPv6 adds the pseudo-header (RFC 4443 2.3).
+  const uint16_t check =
+      v6 ? UpperChecksum(f, message) : ChecksumFinish(ChecksumAdd(0, message));
+  if (check != 0) return ParseError::kBadIcmpChecksum;
+  f.l4 = v6 ? L4::kIcmpv6 : L4::kIcmpv4;
+  f.payload_offset = f.l4_offset + IcmpHeader::kSize;
+  f.payload_length = f.l4_length - IcmpHeader::kSize;
+  if (v6 && (f.icmp.type == kIcmpv6NeighborSolicitation ||
+             f.icmp.type == kIcmpv6NeighborAdvertisement)) {
+    // RFC 4861 7.1.1 / 7.1.2: an NDP message that was routed, or is malformed, is invalid.
+    if (f.ttl != 255) return ParseError::kBadNdpHopLimit;
+    if (f.icmp.code != 0) return ParseError::kBadNdpMessage;
+    return f.ndp.Parse(f.icmp.type, r);
+  }
+  return ParseError::kOk;
+}
+
+ParseError ParseIp(std::span<const uint8_t> frame, ParsedFrame& f) {
+  ByteReader r(frame.subspan(f.l3_offset));
+  if (f.l3 == L3::kIpv4) {
+    if (ParseError e = f.ipv4.Parse(r); e != ParseError::kOk) return e;
+    f.src = f.ipv4.src;
+    f.dst = f.ipv4.dst;
+    f.ttl = f.ipv4.ttl;
+    f.protocol = f.ipv4.protocol;
+    f.fragment = f.ipv4.is_fragment();
+    f.l4_offset = f.l3_offset + f.ipv4.header_length;
+    f.l4_length = f.ipv4.total_length - f.ipv4.header_length;
+  } else {
+    if (ParseError e = f.ipv6.Parse(r); e != ParseError::kOk) return e;
+    f.src = f.ipv6.src;
+    f.dst = f.ipv6.dst;
+    f.ttl = f.ipv6.hop_limit;
+    f.protocol = f.ipv6.upper_protocol;
+    f.fragment = f.ipv6.is_fragment();
+    f.l4_offset = f.l3_offset + f.ipv6.upper_offset;
+    f.l4_length = Ipv6Header::kSize + f.ipv6.payload_length - f.ipv6.upper_offset;
+  }
+  if (f.fragment) return ParseError::kOk;
+  switch (f.protocol) {
+    case kIpProtoUdp:
+      return ParseUdp(frame, f);
+    case kIpProtoIcmp:
+      if (f.l3 == L3::kIpv4) return ParseIcmp(frame, f);
+      break;
+    case kIpProtoIcmpv6:
+      if (f.l3 == L3::kIpv6) return ParseIcmp(frame, f);
+      break;
+    case kIpProtoNoNext:
+      return ParseError::kOk;
+  }
+  f.l4 = L4::kOther;
+  return ParseError::kOk;
+}
+
+}  // namespace
+
+ParseError ParseFrame(std::span<const uint8_t> frame, ParsedFrame& out) {
+  out = ParsedFrame();
+  ByteReader r(frame);
+  if (ParseError e = out.eth.Parse(r); e != ParseError::kOk) return e;
+  out.l3_offset = r.offset();
+  switch (out.eth.ethertype) {
+    case kEtherTypeArp:
+      out.l3 = L3::kArp;
+      return out.arp.Parse(r);
+    case kEtherTypeIpv4:
+      out.l3 = L3::kIpv4;
+      return ParseIp(frame, out);
+    case kEtherTypeIpv6:
+      out.l3 = L3::kIpv6;
+      return ParseIp(frame, out);
+    default:
+      out.l3 = L3::kOther;
+      return ParseError::kOk;
+  }
+}
+
+}  // namespace quadsock::net
