@@ -221,6 +221,8 @@ class SocketTable {
   void PortsRemove(const Socket& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void JoinGroup(Socket& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void LeaveGroup(Socket& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Queues the freeing of emptied groups; call after the entries pointing at them are unlinked.
+  void FlushDeadGroups() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Leaves and joins the reuseport group and publishes the socket's new entry (or none).
   void Republish(Socket& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   internal::Entry* MakeEntry(const Socket& s) const;
@@ -246,6 +248,7 @@ class SocketTable {
   absl::flat_hash_map<SocketId, std::unique_ptr<Socket>> sockets_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<GroupKey, std::unique_ptr<Group>> groups_ ABSL_GUARDED_BY(mu_);
   internal::PortIndex ports_ ABSL_GUARDED_BY(mu_);
+  std::vector<internal::ReuseGroup*> dead_groups_ ABSL_GUARDED_BY(mu_);
   SocketId next_id_ ABSL_GUARDED_BY(mu_) = 1;
   uint64_t rng_ ABSL_GUARDED_BY(mu_);
   size_t hash2_entries_ ABSL_GUARDED_BY(mu_) = 0;

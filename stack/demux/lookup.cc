@@ -1,0 +1,165 @@
+// The read side of the socket table: Lookup (never locks, never blocks) and its counters.
+#include <algorithm>
+#include <bit>
+
+#include "stack/demux/socket_table.h"
+
+namespace quadsock::demux {
+
+using internal::Buckets;
+using internal::Entry;
+
+LookupContext::LookupContext(SocketTable& table) : table_(table) {
+  absl::MutexLock lock(&table_.contexts_mu_);
+  table_.contexts_.insert(this);
+}
+
+LookupContext::~LookupContext() {
+  absl::MutexLock lock(&table_.contexts_mu_);
+  AddTo(table_.retired_);
+  table_.contexts_.erase(this);
+}
+
+void LookupContext::AddTo(TableStats& s) const {
+  constexpr auto kRelaxed = std::memory_order_relaxed;
+  s.lookups += counters_.lookups.load(kRelaxed);
+  s.misses += counters_.misses.load(kRelaxed);
+  s.hash4_hits += counters_.hash4_hits.load(kRelaxed);
+  s.hash4_misses += counters_.hash4_misses.load(kRelaxed);
+  s.hash2_lookups += counters_.hash2_lookups.load(kRelaxed);
+  s.chain_steps += counters_.chain_steps.load(kRelaxed);
+  s.scored += counters_.scored.load(kRelaxed);
+  for (int i = 0; i < TableStats::kHistogramBuckets; ++i) {
+    s.chain_histogram[i] += counters_.histogram[i].load(kRelaxed);
+  }
+}
+
+TableStats SocketTable::Stats() const {
+  TableStats s;
+  {
+    absl::MutexLock lock(&contexts_mu_);
+    s = retired_;
+    for (const LookupContext* c : contexts_) c->AddTo(s);
+  }
+  s.resizes = resizes_.load(std::memory_order_relaxed);
+  absl::MutexLock lock(&mu_);
+  s.slots = buckets_.load(std::memory_order_relaxed)->size;
+  s.sockets = sockets_.size();
+  s.hash4_entries = hash4_entries_;
+  s.hash2_entries = hash2_entries_;
+  return s;
+}
+
+namespace {
+
+int HistogramBucket(uint32_t steps) {
+  if (steps < 4) return static_cast<int>(steps);
+  // 4-7 -> 4, 8-15 -> 5, 16-31 -> 6, 32+ -> 7
+  return std::min(TableStats::kHistogramBuckets - 1, static_cast<int>(std::bit_width(steps)) + 1);
+}
+
+bool DeviceMatches(const Entry& e, uint32_t device) {
+  return e.bound_device == 0 || e.bound_device == device;
+}
+
+}  // namespace
+
+// compute_score over one hash2 chain: `want_local` is the destination address (exact pass) or
+// the wildcard. A mismatch disqualifies; family, exact local address, connected peer address
+// and port, and bound device add weight. The first of equal scores wins.
+const Entry* SocketTable::ScoreChain(LookupContext& ctx, const Entry* e, uint64_t hash,
+                                     const FlowKey& flow, const AddrKey& want_local,
+                                     const AddrKey& src, uint8_t family_bit,
+                                     uint32_t* steps) const {
+  const Entry* best = nullptr;
+  int best_score = -1;
+  uint64_t scored = 0;
+  for (; e != nullptr; e = e->next.load(std::memory_order_acquire)) {
+    ++*steps;
+    if (e->hash != hash) continue;  // the stored full hash first, the key only if it matches
+    ++scored;
+    if (!(e->accepts & family_bit) || e->local_port != flow.dst_port || e->local != want_local) {
+      continue;
+    }
+    int score = e->family_bit == family_bit ? 2 : 1;
+    if (!IsWildcardKey(e->local)) score += 4;
+    if (e->connected) {
+      if (e->remote != src) continue;
+      score += 4;
+      if (e->remote_port != flow.src_port) continue;
+      score += 4;
+    }
+    if (e->bound_device != 0) {
+      if (e->bound_device != flow.device) continue;
+      score += 4;
+    }
+    if (score > best_score) {
+      best_score = score;
+      best = e;
+    }
+  }
+  LookupContext::Bump(ctx.counters_.hash2_lookups);
+  LookupContext::Bump(ctx.counters_.scored, scored);
+  return best;
+}
+
+std::optional<LookupResult> SocketTable::Lookup(LookupContext& ctx, const FlowKey& flow) const {
+  LookupContext::Counters& c = ctx.counters_;
+  LookupContext::Bump(c.lookups);
+  const Buckets* b = buckets_.load(std::memory_order_acquire);
+  const uint8_t family_bit = flow.dst.is_v4() ? internal::kAcceptV4 : internal::kAcceptV6;
+  const AddrKey dst = AddrKeyOf(flow.dst);
+  const AddrKey src = AddrKeyOf(flow.src);
+  uint32_t steps = 0;
+  const Entry* found = nullptr;
+
+  const uint64_t hash2 = hasher_.Hash2(dst, flow.dst_port);
+  const internal::Hslot2& slot2 = b->hash2[b->Index(hash2)];
+  uint64_t hash4 = 0;
+  bool have_hash4 = false;
+  if (options_.hash4 && slot2.hash4_cnt.load(std::memory_order_acquire) != 0) {
+    hash4 = hasher_.Hash4(dst, flow.dst_port, src, flow.src_port);
+    have_hash4 = true;
+    for (const Entry* e = b->hash4[b->Index(hash4)].load(std::memory_order_acquire);
+         e != nullptr; e = e->next.load(std::memory_order_acquire)) {
+      ++steps;
+      if (e->hash == hash4 && (e->accepts & family_bit) && e->local_port == flow.dst_port &&
+          e->remote_port == flow.src_port && e->local == dst && e->remote == src &&
+          DeviceMatches(*e, flow.device)) {
+        found = e;
+        break;
+      }
+    }
+    LookupContext::Bump(found != nullptr ? c.hash4_hits : c.hash4_misses);
+  }
+  if (found == nullptr && !IsWildcardKey(dst)) {
+    found = ScoreChain(ctx, slot2.head.load(std::memory_order_acquire), hash2, flow, dst, src,
+                       family_bit, &steps);
+  }
+  if (found == nullptr) {
+    const uint64_t wild = hasher_.Hash2(AddrKey{}, flow.dst_port);
+    found = ScoreChain(ctx, b->hash2[b->Index(wild)].head.load(std::memory_order_acquire), wild,
+                       flow, AddrKey{}, src, family_bit, &steps);
+  }
+  LookupContext::Bump(c.chain_steps, steps);
+  LookupContext::Bump(c.histogram[HistogramBucket(steps)]);
+  if (found == nullptr) {
+    LookupContext::Bump(c.misses);
+    return std::nullopt;
+  }
+  if (found->group != nullptr) {
+    // Reuseport: spread unconnected traffic over the group by the keyed 4-tuple hash
+    // (reciprocal_scale, as the kernel), stable while the group does not change.
+    const internal::ReuseMembers* m = found->group->members.load(std::memory_order_acquire);
+    const uint32_t n = m != nullptr ? m->size.load(std::memory_order_acquire) : 0;
+    if (n > 0) {
+      if (!have_hash4) hash4 = hasher_.Hash4(dst, flow.dst_port, src, flow.src_port);
+      const uint32_t i = static_cast<uint32_t>(((hash4 >> 32) * n) >> 32);
+      const internal::SocketRef* ref = m->slots[i].load(std::memory_order_acquire);
+      if (ref != nullptr) return LookupResult{ref->id, ref->cookie};
+    }
+  }
+  return LookupResult{found->id, found->cookie};
+}
+
+}  // namespace quadsock::demux
