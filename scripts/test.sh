@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Runs every quadsock test on this machine, as root: installs what is missing (setup.sh), then
+# `bazel test //...` in the default build and again under AddressSanitizer and
+# UndefinedBehaviorSanitizer, and the concurrency tests under ThreadSanitizer. Privileged tests
+# (BPF, AF_XDP, network namespaces) run too; one that cannot run fails, it is never skipped.
+#
+#   scripts/test.sh                              # everything; ends with "N passed, N failed"
+#   QUADSOCK_TEST_CONFIGS=default scripts/test.sh    # only the plain build
+#
+# Each test target counts once per configuration it runs in.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+configs=${QUADSOCK_TEST_CONFIGS:-"default asan ubsan tsan"}
+logdir=${QUADSOCK_TEST_LOGS:-"$(mktemp -d /tmp/quadsock-test.XXXXXX)"}
+mkdir -p "$logdir"
+passed=0
+failed=0
+
+finish() {
+  echo "test logs: $logdir"
+  echo "$passed passed, $failed failed"
+  [ "$failed" -eq 0 ]
+  exit $?
+}
+
+if ! scripts/setup.sh; then
+  echo "setup failed: nothing could be tested"
+  failed=1
+  finish
+fi
+
+# Which targets each configuration runs: all of them, except ThreadSanitizer, which runs the
+# tests tagged "tsan" (the concurrency tests; TSan makes everything else slow for no insight).
+targets_for() {
+  case "$1" in
+    tsan) bazel query 'attr(tags, "\btsan\b", tests(//...))' 2>/dev/null ;;
+    *) echo "//..." ;;
+  esac
+}
+
+for config in $configs; do
+  flags=()
+  [ "$config" = default ] || flags=(--config="$config")
+  mapfile -t targets < <(targets_for "$config")
+  if [ ${#targets[@]} -eq 0 ]; then
+    echo "== $config: no tests to run"
+    continue
+  fi
+  echo "== bazel test ${flags[*]} ${targets[*]}"
+  log="$logdir/$config.log"
+  bazel test --keep_going "${flags[@]}" -- "${targets[@]}" >"$log" 2>&1
+  status=$?
+  # The summary: one line per test target, e.g. "//stack/net:ip_test  (cached) PASSED in 0.1s".
+  summary=$(grep -E '^//[^ ]+ +(\(cached\) )?(PASSED|FAILED|FLAKY|TIMEOUT|NO STATUS|INCOMPLETE|FAILED TO BUILD|REMOTE FAILURE)' "$log")
+  p=$(grep -cE ' (\(cached\) )?PASSED( |$)' <<<"$summary")
+  f=$(grep -cvE ' (\(cached\) )?PASSED( |$)' <<<"$summary")
+  [ -n "$summary" ] || f=0
+  printf '%s\n' "$summary" | sed "s/^/   [$config] /"
+  if [ "$status" -ne 0 ] && [ "$f" -eq 0 ]; then
+    # Bazel failed before any test could report (a BUILD error, a failed fetch): say so.
+    echo "   [$config] bazel exited with $status before tests ran; the end of its output:"
+    grep -vE '^INFO: (From|Elapsed)' "$log" | tail -n 30 | sed 's/^/     /'
+    f=1
+  elif [ "$f" -gt 0 ]; then
+    echo "   [$config] failures (from $log):"
+    grep -E '^(ERROR|FAIL:)|\[  FAILED  \]|error:' "$log" | head -n 40 | sed 's/^/     /'
+  fi
+  passed=$((passed + p))
+  failed=$((failed + f))
+done
+finish
