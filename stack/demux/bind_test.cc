@@ -114,8 +114,7 @@ TEST_F(TableTest, EphemeralStartIsRandomised) {
 TEST_F(TableTest, UnknownSocketIsNotFound) {
   constexpr SocketId kNope = 999;
   EXPECT_EQ(table_->Bind(kNope, Ep("0.0.0.0:1")).status().code(), absl::StatusCode::kNotFound);
-  EXPECT_EQ(table_->Connect(kNope, Ep("10.0.0.9:1")).status().code(),
-            absl::StatusCode::kNotFound);
+  EXPECT_EQ(table_->Connect(kNope, Ep("10.0.0.9:1")).status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(table_->Disconnect(kNope).code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(table_->Rehash(kNope, std::nullopt, 5).status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(table_->SetBoundDevice(kNope, 1).code(), absl::StatusCode::kNotFound);
@@ -172,8 +171,7 @@ TEST_F(TableTest, RouteErrorIsReturnedAndSocketUnchanged) {
   };
   Make(o);
   SocketId s = Bound(V4(), "0.0.0.0:4000");
-  EXPECT_EQ(table_->Connect(s, Ep("10.9.9.9:53")).status().code(),
-            absl::StatusCode::kUnavailable);
+  EXPECT_EQ(table_->Connect(s, Ep("10.9.9.9:53")).status().code(), absl::StatusCode::kUnavailable);
   EXPECT_EQ(table_->Get(s)->state, SocketState::kBound);
   EXPECT_EQ(Find("10.9.9.9:53", "10.0.0.7:4000"), s);
 }

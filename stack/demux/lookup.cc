@@ -10,12 +10,12 @@ using internal::Buckets;
 using internal::Entry;
 
 LookupContext::LookupContext(SocketTable& table) : table_(table) {
-  absl::MutexLock lock(&table_.contexts_mu_);
+  std::lock_guard<std::mutex> lock(table_.contexts_mu_);
   table_.contexts_.insert(this);
 }
 
 LookupContext::~LookupContext() {
-  absl::MutexLock lock(&table_.contexts_mu_);
+  std::lock_guard<std::mutex> lock(table_.contexts_mu_);
   AddTo(table_.retired_);
   table_.contexts_.erase(this);
 }
@@ -37,12 +37,12 @@ void LookupContext::AddTo(TableStats& s) const {
 TableStats SocketTable::Stats() const {
   TableStats s;
   {
-    absl::MutexLock lock(&contexts_mu_);
+    std::lock_guard<std::mutex> lock(contexts_mu_);
     s = retired_;
     for (const LookupContext* c : contexts_) c->AddTo(s);
   }
   s.resizes = resizes_.load(std::memory_order_relaxed);
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   s.slots = buckets_.load(std::memory_order_relaxed)->size;
   s.sockets = sockets_.size();
   s.hash4_entries = hash4_entries_;
@@ -120,8 +120,8 @@ std::optional<LookupResult> SocketTable::Lookup(LookupContext& ctx, const FlowKe
   if (options_.hash4 && slot2.hash4_cnt.load(std::memory_order_acquire) != 0) {
     hash4 = hasher_.Hash4(dst, flow.dst_port, src, flow.src_port);
     have_hash4 = true;
-    for (const Entry* e = b->hash4[b->Index(hash4)].load(std::memory_order_acquire);
-         e != nullptr; e = e->next.load(std::memory_order_acquire)) {
+    for (const Entry* e = b->hash4[b->Index(hash4)].load(std::memory_order_acquire); e != nullptr;
+         e = e->next.load(std::memory_order_acquire)) {
       ++steps;
       if (e->hash == hash4 && (e->accepts & family_bit) && e->local_port == flow.dst_port &&
           e->remote_port == flow.src_port && e->local == dst && e->remote == src &&

@@ -90,11 +90,11 @@ TEST(AddressChange, NoLookupMissWhileAddressChanges) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
   int rounds = 0;
   while (std::chrono::steady_clock::now() < deadline || rounds < 200) {
-    ASSERT_TRUE(table->Connect(s, Ep("10.9.9.9:53")).ok());      // wildcard -> hash4
-    ASSERT_TRUE(table->Disconnect(s).ok());                       // hash4 -> wildcard
+    ASSERT_TRUE(table->Connect(s, Ep("10.9.9.9:53")).ok());            // wildcard -> hash4
+    ASSERT_TRUE(table->Disconnect(s).ok());                            // hash4 -> wildcard
     ASSERT_TRUE(table->Rehash(s, Ip("10.0.0.1"), std::nullopt).ok());  // wildcard -> exact
-    ASSERT_TRUE(table->Connect(s, Ep("10.9.9.9:53")).ok());      // exact -> hash4
-    ASSERT_TRUE(table->Disconnect(s).ok());                       // hash4 -> exact
+    ASSERT_TRUE(table->Connect(s, Ep("10.9.9.9:53")).ok());            // exact -> hash4
+    ASSERT_TRUE(table->Disconnect(s).ok());                            // hash4 -> exact
     ASSERT_TRUE(table->Rehash(s, Ip("0.0.0.0"), std::nullopt).ok());   // exact -> wildcard
     ++rounds;
   }
@@ -183,7 +183,8 @@ TEST_F(TableTest, MemoryIsReported) {
   o.ephemeral_low = o.ephemeral_high = 443;
   Make(o);
   for (int i = 0; i < 10000; ++i) {
-    ASSERT_TRUE(table_->Connect(Open(V4(true)), net::Endpoint{net::IpAddress::V4(0x0b000000 + i), 7}).ok());
+    ASSERT_TRUE(
+        table_->Connect(Open(V4(true)), net::Endpoint{net::IpAddress::V4(0x0b000000 + i), 7}).ok());
   }
   const size_t per_socket = (table_->MemoryBytes() - empty) / 10000;
   EXPECT_GT(per_socket, sizeof(internal::Entry));

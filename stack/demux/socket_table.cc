@@ -78,9 +78,8 @@ Entry* Clone(const Entry& e) {
 
 absl::StatusOr<std::unique_ptr<SocketTable>> SocketTable::Create(Options options) {
   if (options.ephemeral_low == 0 || options.ephemeral_low > options.ephemeral_high) {
-    return absl::InvalidArgumentError(absl::StrCat("bad ephemeral port range ",
-                                                   options.ephemeral_low, "-",
-                                                   options.ephemeral_high));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "bad ephemeral port range ", options.ephemeral_low, "-", options.ephemeral_high));
   }
   if (options.min_log2_slots < 1 || options.min_log2_slots > options.max_log2_slots ||
       options.max_log2_slots > 30) {
@@ -98,7 +97,7 @@ SocketTable::SocketTable(Options options)
 
 SocketTable::~SocketTable() {
   RcuBarrier();  // everything already handed to RcuDefer is freed
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   for (auto& [id, s] : sockets_) {
     delete s->entry;
     delete s->ref;
@@ -120,24 +119,23 @@ absl::StatusOr<net::IpAddress> SocketTable::LocalAddressFor(const Socket& s,
                                                             const net::IpAddress& a) const {
   if (s.options.family == net::Family::kV4) {
     if (!a.is_v4()) {
-      return absl::InvalidArgumentError(absl::StrCat("IPv4 socket given IPv6 address ",
-                                                     a.ToString()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("IPv4 socket given IPv6 address ", a.ToString()));
     }
     return a;
   }
   if (!a.is_v6()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "IPv6 socket given IPv4 address ", a.ToString(), " (use ::ffff:", a.ToString(), ")"));
+    return absl::InvalidArgumentError(absl::StrCat("IPv6 socket given IPv4 address ", a.ToString(),
+                                                   " (use ::ffff:", a.ToString(), ")"));
   }
   if (s.options.v6only && a.IsV4Mapped()) {
-    return absl::InvalidArgumentError(absl::StrCat("v6only socket given v4-mapped address ",
-                                                   a.ToString()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("v6only socket given v4-mapped address ", a.ToString()));
   }
   return a;
 }
 
-bool SocketTable::PortConflicts(const Socket& s, const net::IpAddress& local,
-                                uint16_t port) const {
+bool SocketTable::PortConflicts(const Socket& s, const net::IpAddress& local, uint16_t port) const {
   return ports_.Conflicts(port, internal::Coverage::Of(s.options.family, s.options.v6only, local),
                           s.options.reuse_port, s.options.bound_device);
 }
@@ -148,23 +146,20 @@ void SocketTable::PortsAdd(const Socket& s) {
 }
 
 void SocketTable::PortsRemove(const Socket& s) {
-  ports_.Remove(s.local_port,
-                internal::Coverage::Of(s.options.family, s.options.v6only, s.local),
+  ports_.Remove(s.local_port, internal::Coverage::Of(s.options.family, s.options.v6only, s.local),
                 s.options.reuse_port, s.options.bound_device);
 }
 
-absl::StatusOr<uint16_t> SocketTable::PickEphemeral(const Socket& s,
-                                                    const net::IpAddress& local) {
+absl::StatusOr<uint16_t> SocketTable::PickEphemeral(const Socket& s, const net::IpAddress& local) {
   const uint32_t range = uint32_t{options_.ephemeral_high} - options_.ephemeral_low + 1;
   const uint32_t start = SplitMix64(rng_) % range;  // randomised start, as the kernel
   for (uint32_t i = 0; i < range; ++i) {
     uint16_t port = options_.ephemeral_low + (start + i) % range;
     if (!PortConflicts(s, local, port)) return port;
   }
-  return absl::ResourceExhaustedError(absl::StrCat("no free ephemeral port in ",
-                                                   options_.ephemeral_low, "-",
-                                                   options_.ephemeral_high, " for ",
-                                                   local.ToString()));
+  return absl::ResourceExhaustedError(
+      absl::StrCat("no free ephemeral port in ", options_.ephemeral_low, "-",
+                   options_.ephemeral_high, " for ", local.ToString()));
 }
 
 // ---- Reuseport groups ----
@@ -246,8 +241,8 @@ Entry* SocketTable::MakeEntry(const Socket& s) const {
   }
   e->in_hash4 = e->connected && options_.hash4;
   e->hash2 = hasher_.Hash2(e->local, e->local_port);
-  e->hash = e->in_hash4 ? hasher_.Hash4(e->local, e->local_port, e->remote, e->remote_port)
-                        : e->hash2;
+  e->hash =
+      e->in_hash4 ? hasher_.Hash4(e->local, e->local_port, e->remote, e->remote_port) : e->hash2;
   e->bound_device = s.options.bound_device;
   const bool v4_socket = s.options.family == net::Family::kV4;
   e->family_bit = v4_socket ? internal::kAcceptV4 : internal::kAcceptV6;
@@ -256,8 +251,8 @@ Entry* SocketTable::MakeEntry(const Socket& s) const {
   } else if (e->connected) {
     e->accepts = s.remote.address.IsV4Mapped() ? internal::kAcceptV4 : internal::kAcceptV6;
   } else if (s.local.IsUnspecified()) {
-    e->accepts = s.options.v6only ? internal::kAcceptV6
-                                  : (internal::kAcceptV4 | internal::kAcceptV6);
+    e->accepts =
+        s.options.v6only ? internal::kAcceptV6 : (internal::kAcceptV4 | internal::kAcceptV6);
   } else {
     e->accepts = s.local.IsV4Mapped() ? internal::kAcceptV4 : internal::kAcceptV6;
   }
@@ -382,7 +377,7 @@ absl::StatusOr<SocketId> SocketTable::Open(const SocketOptions& options) {
   if (options.family == net::Family::kV4 && options.v6only) {
     return absl::InvalidArgumentError("v6only on an IPv4 socket");
   }
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   auto s = std::make_unique<Socket>();
   s->id = next_id_++;
   s->options = options;
@@ -394,7 +389,7 @@ absl::StatusOr<SocketId> SocketTable::Open(const SocketOptions& options) {
 }
 
 absl::StatusOr<net::Endpoint> SocketTable::Bind(SocketId id, const net::Endpoint& local) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   absl::StatusOr<Socket*> found = Find(id);
   if (!found.ok()) return found.status();
   Socket& s = **found;
@@ -409,8 +404,8 @@ absl::StatusOr<net::Endpoint> SocketTable::Bind(SocketId id, const net::Endpoint
     if (!picked.ok()) return picked.status();
     port = *picked;
   } else if (PortConflicts(s, *address, port)) {
-    return absl::AlreadyExistsError(absl::StrCat("address in use: ",
-                                                 net::Endpoint{*address, port}.ToString()));
+    return absl::AlreadyExistsError(
+        absl::StrCat("address in use: ", net::Endpoint{*address, port}.ToString()));
   }
   s.local = *address;
   s.local_port = port;
@@ -423,7 +418,7 @@ absl::StatusOr<net::Endpoint> SocketTable::Bind(SocketId id, const net::Endpoint
 }
 
 absl::StatusOr<net::Endpoint> SocketTable::Connect(SocketId id, const net::Endpoint& peer) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   absl::StatusOr<Socket*> found = Find(id);
   if (!found.ok()) return found.status();
   Socket& s = **found;
@@ -472,7 +467,7 @@ absl::StatusOr<net::Endpoint> SocketTable::Connect(SocketId id, const net::Endpo
 }
 
 absl::Status SocketTable::Disconnect(SocketId id) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   absl::StatusOr<Socket*> found = Find(id);
   if (!found.ok()) return found.status();
   Socket& s = **found;
@@ -498,7 +493,7 @@ absl::Status SocketTable::Disconnect(SocketId id) {
 absl::StatusOr<net::Endpoint> SocketTable::Rehash(SocketId id,
                                                   std::optional<net::IpAddress> address,
                                                   std::optional<uint16_t> port) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   absl::StatusOr<Socket*> found = Find(id);
   if (!found.ok()) return found.status();
   Socket& s = **found;
@@ -532,8 +527,8 @@ absl::StatusOr<net::Endpoint> SocketTable::Rehash(SocketId id,
     new_port = *picked;
   } else if (PortConflicts(s, new_local, new_port)) {
     PortsAdd(s);
-    return absl::AlreadyExistsError(absl::StrCat(
-        "address in use: ", net::Endpoint{new_local, new_port}.ToString()));
+    return absl::AlreadyExistsError(
+        absl::StrCat("address in use: ", net::Endpoint{new_local, new_port}.ToString()));
   }
   s.local = new_local;
   s.local_port = new_port;
@@ -545,7 +540,7 @@ absl::StatusOr<net::Endpoint> SocketTable::Rehash(SocketId id,
 }
 
 absl::Status SocketTable::SetBoundDevice(SocketId id, uint32_t device) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   absl::StatusOr<Socket*> found = Find(id);
   if (!found.ok()) return found.status();
   Socket& s = **found;
@@ -561,7 +556,7 @@ absl::Status SocketTable::SetBoundDevice(SocketId id, uint32_t device) {
 }
 
 absl::Status SocketTable::Close(SocketId id) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   absl::StatusOr<Socket*> found = Find(id);
   if (!found.ok()) return found.status();
   Socket& s = **found;
@@ -577,7 +572,7 @@ absl::Status SocketTable::Close(SocketId id) {
 }
 
 absl::StatusOr<SocketInfo> SocketTable::Get(SocketId id) const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   absl::StatusOr<Socket*> found = Find(id);
   if (!found.ok()) return found.status();
   const Socket& s = **found;
@@ -594,14 +589,13 @@ absl::StatusOr<SocketInfo> SocketTable::Get(SocketId id) const {
 size_t SocketTable::MemoryBytes() const {
   // Heap blocks are counted at their object size plus 16 bytes of allocator overhead.
   constexpr size_t kMallocOverhead = 16;
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   const Buckets& b = *buckets_.load(std::memory_order_relaxed);
   size_t bytes = sizeof(*this);
   bytes += b.size * (sizeof(internal::Hslot2) + sizeof(std::atomic<Entry*>));
   bytes += (hash2_entries_ + hash4_entries_) * (sizeof(Entry) + kMallocOverhead);
   bytes += sockets_.capacity() * (sizeof(std::pair<SocketId, std::unique_ptr<Socket>>) + 1);
-  bytes += sockets_.size() *
-           (sizeof(Socket) + sizeof(SocketRef) + 2 * kMallocOverhead);
+  bytes += sockets_.size() * (sizeof(Socket) + sizeof(SocketRef) + 2 * kMallocOverhead);
   bytes += groups_.capacity() * (sizeof(std::pair<GroupKey, std::unique_ptr<Group>>) + 1);
   for (const auto& [key, g] : groups_) {
     const ReuseMembers* m = g->shared->members.load(std::memory_order_relaxed);

@@ -37,6 +37,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <vector>
 
@@ -45,7 +46,6 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "stack/demux/flow_hash.h"
 #include "stack/demux/internal/buckets.h"
 #include "stack/demux/internal/port_index.h"
@@ -94,15 +94,15 @@ struct SocketInfo {
 struct TableStats {
   static constexpr int kHistogramBuckets = 8;  // 0, 1, 2, 3, 4-7, 8-15, 16-31, 32+
   uint64_t lookups = 0;
-  uint64_t misses = 0;          // no socket found
+  uint64_t misses = 0;  // no socket found
   uint64_t hash4_hits = 0;
-  uint64_t hash4_misses = 0;    // hash4 tried (hash4_cnt non-zero) without a match
-  uint64_t hash2_lookups = 0;   // hash2 chains walked (exact and wildcard passes)
-  uint64_t chain_steps = 0;     // entries visited
-  uint64_t scored = 0;          // hash2 entries run through the score function
+  uint64_t hash4_misses = 0;   // hash4 tried (hash4_cnt non-zero) without a match
+  uint64_t hash2_lookups = 0;  // hash2 chains walked (exact and wildcard passes)
+  uint64_t chain_steps = 0;    // entries visited
+  uint64_t scored = 0;         // hash2 entries run through the score function
   std::array<uint64_t, kHistogramBuckets> chain_histogram{};
   uint64_t resizes = 0;
-  uint64_t slots = 0;           // current size of each slot array
+  uint64_t slots = 0;  // current size of each slot array
   uint64_t sockets = 0;
   uint64_t hash4_entries = 0;
   uint64_t hash2_entries = 0;
@@ -123,8 +123,8 @@ class LookupContext {
  private:
   friend class SocketTable;
   struct Counters {
-    std::atomic<uint64_t> lookups{0}, misses{0}, hash4_hits{0}, hash4_misses{0},
-        hash2_lookups{0}, chain_steps{0}, scored{0};
+    std::atomic<uint64_t> lookups{0}, misses{0}, hash4_hits{0}, hash4_misses{0}, hash2_lookups{0},
+        chain_steps{0}, scored{0};
     std::array<std::atomic<uint64_t>, TableStats::kHistogramBuckets> histogram{};
   };
   // Single writer (the owning thread): a plain add, no atomic read-modify-write.
@@ -143,14 +143,14 @@ class SocketTable {
   using RouteFn = std::function<absl::StatusOr<net::IpAddress>(const net::IpAddress& peer)>;
 
   struct Options {
-    bool hash4 = true;                 // false: the kernel's CONFIG_BASE_SMALL
-    uint16_t ephemeral_low = 32768;    // ephemeral port range, inclusive
+    bool hash4 = true;               // false: the kernel's CONFIG_BASE_SMALL
+    uint16_t ephemeral_low = 32768;  // ephemeral port range, inclusive
     uint16_t ephemeral_high = 60999;
     std::optional<FlowHasher::Secret> secret;  // random per table when unset
     std::optional<uint64_t> seed;              // for the ephemeral port start; random if unset
-    RouteFn route;                     // required for Connect on a socket without an address
-    uint32_t min_log2_slots = 4;       // the slot arrays never shrink below this
-    uint32_t max_log2_slots = 24;      // nor grow above this
+    RouteFn route;                 // required for Connect on a socket without an address
+    uint32_t min_log2_slots = 4;   // the slot arrays never shrink below this
+    uint32_t max_log2_slots = 24;  // nor grow above this
   };
 
   static absl::StatusOr<std::unique_ptr<SocketTable>> Create(Options options);
@@ -234,17 +234,18 @@ class SocketTable {
   void Resize(uint32_t log2) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Read side.
-  const internal::Entry* ScoreChain(LookupContext& ctx, const internal::Entry* head,
-                                    uint64_t hash, const FlowKey& flow, const AddrKey& dst,
-                                    const AddrKey& src, uint8_t family_bit,
-                                    uint32_t* steps) const;
+  const internal::Entry* ScoreChain(LookupContext& ctx, const internal::Entry* head, uint64_t hash,
+                                    const FlowKey& flow, const AddrKey& dst, const AddrKey& src,
+                                    uint8_t family_bit, uint32_t* steps) const;
 
   const Options options_;
   const FlowHasher hasher_;
 
   std::atomic<internal::Buckets*> buckets_;
 
-  mutable absl::Mutex mu_;
+  // std::mutex, not absl::Mutex: the system Abseil is not built for TSAN, so TSAN would not see
+  // absl::Mutex ordering; pthread mutexes it intercepts.
+  mutable std::mutex mu_;
   absl::flat_hash_map<SocketId, std::unique_ptr<Socket>> sockets_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<GroupKey, std::unique_ptr<Group>> groups_ ABSL_GUARDED_BY(mu_);
   internal::PortIndex ports_ ABSL_GUARDED_BY(mu_);
@@ -256,7 +257,7 @@ class SocketTable {
   std::atomic<uint64_t> resizes_{0};
 
   friend class LookupContext;
-  mutable absl::Mutex contexts_mu_;
+  mutable std::mutex contexts_mu_;
   absl::flat_hash_set<const LookupContext*> contexts_ ABSL_GUARDED_BY(contexts_mu_);
   TableStats retired_ ABSL_GUARDED_BY(contexts_mu_);
 };

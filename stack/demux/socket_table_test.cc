@@ -79,9 +79,9 @@ TEST_F(TableTest, Hash4OffScoresConnectedInHash2) {
   SocketId conn = Bound(V4(true), "10.0.0.1:53");
   ASSERT_TRUE(table_->Connect(conn, Ep("10.9.9.9:7")).ok());
   EXPECT_FALSE(table_->Get(conn)->in_hash4);
-  EXPECT_EQ(Find("10.9.9.9:7", "10.0.0.1:53"), conn);   // connected scores higher
-  EXPECT_EQ(Find("10.9.9.9:8", "10.0.0.1:53"), open);   // wrong peer port disqualifies
-  EXPECT_EQ(Find("10.9.9.8:7", "10.0.0.1:53"), open);   // wrong peer address disqualifies
+  EXPECT_EQ(Find("10.9.9.9:7", "10.0.0.1:53"), conn);  // connected scores higher
+  EXPECT_EQ(Find("10.9.9.9:8", "10.0.0.1:53"), open);  // wrong peer port disqualifies
+  EXPECT_EQ(Find("10.9.9.8:7", "10.0.0.1:53"), open);  // wrong peer address disqualifies
   TableStats st = table_->Stats();
   EXPECT_EQ(st.hash4_hits + st.hash4_misses, 0u);
   EXPECT_EQ(st.hash4_entries, 0u);
@@ -178,7 +178,8 @@ TEST_F(TableTest, ReuseportConnectedMemberFoundByHash4AndLeavesSpread) {
   }
   ASSERT_TRUE(table_->Disconnect(b).ok());  // back in the group
   std::map<SocketId, int> hits;
-  for (int port = 1000; port < 1200; ++port) ++hits[Find("10.9.9.9:" + std::to_string(port), "10.0.0.1:53")];
+  for (int port = 1000; port < 1200; ++port)
+    ++hits[Find("10.9.9.9:" + std::to_string(port), "10.0.0.1:53")];
   EXPECT_EQ(hits.size(), 2u);
 }
 

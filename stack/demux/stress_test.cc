@@ -70,56 +70,60 @@ TEST(Stress, StableSocketsNeverMissedWhileOthersChurn) {
 
   uint64_t ops = 0;
   auto churn = [&] {
-  std::mt19937 rng(7);
-  auto pick = [&](int n) { return static_cast<int>(rng() % n); };
-  std::vector<SocketId> live;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-  while (std::chrono::steady_clock::now() < deadline || ops < 5000) {
-    // Grow to a few thousand sockets, then close them all: the arrays grow and shrink.
-    const int target = 500 + pick(2500);
-    while (static_cast<int>(live.size()) < target) {
-      SocketId s = table->Open(V4(true)).value();
-      const int kind = pick(4);
-      const uint16_t port = 1000 + pick(50) + 1000 * pick(2);  // the stable ports' chains
-      const net::IpAddress other = net::IpAddress::V4(0x0a000002 + pick(3));
-      const net::Endpoint peer{net::IpAddress::V4(0x0c000000 + pick(1 << 20)),
-                               static_cast<uint16_t>(1 + pick(60000))};
-      if (kind == 0) {
-        ASSERT_TRUE(table->Bind(s, net::Endpoint{other, port}).ok());
-      } else if (kind == 1) {
-        ASSERT_TRUE(table->Bind(s, net::Endpoint{other, port}).ok());
-        ASSERT_TRUE(table->Connect(s, peer).ok());
-      } else if (kind == 2) {
-        ASSERT_TRUE(table->Connect(s, peer).ok());  // auto-bound, on 10.0.0.1
-      } else {
-        ASSERT_TRUE(table->Bind(s, net::Endpoint{net::IpAddress::AnyV4(), uint16_t(5000 + pick(100))}).ok());
+    std::mt19937 rng(7);
+    auto pick = [&](int n) { return static_cast<int>(rng() % n); };
+    std::vector<SocketId> live;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    while (std::chrono::steady_clock::now() < deadline || ops < 5000) {
+      // Grow to a few thousand sockets, then close them all: the arrays grow and shrink.
+      const int target = 500 + pick(2500);
+      while (static_cast<int>(live.size()) < target) {
+        SocketId s = table->Open(V4(true)).value();
+        const int kind = pick(4);
+        const uint16_t port = 1000 + pick(50) + 1000 * pick(2);  // the stable ports' chains
+        const net::IpAddress other = net::IpAddress::V4(0x0a000002 + pick(3));
+        const net::Endpoint peer{net::IpAddress::V4(0x0c000000 + pick(1 << 20)),
+                                 static_cast<uint16_t>(1 + pick(60000))};
+        if (kind == 0) {
+          ASSERT_TRUE(table->Bind(s, net::Endpoint{other, port}).ok());
+        } else if (kind == 1) {
+          ASSERT_TRUE(table->Bind(s, net::Endpoint{other, port}).ok());
+          ASSERT_TRUE(table->Connect(s, peer).ok());
+        } else if (kind == 2) {
+          ASSERT_TRUE(table->Connect(s, peer).ok());  // auto-bound, on 10.0.0.1
+        } else {
+          ASSERT_TRUE(
+              table->Bind(s, net::Endpoint{net::IpAddress::AnyV4(), uint16_t(5000 + pick(100))})
+                  .ok());
+        }
+        live.push_back(s);
+        ++ops;
       }
-      live.push_back(s);
-      ++ops;
-    }
-    for (int i = 0; i < 200 && !live.empty(); ++i) {  // move some
-      SocketId s = live[pick(live.size())];
-      const net::IpAddress other = net::IpAddress::V4(0x0a000002 + pick(3));
-      switch (pick(3)) {
-        case 0:
-          if (table->Get(s)->state != SocketState::kOpen) {  // an auto-bound one may be open
-            absl::StatusOr<net::Endpoint> r = table->Rehash(s, other, std::nullopt);
-            ASSERT_TRUE(r.ok()) << r.status();
-          }
-          break;
-        case 1:
-          ASSERT_TRUE(table->Connect(s, net::Endpoint{net::IpAddress::V4(0x0d000000 + pick(1000)), 9}).ok());
-          break;
-        default:
-          table->Disconnect(s).IgnoreError();  // may not be connected
-          break;
+      for (int i = 0; i < 200 && !live.empty(); ++i) {  // move some
+        SocketId s = live[pick(live.size())];
+        const net::IpAddress other = net::IpAddress::V4(0x0a000002 + pick(3));
+        switch (pick(3)) {
+          case 0:
+            if (table->Get(s)->state != SocketState::kOpen) {  // an auto-bound one may be open
+              absl::StatusOr<net::Endpoint> r = table->Rehash(s, other, std::nullopt);
+              ASSERT_TRUE(r.ok()) << r.status();
+            }
+            break;
+          case 1:
+            ASSERT_TRUE(
+                table->Connect(s, net::Endpoint{net::IpAddress::V4(0x0d000000 + pick(1000)), 9})
+                    .ok());
+            break;
+          default:
+            table->Disconnect(s).IgnoreError();  // may not be connected
+            break;
+        }
+        ++ops;
       }
-      ++ops;
+      for (SocketId s : live) ASSERT_TRUE(table->Close(s).ok());
+      ops += live.size();
+      live.clear();
     }
-    for (SocketId s : live) ASSERT_TRUE(table->Close(s).ok());
-    ops += live.size();
-    live.clear();
-  }
   };
   churn();  // returns early on a failed assertion; the readers are stopped either way
   stop = true;

@@ -52,10 +52,10 @@ struct ReuseGroup {
 
 struct Entry {
   std::atomic<Entry*> next{nullptr};
-  uint64_t hash = 0;      // the chain's hash: hash4 for a hash4 entry, hash2 otherwise
-  uint64_t hash2 = 0;     // hash2 of (local, local_port): names the hash4_cnt slot
-  AddrKey local{};        // zeros for the wildcard
-  AddrKey remote{};       // zeros unless connected
+  uint64_t hash = 0;   // the chain's hash: hash4 for a hash4 entry, hash2 otherwise
+  uint64_t hash2 = 0;  // hash2 of (local, local_port): names the hash4_cnt slot
+  AddrKey local{};     // zeros for the wildcard
+  AddrKey remote{};    // zeros unless connected
   uint16_t local_port = 0;
   uint16_t remote_port = 0;
   uint32_t bound_device = 0;  // 0: any device

@@ -3,9 +3,7 @@
 namespace quadsock::demux::internal {
 namespace {
 
-bool Clash(uint32_t n, uint32_t no_reuse, bool reuse) {
-  return n > 0 && (!reuse || no_reuse > 0);
-}
+bool Clash(uint32_t n, uint32_t no_reuse, bool reuse) { return n > 0 && (!reuse || no_reuse > 0); }
 
 }  // namespace
 
@@ -66,8 +64,7 @@ bool PortIndex::SpaceConflicts(const Space& s, const AddrKey& key, bool reuse, u
   return Clash(e.n, e.no_reuse, reuse);
 }
 
-void PortIndex::SpaceUpdate(Space& s, const AddrKey& key, bool reuse, uint32_t device,
-                            int delta) {
+void PortIndex::SpaceUpdate(Space& s, const AddrKey& key, bool reuse, uint32_t device, int delta) {
   s.all.Update(device, reuse, delta);
   if (IsWildcardKey(key)) {
     s.wildcard.Update(device, reuse, delta);

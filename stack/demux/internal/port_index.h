@@ -27,10 +27,10 @@ namespace quadsock::demux::internal {
 
 // Which addresses a bound socket receives for, per address space.
 struct Coverage {
-  bool v4 = false;         // covers (part of) the IPv4 space
-  bool v6 = false;         // covers (part of) the IPv6 space
-  AddrKey v4_key{};        // zeros: the whole IPv4 space
-  AddrKey v6_key{};        // zeros: the whole IPv6 space
+  bool v4 = false;   // covers (part of) the IPv4 space
+  bool v6 = false;   // covers (part of) the IPv6 space
+  AddrKey v4_key{};  // zeros: the whole IPv4 space
+  AddrKey v6_key{};  // zeros: the whole IPv6 space
 
   // `local` in the socket's own form: IPv4 for a v4 socket, IPv6 (maybe v4-mapped) for v6.
   static Coverage Of(net::Family family, bool v6only, const net::IpAddress& local);
