@@ -1,0 +1,84 @@
+// The Link seam: one queue of Ethernet frames in and out, as the stack's poll thread sees it.
+//
+// XskLink (xsk_link.h) is an AF_XDP socket on a NIC queue; MemoryLink (memory_link.h) joins
+// two stacks, or a stack and a test, in memory. The stack is written against this interface
+// only, so most of it is tested without privileges.
+//
+// Frames are buffers the link owns (UMEM frames for AF_XDP). Receive() lends them to the caller,
+// which gives each back exactly once: Release() for a frame it is done with, Transmit() for a
+// frame it rewrote in place (an echo reply) or built from AllocateTx(). A Link is used by one
+// thread at a time (the queue's poll thread).
+//
+//   FrameBuffer frames[64];
+//   size_t n = link.Receive(frames);
+//   for (size_t i = 0; i < n; ++i) Handle(frames[i]);      // each ends in Release or Transmit
+//   link.Poll();                                           // refill, reap completions, kick
+#ifndef QUADSOCK_STACK_LINK_LINK_H_
+#define QUADSOCK_STACK_LINK_LINK_H_
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+
+#include "absl/status/status.h"
+#include "stack/net/address.h"
+
+namespace quadsock::link {
+
+struct FrameBuffer {
+  uint8_t* data = nullptr;
+  uint32_t length = 0;    // bytes of frame in `data`
+  uint32_t capacity = 0;  // bytes that may be written at `data`
+  uint64_t handle = 0;    // the link's name for the buffer (a UMEM address for AF_XDP)
+};
+
+struct LinkInfo {
+  std::string name;        // interface name, or a test's name for a memory link
+  uint32_t ifindex = 0;
+  uint32_t queue = 0;
+  net::MacAddress mac;
+  uint32_t mtu = 1500;     // IP MTU
+  std::string mode;        // how frames move: "zerocopy", "copy", "skb", "memory"
+};
+
+struct LinkCounters {
+  uint64_t rx_frames = 0;
+  uint64_t tx_frames = 0;
+  uint64_t tx_ring_full = 0;     // Transmit found no room; frames stayed the caller's
+  uint64_t no_tx_buffer = 0;     // AllocateTx found no free buffer
+  uint64_t fill_ring_empty = 0;  // times the kernel may have had no buffer to receive into
+  uint64_t rx_dropped = 0;       // the kernel's count of frames it could not deliver
+  uint64_t wakeups = 0;          // sendto()/recvfrom() kicks for need_wakeup
+};
+
+class Link {
+ public:
+  virtual ~Link() = default;
+
+  virtual const LinkInfo& info() const = 0;
+
+  // Lends up to out.size() received frames to the caller. Never blocks.
+  virtual size_t Receive(std::span<FrameBuffer> out) = 0;
+  // Gives back frames that Receive or AllocateTx lent and that will not be transmitted.
+  virtual void Release(std::span<const FrameBuffer> frames) = 0;
+  // Lends an empty buffer for an outgoing frame, or nothing when none is free (counted).
+  virtual std::optional<FrameBuffer> AllocateTx() = 0;
+  // Queues frames for sending and takes them back; returns how many it took, from the front.
+  // Frames it did not take (ring full: counted) are still the caller's.
+  virtual size_t Transmit(std::span<const FrameBuffer> frames) = 0;
+  // Housekeeping, once per poll-loop turn: reaps completed transmissions, refills the receive
+  // side, wakes the kernel if it asked to be woken.
+  virtual void Poll() = 0;
+  // A file descriptor that polls readable when frames may have arrived, for an idle poll loop.
+  virtual int wait_fd() const = 0;
+
+  // Checks that every buffer of the link is in exactly one place (the kernel's rings, lent to
+  // the caller, or free). OK, or INTERNAL naming the discrepancy. Same thread as the rest.
+  virtual absl::Status CheckFrameAccounting() const = 0;
+  virtual LinkCounters counters() const = 0;
+};
+
+}  // namespace quadsock::link
+
+#endif  // QUADSOCK_STACK_LINK_LINK_H_

@@ -1,0 +1,356 @@
+#include "stack/link/xsk_link.h"
+
+#include <linux/if_xdp.h>
+#include <net/if.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <xdp/xsk.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_format.h"
+
+namespace quadsock::link {
+namespace {
+
+absl::Status ErrnoStatus(int err, absl::string_view what) {
+  const std::string message = absl::StrFormat("%s: %s", what, std::strerror(err));
+  switch (err) {
+    case EPERM:
+    case EACCES:
+      return absl::PermissionDeniedError(message + " (needs root, or CAP_NET_RAW and CAP_BPF)");
+    case ENOMEM:
+    case ENOBUFS:
+      return absl::ResourceExhaustedError(message);
+    case ENODEV:
+    case ENXIO:
+    case EOPNOTSUPP:
+      return absl::FailedPreconditionError(message);
+    case EINVAL:
+      return absl::InvalidArgumentError(message);
+    case EBUSY:
+      return absl::AlreadyExistsError(message);
+    default:
+      return absl::UnavailableError(message);
+  }
+}
+
+bool IsPowerOfTwo(uint32_t v) { return v != 0 && (v & (v - 1)) == 0; }
+
+// The interface's MAC address and MTU, through a throwaway socket.
+absl::Status ReadInterface(const std::string& name, net::MacAddress& mac, uint32_t& mtu) {
+  const int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return ErrnoStatus(errno, "socket");
+  ifreq req{};
+  std::strncpy(req.ifr_name, name.c_str(), IFNAMSIZ - 1);
+  absl::Status status;
+  if (ioctl(fd, SIOCGIFHWADDR, &req) != 0) {
+    status = ErrnoStatus(errno, "reading the MAC address of " + name);
+  } else {
+    mac = net::MacAddress::FromBytes(reinterpret_cast<const uint8_t*>(req.ifr_hwaddr.sa_data));
+    if (ioctl(fd, SIOCGIFMTU, &req) != 0) {
+      status = ErrnoStatus(errno, "reading the MTU of " + name);
+    } else {
+      mtu = static_cast<uint32_t>(req.ifr_mtu);
+    }
+  }
+  close(fd);
+  return status;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<XskPort>> XskPort::Create(const Options& options) {
+  if (options.frame_size != 2048 && options.frame_size != 4096) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("UMEM frame size %u: must be 2048 or 4096", options.frame_size));
+  }
+  if (!IsPowerOfTwo(options.ring_size) || options.ring_size < 64) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("ring size %u: must be a power of two, at least 64", options.ring_size));
+  }
+  if (options.queues == 0 || options.frames / options.queues < 2 * options.ring_size) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%u UMEM frames over %u queues: each queue needs at least twice the ring size (%u)",
+        options.frames, options.queues, 2 * options.ring_size));
+  }
+  std::unique_ptr<XskPort> port(new XskPort());
+  port->options_ = options;
+  port->ifindex_ = if_nametoindex(options.interface.c_str());
+  if (port->ifindex_ == 0) {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("no such interface: \"%s\"", options.interface));
+  }
+  if (absl::Status s = ReadInterface(options.interface, port->mac_, port->mtu_); !s.ok()) {
+    return s;
+  }
+  port->area_size_ = size_t{options.frames} * options.frame_size;
+  void* area = mmap(nullptr, port->area_size_, PROT_READ | PROT_WRITE,
+                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+  if (area == MAP_FAILED) return ErrnoStatus(errno, "allocating the UMEM");
+  port->area_ = area;
+  port->umem_fill_ = std::make_unique<xsk_ring_prod>();
+  port->umem_comp_ = std::make_unique<xsk_ring_cons>();
+  xsk_umem_config config{};
+  config.fill_size = options.ring_size;
+  config.comp_size = options.ring_size;
+  config.frame_size = options.frame_size;
+  config.frame_headroom = 0;
+  const int err = xsk_umem__create(&port->umem_, area, port->area_size_, port->umem_fill_.get(),
+                                   port->umem_comp_.get(), &config);
+  if (err != 0) return ErrnoStatus(-err, "registering the UMEM");
+  port->queue_open_.assign(options.queues, false);
+  return port;
+}
+
+XskPort::~XskPort() {
+  if (umem_ != nullptr) xsk_umem__delete(umem_);
+  if (area_ != nullptr) munmap(area_, area_size_);
+}
+
+absl::StatusOr<std::unique_ptr<XskLink>> XskPort::OpenQueue(uint32_t queue) {
+  if (queue >= options_.queues) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("queue %u: the port was made for %u queues", queue, options_.queues));
+  }
+  if (queue_open_[queue]) {
+    return absl::AlreadyExistsError(absl::StrFormat("queue %u is already open", queue));
+  }
+  std::unique_ptr<XskLink> link(new XskLink());
+  link->port_ = this;
+  link->rx_ = std::make_unique<xsk_ring_cons>();
+  link->tx_ = std::make_unique<xsk_ring_prod>();
+  if (!umem_rings_used_) {
+    link->fill_ = umem_fill_.get();
+    link->comp_ = umem_comp_.get();
+  } else {
+    link->own_fill_ = std::make_unique<xsk_ring_prod>();
+    link->own_comp_ = std::make_unique<xsk_ring_cons>();
+    link->fill_ = link->own_fill_.get();
+    link->comp_ = link->own_comp_.get();
+  }
+
+  xsk_socket_config config{};
+  config.rx_size = options_.ring_size;
+  config.tx_size = options_.ring_size;
+  config.libxdp_flags = XSK_LIBXDP_FLAGS__INHIBIT_PROG_LOAD;
+  std::vector<std::pair<uint16_t, const char*>> attempts;
+  switch (options_.bind_mode) {
+    case XskBindMode::kAuto:
+      attempts = {{XDP_ZEROCOPY, "zerocopy"}, {XDP_COPY, "copy"}};
+      break;
+    case XskBindMode::kZeroCopy:
+      attempts = {{XDP_ZEROCOPY, "zerocopy"}};
+      break;
+    case XskBindMode::kCopy:
+      attempts = {{XDP_COPY, "copy"}};
+      break;
+  }
+  int err = 0;
+  for (const auto& [flag, name] : attempts) {
+    config.bind_flags = static_cast<uint16_t>(flag | XDP_USE_NEED_WAKEUP);
+    err = xsk_socket__create_shared(&link->xsk_, options_.interface.c_str(), queue, umem_,
+                                    link->rx_.get(), link->tx_.get(), link->fill_, link->comp_,
+                                    &config);
+    if (err == 0) {
+      link->info_.mode = name;
+      break;
+    }
+  }
+  if (err != 0) {
+    return ErrnoStatus(-err, absl::StrFormat("binding an AF_XDP socket to %s queue %u",
+                                             options_.interface, queue));
+  }
+  umem_rings_used_ = true;
+  queue_open_[queue] = true;
+  link->fd_ = xsk_socket__fd(link->xsk_);
+  if (options_.busy_poll) {
+    int one = 1, usecs = 20, budget = 64;
+    if (setsockopt(link->fd_, SOL_SOCKET, SO_PREFER_BUSY_POLL, &one, sizeof(one)) != 0 ||
+        setsockopt(link->fd_, SOL_SOCKET, SO_BUSY_POLL, &usecs, sizeof(usecs)) != 0 ||
+        setsockopt(link->fd_, SOL_SOCKET, SO_BUSY_POLL_BUDGET, &budget, sizeof(budget)) != 0) {
+      return ErrnoStatus(errno, "enabling busy polling");
+    }
+  }
+
+  link->info_.name = options_.interface;
+  link->info_.ifindex = ifindex_;
+  link->info_.queue = queue;
+  link->info_.mac = mac_;
+  link->info_.mtu = mtu_;
+  link->area_ = static_cast<uint8_t*>(area_);
+  link->frame_size_ = options_.frame_size;
+  const uint32_t per_queue = options_.frames / options_.queues;
+  link->first_addr_ = uint64_t{queue} * per_queue * options_.frame_size;
+  link->ledger_ = FrameLedger(per_queue);
+  link->free_.reserve(per_queue);
+  for (uint32_t i = per_queue; i > 0; --i) {
+    link->free_.push_back(link->first_addr_ + uint64_t{i - 1} * options_.frame_size);
+  }
+  link->Refill();
+  return link;
+}
+
+XskLink::~XskLink() {
+  if (xsk_ != nullptr) xsk_socket__delete(xsk_);
+  if (port_ != nullptr) port_->queue_open_[info_.queue] = false;
+}
+
+uint32_t XskLink::IndexOf(uint64_t addr) const {
+  return static_cast<uint32_t>((xsk_umem__extract_addr(addr) - first_addr_) / frame_size_);
+}
+
+FrameBuffer XskLink::Buffer(uint64_t addr, uint32_t length) const {
+  const uint64_t base = xsk_umem__extract_addr(addr);
+  const uint32_t offset = static_cast<uint32_t>(xsk_umem__extract_offset(addr));
+  return FrameBuffer{area_ + base + offset, length, frame_size_ - offset, addr};
+}
+
+void XskLink::Refill() {
+  uint32_t want = static_cast<uint32_t>(free_.size());
+  if (want == 0) return;
+  uint32_t idx = 0;
+  // Reserve only what the fill ring has room for; xsk_ring_prod__reserve is all-or-nothing.
+  want = xsk_prod_nb_free(fill_, want);
+  if (want > free_.size()) want = static_cast<uint32_t>(free_.size());
+  if (want == 0 || xsk_ring_prod__reserve(fill_, want, &idx) != want) return;
+  for (uint32_t i = 0; i < want; ++i) {
+    const uint64_t addr = free_.back();
+    free_.pop_back();
+    ledger_.Move(IndexOf(addr), FramePlace::kFree, FramePlace::kKernelRx);
+    *xsk_ring_prod__fill_addr(fill_, idx + i) = addr;
+  }
+  // Submit publishes the entries with a release barrier: the kernel sees the addresses first.
+  xsk_ring_prod__submit(fill_, want);
+  if (xsk_ring_prod__needs_wakeup(fill_)) {
+    // The kernel sleeps until told the fill ring has buffers (need_wakeup, copy mode).
+    ++counters_.wakeups;
+    recvfrom(fd_, nullptr, 0, MSG_DONTWAIT, nullptr, nullptr);
+  }
+}
+
+size_t XskLink::Receive(std::span<FrameBuffer> out) {
+  uint32_t idx = 0;
+  // Peek has an acquire barrier: descriptors are read only after the producer index.
+  const uint32_t n = xsk_ring_cons__peek(rx_.get(), static_cast<uint32_t>(out.size()), &idx);
+  for (uint32_t i = 0; i < n; ++i) {
+    const xdp_desc* d = xsk_ring_cons__rx_desc(rx_.get(), idx + i);
+    ledger_.Move(IndexOf(d->addr), FramePlace::kKernelRx, FramePlace::kLent);
+    out[i] = Buffer(d->addr, d->len);
+  }
+  if (n > 0) xsk_ring_cons__release(rx_.get(), n);
+  counters_.rx_frames += n;
+  return n;
+}
+
+void XskLink::Release(std::span<const FrameBuffer> frames) {
+  for (const FrameBuffer& f : frames) {
+    const uint64_t base = xsk_umem__extract_addr(f.handle);
+    ledger_.Move(IndexOf(base), FramePlace::kLent, FramePlace::kFree);
+    free_.push_back(base);
+  }
+}
+
+std::optional<FrameBuffer> XskLink::AllocateTx() {
+  if (free_.empty()) {
+    ReapCompletions();
+    if (free_.empty()) {
+      ++counters_.no_tx_buffer;
+      return std::nullopt;
+    }
+  }
+  const uint64_t addr = free_.back();
+  free_.pop_back();
+  ledger_.Move(IndexOf(addr), FramePlace::kFree, FramePlace::kLent);
+  return Buffer(addr, 0);
+}
+
+size_t XskLink::Transmit(std::span<const FrameBuffer> frames) {
+  if (frames.empty()) return 0;
+  uint32_t idx = 0;
+  uint32_t n = xsk_prod_nb_free(tx_.get(), static_cast<uint32_t>(frames.size()));
+  if (n > frames.size()) n = static_cast<uint32_t>(frames.size());
+  if (n < frames.size()) ++counters_.tx_ring_full;
+  if (n == 0 || xsk_ring_prod__reserve(tx_.get(), n, &idx) != n) return 0;
+  for (uint32_t i = 0; i < n; ++i) {
+    xdp_desc* d = xsk_ring_prod__tx_desc(tx_.get(), idx + i);
+    d->addr = frames[i].handle;
+    d->len = frames[i].length;
+    d->options = 0;
+    ledger_.Move(IndexOf(frames[i].handle), FramePlace::kLent, FramePlace::kKernelTx);
+  }
+  xsk_ring_prod__submit(tx_.get(), n);
+  tx_pending_kick_ += n;
+  counters_.tx_frames += n;
+  return n;
+}
+
+void XskLink::ReapCompletions() {
+  uint32_t idx = 0;
+  const uint32_t n = xsk_ring_cons__peek(comp_, frame_size_ /* any bound */, &idx);
+  for (uint32_t i = 0; i < n; ++i) {
+    const uint64_t addr = xsk_umem__extract_addr(*xsk_ring_cons__comp_addr(comp_, idx + i));
+    ledger_.Move(IndexOf(addr), FramePlace::kKernelTx, FramePlace::kFree);
+    free_.push_back(addr);
+  }
+  if (n > 0) xsk_ring_cons__release(comp_, n);
+}
+
+void XskLink::Kick() {
+  if (tx_pending_kick_ == 0) return;
+  // In copy mode the kernel transmits only when asked; with need_wakeup it says when it must be.
+  if (xsk_ring_prod__needs_wakeup(tx_.get())) {
+    ++counters_.wakeups;
+    if (sendto(fd_, nullptr, 0, MSG_DONTWAIT, nullptr, 0) < 0 && errno != EAGAIN &&
+        errno != EBUSY && errno != ENOBUFS && errno != ENETDOWN) {
+      return;  // keep tx_pending_kick_: try again next turn
+    }
+  }
+  tx_pending_kick_ = 0;
+}
+
+void XskLink::Poll() {
+  Kick();
+  ReapCompletions();
+  Refill();
+}
+
+absl::Status XskLink::CheckFrameAccounting() const {
+  if (ledger_.count(FramePlace::kFree) != free_.size()) {
+    return absl::InternalError(absl::StrFormat("%s/%u: %u frames marked free, %u in the pool",
+                                               info_.name, info_.queue,
+                                               ledger_.count(FramePlace::kFree), free_.size()));
+  }
+  // Frames the kernel holds for receiving are on the fill ring or the RX ring, and frames it
+  // holds for sending are on the TX ring or the completion ring. Exact when the link is idle;
+  // under traffic the kernel may hold a few between two rings.
+  const uint32_t fill = fill_->size - xsk_prod_nb_free(fill_, fill_->size);
+  const uint32_t rx = *rx_->producer - *rx_->consumer;
+  const uint32_t tx = tx_->size - xsk_prod_nb_free(tx_.get(), tx_->size);
+  const uint32_t comp = *comp_->producer - *comp_->consumer;
+  if (ledger_.count(FramePlace::kKernelRx) != fill + rx ||
+      ledger_.count(FramePlace::kKernelTx) != tx + comp) {
+    return absl::InternalError(absl::StrFormat(
+        "%s/%u: ledger has %u frames with the kernel for RX and %u for TX; the rings hold "
+        "%u (fill %u + rx %u) and %u (tx %u + completion %u)",
+        info_.name, info_.queue, ledger_.count(FramePlace::kKernelRx),
+        ledger_.count(FramePlace::kKernelTx), fill + rx, fill, rx, tx + comp, tx, comp));
+  }
+  return absl::OkStatus();
+}
+
+LinkCounters XskLink::counters() const {
+  LinkCounters c = counters_;
+  xdp_statistics stats{};
+  socklen_t len = sizeof(stats);
+  if (getsockopt(fd_, SOL_XDP, XDP_STATISTICS, &stats, &len) == 0) {
+    c.rx_dropped = stats.rx_dropped + stats.rx_ring_full;
+    c.fill_ring_empty = stats.rx_fill_ring_empty_descs;
+  }
+  return c;
+}
+
+}  // namespace quadsock::link

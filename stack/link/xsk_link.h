@@ -1,0 +1,130 @@
+// AF_XDP links through libxdp's xsk API: a UMEM per port, one AF_XDP socket per RX queue.
+//
+// XskPort owns the UMEM (frame size and count configurable) and hands out one XskLink per queue;
+// the first queue's socket is created with xsk_socket__create, further ones share the UMEM
+// (xsk_socket__create_shared) with fill and completion rings of their own. Each queue owns a
+// disjoint slice of the UMEM's frames, so its poll thread keeps its own ledger and free pool
+// and no two threads ever touch one frame list.
+//
+// The XDP program is not libxdp's: sockets are created with XSK_LIBXDP_FLAGS__INHIBIT_PROG_LOAD
+// and the caller puts each socket's fd in its own XSKMAP (stack/xdp). need_wakeup is always on.
+//
+//   XskPort::Options o{.interface = "veth0", .frames = 4096};
+//   std::unique_ptr<XskPort> port = XskPort::Create(o).value();
+//   std::unique_ptr<XskLink> q0 = port->OpenQueue(0).value();
+//   steering.SetXsk(0, q0->socket_fd());
+//   LOG: q0->info().mode is "zerocopy" or "copy"
+#ifndef QUADSOCK_STACK_LINK_XSK_LINK_H_
+#define QUADSOCK_STACK_LINK_XSK_LINK_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "stack/link/frame_ledger.h"
+#include "stack/link/link.h"
+
+struct xsk_umem;
+struct xsk_socket;
+struct xsk_ring_prod;
+struct xsk_ring_cons;
+
+namespace quadsock::link {
+
+enum class XskBindMode { kAuto, kZeroCopy, kCopy };
+
+class XskLink;
+
+class XskPort {
+ public:
+  struct Options {
+    std::string interface;
+    uint32_t frames = 4096;        // UMEM frames in all, split evenly over the queues
+    uint32_t frame_size = 4096;    // a power of two, 2048 or 4096
+    uint32_t ring_size = 2048;     // each of fill, completion, RX and TX; a power of two
+    uint32_t queues = 1;           // queues that will be opened (for splitting the frames)
+    XskBindMode bind_mode = XskBindMode::kAuto;
+    bool busy_poll = false;        // SO_PREFER_BUSY_POLL and SO_BUSY_POLL on each socket
+  };
+
+  // FAILED_PRECONDITION when the interface does not exist; INVALID_ARGUMENT for bad sizes;
+  // RESOURCE_EXHAUSTED when the UMEM cannot be registered (locked memory).
+  static absl::StatusOr<std::unique_ptr<XskPort>> Create(const Options& options);
+  ~XskPort();  // all XskLinks of the port must be gone first
+
+  // Opens the AF_XDP socket of `queue`. In kAuto, tries zero-copy, then copy. The bound mode
+  // is in the link's info().mode. PERMISSION_DENIED without CAP_NET_RAW/CAP_BPF.
+  absl::StatusOr<std::unique_ptr<XskLink>> OpenQueue(uint32_t queue);
+
+  const Options& options() const { return options_; }
+  uint32_t ifindex() const { return ifindex_; }
+  const net::MacAddress& mac() const { return mac_; }
+
+ private:
+  friend class XskLink;
+  XskPort() = default;
+
+  Options options_;
+  uint32_t ifindex_ = 0;
+  net::MacAddress mac_;
+  uint32_t mtu_ = 1500;
+  void* area_ = nullptr;
+  size_t area_size_ = 0;
+  xsk_umem* umem_ = nullptr;
+  std::unique_ptr<xsk_ring_prod> umem_fill_;
+  std::unique_ptr<xsk_ring_cons> umem_comp_;
+  bool umem_rings_used_ = false;
+  std::vector<bool> queue_open_;
+};
+
+class XskLink : public Link {
+ public:
+  ~XskLink() override;
+
+  const LinkInfo& info() const override { return info_; }
+  size_t Receive(std::span<FrameBuffer> out) override;
+  void Release(std::span<const FrameBuffer> frames) override;
+  std::optional<FrameBuffer> AllocateTx() override;
+  size_t Transmit(std::span<const FrameBuffer> frames) override;
+  void Poll() override;
+  int wait_fd() const override { return fd_; }
+  absl::Status CheckFrameAccounting() const override;
+  LinkCounters counters() const override;
+
+  // The AF_XDP socket, for the XSKMAP.
+  int socket_fd() const { return fd_; }
+
+ private:
+  friend class XskPort;
+  XskLink() = default;
+
+  uint32_t IndexOf(uint64_t addr) const;
+  FrameBuffer Buffer(uint64_t addr, uint32_t length) const;
+  void Refill();
+  void ReapCompletions();
+  void Kick();
+
+  XskPort* port_ = nullptr;
+  LinkInfo info_;
+  xsk_socket* xsk_ = nullptr;
+  int fd_ = -1;
+  std::unique_ptr<xsk_ring_cons> rx_;
+  std::unique_ptr<xsk_ring_prod> tx_;
+  xsk_ring_prod* fill_ = nullptr;  // the port's (first queue) or this link's own
+  xsk_ring_cons* comp_ = nullptr;
+  std::unique_ptr<xsk_ring_prod> own_fill_;
+  std::unique_ptr<xsk_ring_cons> own_comp_;
+  uint8_t* area_ = nullptr;
+  uint32_t frame_size_ = 0;
+  uint64_t first_addr_ = 0;  // this queue's slice of the UMEM
+  FrameLedger ledger_{0};
+  std::vector<uint64_t> free_;
+  uint32_t tx_pending_kick_ = 0;
+  LinkCounters counters_;
+};
+
+}  // namespace quadsock::link
+
+#endif  // QUADSOCK_STACK_LINK_XSK_LINK_H_
