@@ -1,0 +1,149 @@
+// Steering: loads quadsock's XDP steering program (steer.bpf.c), attaches it to an interface
+// and keeps its maps: which addresses and ports the stack owns, and which AF_XDP socket serves
+// each RX queue. What the program does with them is described in steer_common.h.
+//
+// The program is attached as a bpf_link (BPF_LINK_CREATE), held by this object's file
+// descriptor: it leaves with the object or with the process, even on SIGKILL. No bpffs is
+// needed: there is no pinning and no libxdp dispatcher (the dispatcher wants bpffs, which this
+// kernel does not mount by default; one program per interface is all quadsock needs). A stale
+// quadsock program left on the interface by a crashed run attached the legacy way (netlink, e.g.
+// `ip link set dev X xdp obj ...`) is found by its name ("quadsock_*") and removed at Attach;
+// any other program on the interface is left alone and Attach fails.
+//
+//   absl::StatusOr<std::unique_ptr<Steering>> steering = Steering::Load();
+//   if (!steering.ok()) return steering.status();
+//   (*steering)->AddAddress(*IpAddress::Parse("10.1.0.2"), /*exclusive=*/true);
+//   (*steering)->AddPort(IpAddress::AnyV4(), 4000);  // shared addresses: port 4000 is ours
+//   (*steering)->SetXsk(0, xsk_socket__fd(xsk));
+//   absl::StatusOr<XdpMode> mode = (*steering)->Attach(if_nametoindex("eth0"), XdpMode::kAuto);
+//
+// Thread-safe: the control plane may call it from several threads. The data path never calls
+// it; the program reads the maps while they change, one entry at a time.
+#ifndef QUADSOCK_STACK_XDP_STEERING_H_
+#define QUADSOCK_STACK_XDP_STEERING_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "stack/net/address.h"
+
+struct bpf_object;
+
+namespace quadsock::xdp {
+
+// How the program runs on the interface: kNative in the driver, kGeneric in the kernel's
+// generic (skb) path after the driver, kAuto native when the driver allows it, else generic.
+enum class XdpMode { kAuto, kNative, kGeneric };
+
+absl::string_view XdpModeName(XdpMode mode);  // "auto", "native", "generic"
+absl::StatusOr<XdpMode> ParseXdpMode(absl::string_view name);
+
+// The program's counters (steer_common.h, enum qs_counter) summed over CPUs. Every frame adds
+// to one of redirect, pass_not_owned, pass_other and malformed; the redirect_* break redirect
+// down (redirect_no_xsk: steered, but the queue had no socket, so passed to the kernel).
+struct SteeringCounters {
+  uint64_t redirect = 0;
+  uint64_t pass_not_owned = 0;
+  uint64_t pass_other = 0;
+  uint64_t malformed = 0;
+  uint64_t redirect_no_xsk = 0;
+  uint64_t redirect_udp = 0;
+  uint64_t redirect_icmp = 0;
+  uint64_t redirect_arp = 0;
+  uint64_t redirect_ns = 0;
+  uint64_t redirect_other = 0;
+
+  uint64_t total() const { return redirect + pass_not_owned + pass_other + malformed; }
+  std::string ToString() const;
+  friend bool operator==(const SteeringCounters&, const SteeringCounters&) = default;
+};
+
+class Steering {
+ public:
+  struct Options {
+    // Where attach, detach and stale-program removal are reported. Default: stderr.
+    std::function<void(absl::string_view)> log;
+  };
+
+  // Opens and loads the embedded program and its maps (empty: nothing is steered). Needs BPF
+  // privileges: PERMISSION_DENIED otherwise.
+  static absl::StatusOr<std::unique_ptr<Steering>> Load(Options options = {});
+
+  Steering(const Steering&) = delete;
+  Steering& operator=(const Steering&) = delete;
+  ~Steering();  // detaches, then unloads
+
+  // Attaches to interface `ifindex` in `mode` and returns the mode that took (never kAuto).
+  // Removes a stale quadsock program first (see above). FAILED_PRECONDITION for no such
+  // interface, for another program on it, or when already attached; PERMISSION_DENIED without
+  // the privilege; with the kernel's reason (errno text) otherwise.
+  absl::StatusOr<XdpMode> Attach(int ifindex, XdpMode mode = XdpMode::kAuto);
+  // Takes the program off the interface (FAILED_PRECONDITION when not attached). The maps stay.
+  absl::Status Detach();
+  bool attached() const;
+
+  // An address the stack owns (IPv4 or IPv6). `exclusive`: the stack owns it outright and gets
+  // all UDP, ICMP, ARP and NDP to it; otherwise it shares it with the kernel and gets only UDP to
+  // the ports added with AddPort. Adding again updates the flag. INVALID_ARGUMENT for the
+  // unspecified address or a multicast one; RESOURCE_EXHAUSTED when the map is full.
+  absl::Status AddAddress(const net::IpAddress& address, bool exclusive);
+  // NOT_FOUND when the address is not owned.
+  absl::Status RemoveAddress(const net::IpAddress& address);
+
+  // A UDP port the stack owns at a shared address, or at every shared address of the family
+  // when `address` is unspecified (0.0.0.0 or ::). Counted: each AddPort needs a RemovePort
+  // before the entry goes (several sockets may bind one port). INVALID_ARGUMENT for port 0.
+  absl::Status AddPort(const net::IpAddress& address, uint16_t port);
+  // NOT_FOUND when the (address, port) was not added.
+  absl::Status RemovePort(const net::IpAddress& address, uint16_t port);
+
+  // The AF_XDP socket that receives what is steered on RX queue `queue` (INVALID_ARGUMENT
+  // beyond QS_MAX_QUEUES). ClearXsk is OK also when the queue had none (the kernel's XSKMAP
+  // does not say; closing a socket takes it out of the map by itself).
+  absl::Status SetXsk(uint32_t queue, int xsk_fd);
+  absl::Status ClearXsk(uint32_t queue);
+
+  absl::StatusOr<SteeringCounters> Counters() const;
+
+  // For tests (BPF_PROG_TEST_RUN) and tools.
+  int program_fd() const { return program_fd_; }
+  uint32_t program_id() const { return program_id_; }
+  int xsks_map_fd() const { return xsks_fd_; }
+
+ private:
+  struct ObjectCloser {
+    void operator()(bpf_object* object) const;
+  };
+
+  explicit Steering(Options options) : options_(std::move(options)) {}
+  void Log(absl::string_view message) const;
+  // Takes a quadsock program attached the legacy way off `ifindex`; fails for another program.
+  absl::Status RemoveStale(int ifindex, absl::string_view ifname);
+
+  Options options_;
+  std::unique_ptr<bpf_object, ObjectCloser> object_;
+  int program_fd_ = -1;
+  uint32_t program_id_ = 0;
+  int xsks_fd_ = -1;
+  int addrs_fd_ = -1;
+  int ports_fd_ = -1;
+  int counters_fd_ = -1;
+
+  mutable absl::Mutex mu_;
+  int link_fd_ ABSL_GUARDED_BY(mu_) = -1;
+  int ifindex_ ABSL_GUARDED_BY(mu_) = 0;
+  // How many AddPort calls hold each (address bytes, port) entry.
+  absl::flat_hash_map<std::pair<net::IpAddress::Bytes, uint16_t>, int> port_refs_
+      ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace quadsock::xdp
+
+#endif  // QUADSOCK_STACK_XDP_STEERING_H_
