@@ -1,0 +1,289 @@
+// Tests of Steering itself: attach and detach on a veth in a private network namespace (the
+// program leaves with the object), removal of a stale program, refusal of a foreign one, the
+// map API's errors, and a kernel UDP datagram that crosses the veth and lands in an AF_XDP
+// socket's RX ring. Root.
+#include "stack/xdp/steering.h"
+
+#include <arpa/inet.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <linux/bpf.h>
+#include <linux/if_link.h>
+#include <linux/if_xdp.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <xdp/xsk.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "absl/strings/match.h"
+#include "stack/net/address.h"
+#include "stack/xdp/internal/test_netns.h"
+#include "stack/xdp/steer_common.h"
+
+namespace quadsock::xdp {
+namespace {
+
+using net::IpAddress;
+using testing::TestVeth;
+
+const ::testing::Environment* const kNetns =
+    ::testing::AddGlobalTestEnvironment(new testing::PrivateNetnsEnvironment);
+
+IpAddress Ip(const char* text) { return *IpAddress::Parse(text); }
+
+std::unique_ptr<Steering> LoadOrDie(std::vector<std::string>* log = nullptr) {
+  Steering::Options options;
+  if (log != nullptr) options.log = [log](absl::string_view m) { log->emplace_back(m); };
+  absl::StatusOr<std::unique_ptr<Steering>> s = Steering::Load(std::move(options));
+  EXPECT_TRUE(s.ok()) << s.status();
+  return s.ok() ? *std::move(s) : nullptr;
+}
+
+bpf_xdp_query_opts Query(int ifindex) {
+  LIBBPF_OPTS(bpf_xdp_query_opts, query);
+  EXPECT_EQ(bpf_xdp_query(ifindex, 0, &query), 0);
+  return query;
+}
+
+TEST(SteeringTest, AutoAttachesNativeOnVethAndLeavesWithTheObject) {
+  TestVeth veth("qsa0", "qsa1");
+  std::vector<std::string> log;
+  std::unique_ptr<Steering> steering = LoadOrDie(&log);
+  ASSERT_NE(steering, nullptr);
+  absl::StatusOr<XdpMode> mode = steering->Attach(veth.ifindex(), XdpMode::kAuto);
+  ASSERT_TRUE(mode.ok()) << mode.status();
+  EXPECT_EQ(*mode, XdpMode::kNative);  // veth has native XDP
+  EXPECT_TRUE(steering->attached());
+  EXPECT_EQ(Query(veth.ifindex()).drv_prog_id, steering->program_id());
+  EXPECT_EQ(Query(veth.ifindex()).attach_mode, XDP_ATTACHED_DRV);
+  ASSERT_FALSE(log.empty());
+  EXPECT_TRUE(absl::StrContains(log.back(), "native")) << log.back();
+
+  steering.reset();
+  EXPECT_EQ(Query(veth.ifindex()).prog_id, 0u);
+  EXPECT_EQ(Query(veth.ifindex()).attach_mode, XDP_ATTACHED_NONE);
+}
+
+TEST(SteeringTest, GenericModeAndDetach) {
+  TestVeth veth("qsb0", "qsb1");
+  std::unique_ptr<Steering> steering = LoadOrDie();
+  ASSERT_NE(steering, nullptr);
+  absl::StatusOr<XdpMode> mode = steering->Attach(veth.ifindex(), XdpMode::kGeneric);
+  ASSERT_TRUE(mode.ok()) << mode.status();
+  EXPECT_EQ(*mode, XdpMode::kGeneric);
+  EXPECT_EQ(Query(veth.ifindex()).skb_prog_id, steering->program_id());
+  EXPECT_EQ(Query(veth.ifindex()).drv_prog_id, 0u);
+
+  EXPECT_EQ(steering->Attach(veth.ifindex()).status().code(),
+            absl::StatusCode::kFailedPrecondition);  // once is enough
+  ASSERT_TRUE(steering->Detach().ok());
+  EXPECT_FALSE(steering->attached());
+  EXPECT_EQ(Query(veth.ifindex()).prog_id, 0u);
+  EXPECT_EQ(steering->Detach().code(), absl::StatusCode::kFailedPrecondition);
+  // And on again, natively this time.
+  mode = steering->Attach(veth.ifindex(), XdpMode::kNative);
+  ASSERT_TRUE(mode.ok()) << mode.status();
+  EXPECT_EQ(Query(veth.ifindex()).drv_prog_id, steering->program_id());
+}
+
+TEST(SteeringTest, NoSuchInterface) {
+  std::unique_ptr<Steering> steering = LoadOrDie();
+  ASSERT_NE(steering, nullptr);
+  absl::Status s = steering->Attach(999999).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(absl::StrContains(s.message(), "no such interface")) << s;
+  EXPECT_EQ(steering->Attach(-1).status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+// A crashed run that attached the legacy way (netlink, as `ip link set dev X xdp obj` does)
+// leaves its program on the interface; the next Steering takes it off before attaching.
+TEST(SteeringTest, RemovesStaleLegacyProgramOfOurs) {
+  TestVeth veth("qsc0", "qsc1");
+  for (uint32_t flag : {XDP_FLAGS_DRV_MODE, XDP_FLAGS_SKB_MODE}) {
+    SCOPED_TRACE(flag);
+    std::unique_ptr<Steering> crashed = LoadOrDie();
+    ASSERT_NE(crashed, nullptr);
+    ASSERT_EQ(bpf_xdp_attach(veth.ifindex(), crashed->program_fd(), flag, nullptr), 0);
+    uint32_t stale_id = crashed->program_id();
+    crashed.reset();  // the program stays: the interface holds it
+    EXPECT_EQ(Query(veth.ifindex()).prog_id, stale_id);
+
+    std::vector<std::string> log;
+    std::unique_ptr<Steering> steering = LoadOrDie(&log);
+    ASSERT_NE(steering, nullptr);
+    absl::StatusOr<XdpMode> mode = steering->Attach(veth.ifindex(), XdpMode::kAuto);
+    ASSERT_TRUE(mode.ok()) << mode.status();
+    EXPECT_EQ(Query(veth.ifindex()).prog_id, steering->program_id());
+    ASSERT_GE(log.size(), 2u);
+    EXPECT_TRUE(absl::StrContains(log[0], "removed stale")) << log[0];
+    EXPECT_TRUE(absl::StrContains(log[0], std::to_string(stale_id))) << log[0];
+    steering.reset();
+    EXPECT_EQ(Query(veth.ifindex()).prog_id, 0u);
+  }
+}
+
+TEST(SteeringTest, LeavesAForeignProgramAlone) {
+  TestVeth veth("qsd0", "qsd1");
+  // r0 = XDP_PASS; exit
+  const bpf_insn insns[] = {
+      {.code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = BPF_REG_0, .imm = XDP_PASS},
+      {.code = BPF_JMP | BPF_EXIT},
+  };
+  int foreign = bpf_prog_load(BPF_PROG_TYPE_XDP, "someone_else", "GPL", insns, 2, nullptr);
+  ASSERT_GE(foreign, 0) << std::strerror(-foreign);
+  ASSERT_EQ(bpf_xdp_attach(veth.ifindex(), foreign, XDP_FLAGS_SKB_MODE, nullptr), 0);
+  uint32_t foreign_id = Query(veth.ifindex()).skb_prog_id;
+
+  std::unique_ptr<Steering> steering = LoadOrDie();
+  ASSERT_NE(steering, nullptr);
+  absl::Status s = steering->Attach(veth.ifindex()).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(absl::StrContains(s.message(), "someone_else")) << s;
+  EXPECT_EQ(Query(veth.ifindex()).skb_prog_id, foreign_id);
+  EXPECT_EQ(bpf_xdp_detach(veth.ifindex(), XDP_FLAGS_SKB_MODE, nullptr), 0);
+  close(foreign);
+}
+
+// A live quadsock (its bpf_link) is not stale: a second one must not take the interface.
+TEST(SteeringTest, DoesNotRemoveALiveLink) {
+  TestVeth veth("qse0", "qse1");
+  std::unique_ptr<Steering> first = LoadOrDie();
+  std::unique_ptr<Steering> second = LoadOrDie();
+  ASSERT_NE(first, nullptr);
+  ASSERT_NE(second, nullptr);
+  ASSERT_TRUE(first->Attach(veth.ifindex()).ok());
+  absl::Status s = second->Attach(veth.ifindex()).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(absl::StrContains(s.message(), "live bpf_link")) << s;
+  EXPECT_EQ(Query(veth.ifindex()).prog_id, first->program_id());
+}
+
+TEST(SteeringTest, MapErrors) {
+  std::unique_ptr<Steering> steering = LoadOrDie();
+  ASSERT_NE(steering, nullptr);
+  EXPECT_EQ(steering->AddAddress(IpAddress::AnyV4(), true).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(steering->AddAddress(Ip("ff02::1"), true).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(steering->RemoveAddress(Ip("10.0.0.1")).code(), absl::StatusCode::kNotFound);
+  ASSERT_TRUE(steering->AddAddress(Ip("10.0.0.1"), false).ok());
+  ASSERT_TRUE(steering->AddAddress(Ip("10.0.0.1"), true).ok());  // updates
+  ASSERT_TRUE(steering->RemoveAddress(Ip("10.0.0.1")).ok());
+  EXPECT_EQ(steering->RemoveAddress(Ip("10.0.0.1")).code(), absl::StatusCode::kNotFound);
+
+  EXPECT_EQ(steering->AddPort(Ip("10.0.0.1"), 0).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(steering->RemovePort(Ip("10.0.0.1"), 53).code(), absl::StatusCode::kNotFound);
+  ASSERT_TRUE(steering->AddPort(Ip("10.0.0.1"), 53).ok());
+  ASSERT_TRUE(steering->AddPort(Ip("10.0.0.1"), 53).ok());
+  EXPECT_EQ(steering->RemovePort(Ip("10.0.0.2"), 53).code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(steering->RemovePort(IpAddress::AnyV4(), 53).code(), absl::StatusCode::kNotFound);
+  ASSERT_TRUE(steering->RemovePort(Ip("10.0.0.1"), 53).ok());
+  ASSERT_TRUE(steering->RemovePort(Ip("10.0.0.1"), 53).ok());
+  EXPECT_EQ(steering->RemovePort(Ip("10.0.0.1"), 53).code(), absl::StatusCode::kNotFound);
+
+  EXPECT_EQ(steering->SetXsk(QS_MAX_QUEUES, 0).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(steering->ClearXsk(QS_MAX_QUEUES).code(), absl::StatusCode::kInvalidArgument);
+  int udp = socket(AF_INET, SOCK_DGRAM, 0);
+  ASSERT_GE(udp, 0);
+  absl::Status s = steering->SetXsk(0, udp);  // not an AF_XDP socket
+  EXPECT_FALSE(s.ok());
+  EXPECT_TRUE(absl::StrContains(s.message(), "AF_XDP")) << s;
+  close(udp);
+
+  absl::StatusOr<SteeringCounters> counters = steering->Counters();
+  ASSERT_TRUE(counters.ok()) << counters.status();
+  EXPECT_EQ(*counters, SteeringCounters{});
+}
+
+TEST(SteeringTest, ModeNames) {
+  for (XdpMode mode : {XdpMode::kAuto, XdpMode::kNative, XdpMode::kGeneric}) {
+    EXPECT_EQ(ParseXdpMode(XdpModeName(mode)).value(), mode);
+  }
+  EXPECT_EQ(ParseXdpMode("zerocopy").status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// The whole path: the kernel sends UDP out of one veth end, the program on the other end
+// steers it into the AF_XDP socket of queue 0, and the datagram is in the socket's RX ring.
+TEST(SteeringTest, KernelUdpReachesTheAfXdpSocket) {
+  TestVeth veth("qsf0", "qsf1");  // qsf0: quadsock's; qsf1: the kernel's, 10.9.0.1
+  ASSERT_EQ(std::system("ip addr add 10.9.0.1/24 dev qsf1 && "
+                        "ip neigh add 10.9.0.2 lladdr 02:00:00:00:09:02 dev qsf1"),
+            0);
+
+  constexpr size_t kFrames = 64;
+  constexpr size_t kFrameSize = XSK_UMEM__DEFAULT_FRAME_SIZE;
+  void* area = mmap(nullptr, kFrames * kFrameSize, PROT_READ | PROT_WRITE,
+                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(area, MAP_FAILED);
+  xsk_umem* umem = nullptr;
+  xsk_ring_prod fill;
+  xsk_ring_cons completion;
+  ASSERT_EQ(xsk_umem__create(&umem, area, kFrames * kFrameSize, &fill, &completion, nullptr), 0);
+  xsk_socket* xsk = nullptr;
+  xsk_ring_cons rx;
+  xsk_ring_prod tx;
+  xsk_socket_config config{};
+  config.rx_size = XSK_RING_CONS__DEFAULT_NUM_DESCS;
+  config.tx_size = XSK_RING_PROD__DEFAULT_NUM_DESCS;
+  config.libxdp_flags = XSK_LIBXDP_FLAGS__INHIBIT_PROG_LOAD;
+  config.bind_flags = XDP_COPY;
+  int error = xsk_socket__create(&xsk, veth.name().c_str(), 0, umem, &rx, &tx, &config);
+  ASSERT_EQ(error, 0) << std::strerror(-error);
+  uint32_t index = 0;
+  ASSERT_EQ(xsk_ring_prod__reserve(&fill, kFrames, &index), kFrames);
+  for (uint32_t i = 0; i < kFrames; ++i) {
+    *xsk_ring_prod__fill_addr(&fill, index + i) = uint64_t{i} * kFrameSize;
+  }
+  xsk_ring_prod__submit(&fill, kFrames);
+
+  std::unique_ptr<Steering> steering = LoadOrDie();
+  ASSERT_NE(steering, nullptr);
+  ASSERT_TRUE(steering->AddAddress(Ip("10.9.0.2"), /*exclusive=*/true).ok());
+  ASSERT_TRUE(steering->SetXsk(0, xsk_socket__fd(xsk)).ok());
+  ASSERT_TRUE(steering->Attach(veth.ifindex(), XdpMode::kAuto).ok());
+
+  int udp = socket(AF_INET, SOCK_DGRAM, 0);
+  ASSERT_GE(udp, 0);
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(5000);
+  inet_pton(AF_INET, "10.9.0.2", &to.sin_addr);
+  const char message[] = "to quadsock";
+  ASSERT_EQ(sendto(udp, message, sizeof(message), 0, reinterpret_cast<sockaddr*>(&to),
+                   sizeof(to)),
+            static_cast<ssize_t>(sizeof(message)));
+
+  pollfd p{.fd = xsk_socket__fd(xsk), .events = POLLIN, .revents = 0};
+  ASSERT_EQ(poll(&p, 1, 2000), 1) << "nothing arrived on the AF_XDP socket";
+  uint32_t rx_index = 0;
+  ASSERT_EQ(xsk_ring_cons__peek(&rx, 1, &rx_index), 1u);
+  const xdp_desc* desc = xsk_ring_cons__rx_desc(&rx, rx_index);
+  const uint8_t* frame = static_cast<const uint8_t*>(xsk_umem__get_data(area, desc->addr));
+  ASSERT_GE(desc->len, 14u + 20 + 8 + sizeof(message));
+  EXPECT_EQ(frame[12], 0x08);  // IPv4
+  EXPECT_EQ(frame[13], 0x00);
+  EXPECT_EQ(std::memcmp(frame + 14 + 20 + 8, message, sizeof(message)), 0);
+  xsk_ring_cons__release(&rx, 1);
+
+  absl::StatusOr<SteeringCounters> counters = steering->Counters();
+  ASSERT_TRUE(counters.ok()) << counters.status();
+  EXPECT_GE(counters->redirect_udp, 1u);
+  EXPECT_EQ(counters->redirect_no_xsk, 0u);
+
+  close(udp);
+  steering.reset();
+  xsk_socket__delete(xsk);
+  EXPECT_EQ(xsk_umem__delete(umem), 0);
+  munmap(area, kFrames * kFrameSize);
+}
+
+}  // namespace
+}  // namespace quadsock::xdp
