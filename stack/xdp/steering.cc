@@ -119,8 +119,7 @@ absl::StatusOr<std::unique_ptr<Steering>> Steering::Load(Options options) {
 }
 
 Steering::~Steering() {
-  absl::MutexLock lock(&mu_);
-  if (link_fd_ >= 0) close(link_fd_);
+  if (attached()) Detach().IgnoreError();  // cannot fail when attached
 }
 
 void Steering::Log(absl::string_view message) const {
@@ -207,8 +206,11 @@ absl::StatusOr<XdpMode> Steering::Attach(int ifindex, XdpMode mode) {
     absl::StrAppend(&failures, "; ", XdpModeName(attempt), ": ", std::strerror(last_error));
     if (last_error == EPERM || last_error == EACCES) break;  // no mode will do better
   }
-  return Errno(last_error, absl::StrCat("cannot attach the XDP program to ", ifname, " (mode ",
-                                        XdpModeName(mode), failures, ")"));
+  std::string message = absl::StrCat("cannot attach the XDP program to ", ifname, " (mode ",
+                                     XdpModeName(mode), failures, ")");
+  if (last_error == EPERM || last_error == EACCES) return absl::PermissionDeniedError(message);
+  // The interface cannot take it (no driver support, MTU too large for native XDP, ...).
+  return absl::FailedPreconditionError(message);
 }
 
 absl::Status Steering::Detach() {

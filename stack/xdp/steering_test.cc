@@ -95,6 +95,25 @@ TEST(SteeringTest, GenericModeAndDetach) {
   EXPECT_EQ(Query(veth.ifindex()).drv_prog_id, steering->program_id());
 }
 
+// veth refuses native XDP when the peer's MTU is too large for a page; auto falls back.
+TEST(SteeringTest, AutoFallsBackToGeneric) {
+  TestVeth veth("qsg0", "qsg1");
+  ASSERT_EQ(std::system("ip link set qsg1 mtu 9000"), 0);
+  std::vector<std::string> log;
+  std::unique_ptr<Steering> steering = LoadOrDie(&log);
+  ASSERT_NE(steering, nullptr);
+  absl::Status native = steering->Attach(veth.ifindex(), XdpMode::kNative).status();
+  EXPECT_EQ(native.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(absl::StrContains(native.message(), "native: ")) << native;
+  absl::StatusOr<XdpMode> mode = steering->Attach(veth.ifindex(), XdpMode::kAuto);
+  ASSERT_TRUE(mode.ok()) << mode.status();
+  EXPECT_EQ(*mode, XdpMode::kGeneric);
+  EXPECT_EQ(Query(veth.ifindex()).skb_prog_id, steering->program_id());
+  ASSERT_FALSE(log.empty());
+  EXPECT_TRUE(absl::StrContains(log.back(), "generic mode")) << log.back();
+  EXPECT_TRUE(absl::StrContains(log.back(), "native: ")) << log.back();  // says why
+}
+
 TEST(SteeringTest, NoSuchInterface) {
   std::unique_ptr<Steering> steering = LoadOrDie();
   ASSERT_NE(steering, nullptr);
