@@ -11,7 +11,10 @@
 #include <linux/if_link.h>
 #include <linux/if_xdp.h>
 #include <netinet/in.h>
+#include <linux/capability.h>
 #include <poll.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -220,6 +223,24 @@ TEST(SteeringTest, MapErrors) {
   absl::StatusOr<SteeringCounters> counters = steering->Counters();
   ASSERT_TRUE(counters.ok()) << counters.status();
   EXPECT_EQ(*counters, SteeringCounters{});
+}
+
+// Without capabilities (root, but all of them dropped) loading is PERMISSION_DENIED. In a child,
+// so that the test process keeps its own.
+TEST(SteeringTest, PermissionDeniedWithoutCapabilities) {
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    __user_cap_header_struct header{.version = _LINUX_CAPABILITY_VERSION_3, .pid = 0};
+    __user_cap_data_struct none[_LINUX_CAPABILITY_U32S_3] = {};
+    if (syscall(SYS_capset, &header, none) != 0) _exit(2);
+    absl::StatusOr<std::unique_ptr<Steering>> s = Steering::Load();
+    _exit(!s.ok() && s.status().code() == absl::StatusCode::kPermissionDenied ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "1: Load did not fail with PERMISSION_DENIED; 2: capset";
 }
 
 TEST(SteeringTest, ModeNames) {
