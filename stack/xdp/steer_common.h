@@ -10,14 +10,17 @@
  *
  * What the program steers to the AF_XDP socket of the frame's RX queue (everything else passes
  * to the kernel):
- *   - to an EXCLUSIVE address: all UDP (any port), ICMP/ICMPv6, and IPv6 with any next header;
- *     ARP whose target is the address; neighbour solicitations for it (to its solicited-node
- *     multicast group). The stack owns the address outright and answers for it, so it can
- *     send port unreachable for closed ports.
+ *   - to an EXCLUSIVE address: all IP to it (UDP to any port, ICMP/ICMPv6, other protocols),
+ *     ARP whose target is the address, and neighbour solicitations for it (to its
+ *     solicited-node multicast group). The stack owns the address outright and answers for it,
+ *     so it can send port unreachable for closed ports (and the kernel, which does not hold the
+ *     address, loses nothing).
  *   - to a shared (non-exclusive) owned address: only UDP to an owned port, looked up as
- *     (address, port) and then (the family's unspecified address, port). The kernel keeps ARP,
- *     NDP, ICMP and the other ports, since it holds the address too and must hear replies to its
- *     own ARP/NDP requests.
+ *     (address, port) and then (the family's unspecified address, port), and only when UDP
+ *     follows the IP header directly (no IPv6 extension headers, first IPv4 fragment). The
+ *     kernel keeps ARP, NDP, ICMP and the other ports, since it holds the address too and must
+ *     hear the replies to its own ARP/NDP requests; the stack resolves neighbours for a shared
+ *     address from its own exclusive ones or the kernel's table.
  */
 #ifndef QUADSOCK_STACK_XDP_STEER_COMMON_H_
 #define QUADSOCK_STACK_XDP_STEER_COMMON_H_
