@@ -19,8 +19,8 @@
  *     (address, port) and then (the family's unspecified address, port), and only when UDP
  *     follows the IP header directly (no IPv6 extension headers, first IPv4 fragment). The
  *     kernel keeps ARP, NDP, ICMP and the other ports, since it holds the address too and must
- *     hear the replies to its own ARP/NDP requests; the stack resolves neighbours for a shared
- *     address from its own exclusive ones or the kernel's table.
+ *     hear the replies to its own ARP/NDP requests. So the stack does not see ARP/NDP replies
+ *     addressed to a shared address: it must resolve neighbours some other way there.
  */
 #ifndef QUADSOCK_STACK_XDP_STEER_COMMON_H_
 #define QUADSOCK_STACK_XDP_STEER_COMMON_H_
