@@ -1,0 +1,156 @@
+#include "stack/neighbors.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace quadsock::stack {
+
+const char* NeighborStateName(NeighborState s) {
+  switch (s) {
+    case NeighborState::kIncomplete: return "incomplete";
+    case NeighborState::kReachable: return "reachable";
+    case NeighborState::kStale: return "stale";
+    case NeighborState::kPermanent: return "permanent";
+  }
+  return "?";
+}
+
+std::optional<net::MacAddress> NeighborTable::Lookup(const net::IpAddress& ip, absl::Time now) {
+  auto it = entries_.find(ip);
+  if (it == entries_.end() || !it->second.mac.has_value()) return std::nullopt;
+  Entry& e = it->second;
+  if (e.state == NeighborState::kReachable && now - e.updated > options_.reachable_time) {
+    e.state = NeighborState::kStale;
+  }
+  if (e.state == NeighborState::kStale && !e.refresh) {
+    e.refresh = true;
+    e.probes = 0;
+    e.next_probe = now;
+  }
+  return e.mac;
+}
+
+bool NeighborTable::MakeRoom() {
+  if (entries_.size() < options_.max_entries) return true;
+  auto oldest = entries_.end();
+  for (auto it = entries_.begin(); it != entries_.end(); ++it) {
+    if (it->second.state != NeighborState::kStale) continue;
+    if (oldest == entries_.end() || it->second.updated < oldest->second.updated) oldest = it;
+  }
+  if (oldest == entries_.end()) {
+    ++counters_.table_full;
+    return false;
+  }
+  entries_.erase(oldest);
+  return true;
+}
+
+bool NeighborTable::Queue(PendingDatagram datagram, absl::Time now) {
+  const net::IpAddress ip = datagram.next_hop;
+  auto it = entries_.find(ip);
+  bool fresh = false;
+  if (it == entries_.end()) {
+    if (!MakeRoom()) {
+      ++counters_.dropped_unresolved;
+      return false;
+    }
+    it = entries_.emplace(ip, Entry{}).first;
+    it->second.updated = now;
+    it->second.next_probe = now + options_.retransmit;
+    it->second.probes = 1;
+    ++counters_.probes_sent;
+    fresh = true;
+  }
+  Entry& e = it->second;
+  if (e.pending.size() >= options_.max_pending) {
+    ++counters_.dropped_queue_full;
+    return fresh;
+  }
+  e.pending.push_back(std::move(datagram));
+  return fresh;
+}
+
+std::vector<PendingDatagram> NeighborTable::Learn(const net::IpAddress& ip,
+                                                  const net::MacAddress& mac, absl::Time now,
+                                                  bool create) {
+  auto it = entries_.find(ip);
+  if (it == entries_.end()) {
+    if (!create || !MakeRoom()) return {};
+    it = entries_.emplace(ip, Entry{}).first;
+  }
+  Entry& e = it->second;
+  if (e.state == NeighborState::kPermanent) return {};
+  if (!e.mac.has_value()) ++counters_.resolved;
+  e.mac = mac;
+  e.state = NeighborState::kReachable;
+  e.updated = now;
+  e.refresh = false;
+  e.probes = 0;
+  std::vector<PendingDatagram> ready(std::make_move_iterator(e.pending.begin()),
+                                     std::make_move_iterator(e.pending.end()));
+  e.pending.clear();
+  return ready;
+}
+
+std::vector<net::IpAddress> NeighborTable::Tick(absl::Time now) {
+  std::vector<net::IpAddress> probe;
+  for (auto it = entries_.begin(); it != entries_.end();) {
+    Entry& e = it->second;
+    const bool probing = e.state == NeighborState::kIncomplete || e.refresh;
+    if (!probing || now < e.next_probe) {
+      ++it;
+      continue;
+    }
+    if (e.probes >= options_.max_probes) {
+      if (e.state == NeighborState::kIncomplete) {
+        ++counters_.failed;
+        counters_.dropped_unresolved += e.pending.size();
+        entries_.erase(it++);
+        continue;
+      }
+      e.refresh = false;  // a stale entry that did not answer stays stale, and is used
+      ++it;
+      continue;
+    }
+    ++e.probes;
+    ++counters_.probes_sent;
+    e.next_probe = now + options_.retransmit;
+    probe.push_back(it->first);
+    ++it;
+  }
+  return probe;
+}
+
+absl::Status NeighborTable::SetPermanent(const net::IpAddress& ip, const net::MacAddress& mac) {
+  auto it = entries_.find(ip);
+  if (it == entries_.end()) {
+    if (!MakeRoom()) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("neighbour table full (", options_.max_entries, " entries)"));
+    }
+    it = entries_.emplace(ip, Entry{}).first;
+  }
+  it->second.mac = mac;
+  it->second.state = NeighborState::kPermanent;
+  it->second.refresh = false;
+  return absl::OkStatus();
+}
+
+absl::Status NeighborTable::Remove(const net::IpAddress& ip) {
+  auto it = entries_.find(ip);
+  if (it == entries_.end()) {
+    return absl::NotFoundError(absl::StrCat("no neighbour entry for ", ip.ToString()));
+  }
+  counters_.dropped_unresolved += it->second.pending.size();
+  entries_.erase(it);
+  return absl::OkStatus();
+}
+
+std::vector<NeighborInfo> NeighborTable::List() const {
+  std::vector<NeighborInfo> out;
+  for (const auto& [ip, e] : entries_) {
+    out.push_back({ip, e.mac, e.state, e.updated, e.pending.size()});
+  }
+  return out;
+}
+
+}  // namespace quadsock::stack

@@ -1,0 +1,77 @@
+#include "stack/routes.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace quadsock::stack {
+
+absl::Status RouteTable::AddAddress(const net::IpPrefix& prefix) {
+  const net::IpAddress& a = prefix.address();
+  if (a.IsUnspecified() || a.IsMulticast()) {
+    return absl::InvalidArgumentError(absl::StrCat(a.ToString(), " cannot be an interface address"));
+  }
+  if (IsLocal(a)) return absl::AlreadyExistsError(absl::StrCat(a.ToString(), " is already ours"));
+  addresses_.push_back(prefix);
+  return absl::OkStatus();
+}
+
+absl::Status RouteTable::RemoveAddress(const net::IpAddress& address) {
+  for (auto it = addresses_.begin(); it != addresses_.end(); ++it) {
+    if (it->address() == address) {
+      addresses_.erase(it);
+      return absl::OkStatus();
+    }
+  }
+  return absl::NotFoundError(absl::StrCat(address.ToString(), " is not one of our addresses"));
+}
+
+absl::Status RouteTable::SetGateway(const net::IpAddress& gateway) {
+  bool connected = false;
+  for (const net::IpPrefix& p : addresses_) connected |= p.Contains(gateway);
+  if (!connected) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "gateway ", gateway.ToString(), " is not on a connected network; add an address first"));
+  }
+  (gateway.is_v4() ? gateway_v4_ : gateway_v6_) = gateway;
+  return absl::OkStatus();
+}
+
+absl::Status RouteTable::ClearGateway(net::Family family) {
+  (family == net::Family::kV4 ? gateway_v4_ : gateway_v6_).reset();
+  return absl::OkStatus();
+}
+
+std::optional<net::IpAddress> RouteTable::gateway(net::Family family) const {
+  return family == net::Family::kV4 ? gateway_v4_ : gateway_v6_;
+}
+
+absl::StatusOr<Route> RouteTable::Lookup(const net::IpAddress& to) const {
+  // An IPv6 socket talking to a v4-mapped peer sends IPv4.
+  const net::IpAddress destination = to.Unmapped();
+  const net::IpPrefix* best = nullptr;
+  for (const net::IpPrefix& p : addresses_) {
+    if (p.Contains(destination) && (best == nullptr || p.length() > best->length())) best = &p;
+  }
+  if (best != nullptr) return Route{destination, best->address(), false};
+  const std::optional<net::IpAddress> gw = gateway(destination.family());
+  if (!gw.has_value()) {
+    return absl::NotFoundError(absl::StrCat("no route to host ", destination.ToString()));
+  }
+  absl::StatusOr<Route> to_gateway = Lookup(*gw);
+  if (!to_gateway.ok()) return to_gateway.status();
+  return Route{*gw, to_gateway->source, true};
+}
+
+absl::StatusOr<net::IpAddress> RouteTable::SourceFor(const net::IpAddress& peer) const {
+  absl::StatusOr<Route> r = Lookup(peer);
+  if (!r.ok()) return r.status();
+  return peer.IsV4Mapped() ? r->source.ToV6() : r->source;
+}
+
+bool RouteTable::IsLocal(const net::IpAddress& address) const {
+  for (const net::IpPrefix& p : addresses_) {
+    if (p.address() == address) return true;
+  }
+  return false;
+}
+
+}  // namespace quadsock::stack

@@ -1,0 +1,204 @@
+// quadsock's UDP stack, in-process: sockets over one or more Links, with the poll engine,
+// ARP/NDP, ICMP and routing. This is the C++ API that quadsockd and the benchmarks use.
+//
+// One poll thread per link (queue) runs the data path: receive a batch, parse (stack/net),
+// answer ARP/NDP/ICMP, look UDP up in the socket table (stack/demux, lock-free) and deliver;
+// then send what sockets queued, reap completions, refill, and run timers. Control-plane calls
+// (Open, Bind, Connect, ...) come from any thread and change the socket table under its lock;
+// nothing the data path waits on is held by them. Send() queues the datagram for the poll
+// thread without blocking; a full send queue is RESOURCE_EXHAUSTED.
+//
+//   StackOptions o;
+//   o.addresses = {*net::IpPrefix::Parse("10.1.0.2/24")};
+//   std::unique_ptr<Stack> stack = Stack::Create(o, std::move(links)).value();
+//   stack->Start();                                   // or PollOnce() from a test
+//   SocketId s = stack->Open(net::Family::kV4).value();
+//   stack->Bind(s, *net::Endpoint::Parse("0.0.0.0:4000"));
+//   stack->Send(s, payload, *net::Endpoint::Parse("10.1.0.1:5000"));
+//   std::optional<ReceivedDatagram> d = stack->Receive(s).value();
+#ifndef QUADSOCK_STACK_STACK_H_
+#define QUADSOCK_STACK_STACK_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <thread>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "stack/demux/socket_table.h"
+#include "stack/link/link.h"
+#include "stack/neighbors.h"
+#include "stack/net/address.h"
+#include "stack/net/parse_error.h"
+#include "stack/routes.h"
+#include "stack/udp_socket.h"
+
+namespace quadsock::net {
+struct ParsedFrame;
+struct VlanTag;
+}  // namespace quadsock::net
+
+namespace quadsock::stack {
+
+struct LocalAddresses;
+using SocketId = demux::SocketId;
+
+struct StackOptions {
+  std::vector<net::IpPrefix> addresses;   // ours, with their connected networks
+  std::vector<net::IpAddress> gateways;   // at most one per family
+  bool hash4 = true;                      // the seed's switch (CONFIG_BASE_SMALL when false)
+  uint16_t ephemeral_low = 32768;
+  uint16_t ephemeral_high = 60999;
+  size_t max_sockets = 1 << 20;
+  size_t receive_queue_depth = 256;       // datagrams per socket unless Open says otherwise
+  size_t max_receive_queue_depth = 65536;
+  size_t send_queue_depth = 8192;         // datagrams waiting for a poll thread, per link
+  uint32_t icmp_errors_per_second = 1000; // ICMP error rate limit (the kernel's defaults)
+  uint32_t icmp_error_burst = 50;
+  NeighborTable::Options neighbors;
+  std::function<absl::Time()> clock = [] { return absl::Now(); };
+};
+
+struct OpenOptions {
+  bool v6only = false;
+  bool reuse_port = false;
+  uint32_t bound_device = 0;
+  size_t receive_queue_depth = 0;  // 0: the stack's default
+};
+
+struct SocketStatus {
+  demux::SocketInfo info;
+  SocketCounters counters;
+};
+
+// Why frames did not make it to a socket, counted per stack.
+struct StackCounters {
+  uint64_t rx_frames = 0;
+  uint64_t parse_errors[net::kParseErrorCount] = {};
+  uint64_t not_for_us = 0;          // IP to an address that is not ours
+  uint64_t fragments = 0;           // IP fragments: no reassembly, dropped
+  uint64_t unhandled = 0;           // other protocols and ethertypes
+  uint64_t udp_delivered = 0;
+  uint64_t udp_no_socket = 0;       // answered with port unreachable (unless rate-limited)
+  uint64_t icmp_echo_replies = 0;
+  uint64_t icmp_errors_sent = 0;
+  uint64_t icmp_errors_rate_limited = 0;
+  uint64_t arp_replies = 0;
+  uint64_t ndp_advertisements = 0;
+  uint64_t tx_no_route = 0;
+  uint64_t tx_no_buffer = 0;
+  uint64_t tx_queue_full = 0;
+  NeighborCounters neighbors;
+};
+
+class Stack {
+ public:
+  static absl::StatusOr<std::unique_ptr<Stack>> Create(
+      StackOptions options, std::vector<std::unique_ptr<link::Link>> links);
+  ~Stack();  // stops the poll threads
+
+  // Starts one poll thread per link. FAILED_PRECONDITION if already started.
+  absl::Status Start();
+  void Stop();
+  // One turn of every link's poll loop on the calling thread (tests, benchmarks): returns the
+  // frames received. Not while poll threads run.
+  size_t PollOnce();
+
+  absl::StatusOr<SocketId> Open(net::Family family, const OpenOptions& options = {});
+  absl::StatusOr<net::Endpoint> Bind(SocketId id, const net::Endpoint& local);
+  absl::StatusOr<net::Endpoint> Connect(SocketId id, const net::Endpoint& peer);
+  absl::Status Disconnect(SocketId id);
+  absl::StatusOr<net::Endpoint> Rehash(SocketId id, std::optional<net::IpAddress> address,
+                                       std::optional<uint16_t> port);
+  absl::Status Close(SocketId id);
+  absl::StatusOr<SocketStatus> Get(SocketId id) const;
+  std::vector<SocketId> List() const;
+
+  // Queues one datagram. `destination` is required unless the socket is connected (then it
+  // must be absent or equal to the peer). An unbound socket is bound to an ephemeral port.
+  // INVALID_ARGUMENT: too big for the MTU (no fragmentation) or a bad destination;
+  // FAILED_PRECONDITION: no destination; RESOURCE_EXHAUSTED: send queue full.
+  absl::Status Send(SocketId id, std::span<const uint8_t> payload,
+                    std::optional<net::Endpoint> destination = std::nullopt);
+  // The next queued datagram, if any; never blocks.
+  absl::StatusOr<std::optional<ReceivedDatagram>> Receive(SocketId id);
+  absl::Status SetReceiveCallback(SocketId id, ReceiveCallback callback);
+
+  // Administration.
+  StackCounters Counters() const;
+  demux::TableStats TableStats() const { return table_->Stats(); }
+  size_t TableMemoryBytes() const { return table_->MemoryBytes(); }
+  std::vector<NeighborInfo> Neighbors() const;
+  absl::Status SetNeighbor(const net::IpAddress& ip, const net::MacAddress& mac);
+  absl::Status RemoveNeighbor(const net::IpAddress& ip);
+  std::vector<net::IpPrefix> Addresses() const;
+  std::optional<net::IpAddress> Gateway(net::Family family) const;
+  std::vector<link::LinkInfo> Links() const;
+  std::vector<link::LinkCounters> LinkCounters() const;
+  // Every link's frame accounting (call with the poll threads stopped, or accept that the
+  // check races with them): OK, or the first discrepancy.
+  absl::Status CheckFrameAccounting() const;
+
+ private:
+  struct Engine;
+  struct SendRequest;
+  explicit Stack(StackOptions options);
+
+  absl::StatusOr<UdpSocket*> FindSocket(SocketId id) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  absl::Status CheckLocal(const net::IpAddress& address) const;
+
+  // The data path, on a poll thread (or PollOnce's caller).
+  void RunEngine(Engine& engine);
+  size_t Turn(Engine& engine, demux::LookupContext& ctx);
+  void HandleFrame(Engine& engine, demux::LookupContext& ctx, const LocalAddresses& local,
+                   const link::FrameBuffer& frame, absl::Time now);
+  void HandleArp(Engine& engine, const net::ParsedFrame& f, const LocalAddresses& local,
+                 absl::Time now);
+  void HandleNdp(Engine& engine, const net::ParsedFrame& f, const LocalAddresses& local,
+                 absl::Time now);
+  void SendEchoReply(Engine& engine, const net::ParsedFrame& f, std::span<const uint8_t> bytes);
+  void SendPortUnreachable(Engine& engine, const net::ParsedFrame& f,
+                           std::span<const uint8_t> bytes, absl::Time now);
+  void SendQueued(Engine& engine, absl::Time now);
+  void SendDatagram(Engine& engine, const SendRequest& request, absl::Time now);
+  void TransmitPending(Engine& engine, const PendingDatagram& d);
+  bool TransmitUdp(Engine& engine, const net::Endpoint& src, const net::Endpoint& dst,
+                   const net::MacAddress& dst_mac, std::span<const uint8_t> payload);
+  void SendProbe(Engine& engine, const net::IpAddress& target);
+  std::optional<link::FrameBuffer> NewTxFrame(Engine& engine);
+  void QueueTx(Engine& engine, link::FrameBuffer frame, std::optional<size_t> length);
+  void FlushTx(Engine& engine);
+  bool TakeIcmpErrorToken(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(net_mu_);
+  static std::optional<net::VlanTag> VlanOf(const net::ParsedFrame& f);
+
+  const StackOptions options_;
+  std::unique_ptr<demux::SocketTable> table_;
+
+  mutable absl::Mutex mu_;  // control plane: the sockets map
+  absl::flat_hash_map<SocketId, std::shared_ptr<UdpSocket>> sockets_ ABSL_GUARDED_BY(mu_);
+
+  // Routes and neighbours: read by poll threads for ARP/NDP and sends, changed by admin calls.
+  mutable absl::Mutex net_mu_;
+  RouteTable routes_ ABSL_GUARDED_BY(net_mu_);
+  NeighborTable neighbors_ ABSL_GUARDED_BY(net_mu_);
+  double icmp_tokens_ ABSL_GUARDED_BY(net_mu_);
+  absl::Time icmp_refill_ ABSL_GUARDED_BY(net_mu_);
+
+  // Our addresses for the data path: lock-free reads, replaced whole, freed after a grace period.
+  std::atomic<const LocalAddresses*> local_{nullptr};
+
+  std::vector<std::unique_ptr<Engine>> engines_;
+  std::atomic<bool> running_{false};
+};
+
+}  // namespace quadsock::stack
+
+#endif  // QUADSOCK_STACK_STACK_H_

@@ -1,0 +1,119 @@
+// The stack's side of one UDP socket: its receive queue, its consumer and its counters. The
+// socket table (stack/demux) knows where the socket is bound; a lookup's cookie points here.
+//
+// A datagram for the socket goes to its callback, if one is set (on the poll thread, with the
+// payload still in the link's buffer: zero-copy), or else into a bounded queue as a copy. A
+// full queue drops the datagram and counts it, like a full SO_RCVBUF.
+//
+//   stack.SetReceiveCallback(id, [](const net::Endpoint& from, std::span<const uint8_t> p) {...});
+//   // or
+//   std::optional<ReceivedDatagram> d = stack.Receive(id).value();
+#ifndef QUADSOCK_STACK_UDP_SOCKET_H_
+#define QUADSOCK_STACK_UDP_SOCKET_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "absl/time/time.h"
+#include "stack/bounded_queue.h"
+#include "stack/net/address.h"
+
+namespace quadsock::stack {
+
+struct ReceivedDatagram {
+  net::Endpoint source;
+  net::Endpoint destination;
+  absl::Time arrival;
+  uint64_t sequence = 0;  // per socket, from 1; a gap means datagrams were dropped
+  std::string payload;
+};
+
+// Runs on a poll thread for each datagram; must not block. The payload is valid during the call.
+using ReceiveCallback =
+    std::function<void(const net::Endpoint& source, std::span<const uint8_t> payload)>;
+
+struct SocketCounters {
+  uint64_t rx_datagrams = 0;
+  uint64_t rx_bytes = 0;
+  uint64_t rx_dropped = 0;  // receive queue full
+  uint64_t tx_datagrams = 0;
+  uint64_t tx_bytes = 0;
+  uint64_t tx_dropped = 0;  // no route, neighbour unresolved, no buffer
+  uint64_t queued = 0;      // datagrams waiting in the receive queue now
+};
+
+class UdpSocket {
+ public:
+  explicit UdpSocket(size_t queue_depth) : queue_(queue_depth) {}
+  ~UdpSocket() {
+    while (std::optional<ReceivedDatagram*> d = queue_.TryPop()) delete *d;
+    delete callback_.load();
+  }
+
+  // Poll thread: hands one datagram to the consumer.
+  void Deliver(const net::Endpoint& source, const net::Endpoint& destination,
+               std::span<const uint8_t> payload, absl::Time now) {
+    const uint64_t seq = next_sequence_.fetch_add(1, std::memory_order_relaxed);
+    if (const ReceiveCallback* cb = callback_.load(std::memory_order_acquire)) {
+      (*cb)(source, payload);
+    } else {
+      auto* d = new ReceivedDatagram{source, destination, now, seq,
+                                     std::string(payload.begin(), payload.end())};
+      if (!queue_.TryPush(d)) {
+        delete d;
+        rx_dropped_.fetch_add(1, std::memory_order_relaxed);
+        return;
+      }
+    }
+    rx_datagrams_.fetch_add(1, std::memory_order_relaxed);
+    rx_bytes_.fetch_add(payload.size(), std::memory_order_relaxed);
+  }
+
+  std::optional<ReceivedDatagram> Pop() {
+    std::optional<ReceivedDatagram*> d = queue_.TryPop();
+    if (!d.has_value()) return std::nullopt;
+    std::unique_ptr<ReceivedDatagram> owned(*d);
+    return std::move(*owned);
+  }
+
+  // Set once, before traffic: the old callback (if any) is leaked until close, since a poll
+  // thread may be running it. Control plane only.
+  void SetCallback(ReceiveCallback cb) {
+    retired_callbacks_.push_back(std::unique_ptr<const ReceiveCallback>(callback_.load()));
+    callback_.store(new ReceiveCallback(std::move(cb)), std::memory_order_release);
+  }
+
+  void CountSent(size_t bytes) {
+    tx_datagrams_.fetch_add(1, std::memory_order_relaxed);
+    tx_bytes_.fetch_add(bytes, std::memory_order_relaxed);
+  }
+  void CountSendDrop() { tx_dropped_.fetch_add(1, std::memory_order_relaxed); }
+
+  SocketCounters counters() const {
+    SocketCounters c;
+    c.rx_datagrams = rx_datagrams_.load(std::memory_order_relaxed);
+    c.rx_bytes = rx_bytes_.load(std::memory_order_relaxed);
+    c.rx_dropped = rx_dropped_.load(std::memory_order_relaxed);
+    c.tx_datagrams = tx_datagrams_.load(std::memory_order_relaxed);
+    c.tx_bytes = tx_bytes_.load(std::memory_order_relaxed);
+    c.tx_dropped = tx_dropped_.load(std::memory_order_relaxed);
+    c.queued = queue_.SizeApprox();
+    return c;
+  }
+
+ private:
+  BoundedQueue<ReceivedDatagram*> queue_;
+  std::atomic<const ReceiveCallback*> callback_{nullptr};
+  std::vector<std::unique_ptr<const ReceiveCallback>> retired_callbacks_;
+  std::atomic<uint64_t> next_sequence_{1};
+  std::atomic<uint64_t> rx_datagrams_{0}, rx_bytes_{0}, rx_dropped_{0};
+  std::atomic<uint64_t> tx_datagrams_{0}, tx_bytes_{0}, tx_dropped_{0};
+};
+
+}  // namespace quadsock::stack
+
+#endif  // QUADSOCK_STACK_UDP_SOCKET_H_
