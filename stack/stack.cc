@@ -97,7 +97,7 @@ absl::StatusOr<std::unique_ptr<Stack>> Stack::Create(
   }
   std::unique_ptr<Stack> stack(new Stack(std::move(options)));
   {
-    absl::MutexLock lock(&stack->net_mu_);
+    std::lock_guard<std::mutex> lock(stack->net_mu_);
     for (const net::IpPrefix& p : stack->options_.addresses) {
       if (absl::Status s = stack->routes_.AddAddress(p); !s.ok()) return s;
     }
@@ -117,7 +117,7 @@ absl::StatusOr<std::unique_ptr<Stack>> Stack::Create(
   table.ephemeral_high = stack->options_.ephemeral_high;
   Stack* self = stack.get();
   table.route = [self](const net::IpAddress& peer) -> absl::StatusOr<net::IpAddress> {
-    absl::MutexLock lock(&self->net_mu_);
+    std::lock_guard<std::mutex> lock(self->net_mu_);
     return self->routes_.SourceFor(peer);
   };
   absl::StatusOr<std::unique_ptr<demux::SocketTable>> t = demux::SocketTable::Create(table);
@@ -133,7 +133,7 @@ Stack::~Stack() {
   Stop();
   for (auto& e : engines_) e->manual_lookup.reset();
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     for (auto& [id, s] : sockets_) (void)table_->Close(id);
   }
   table_->WaitForReaders();
@@ -216,7 +216,7 @@ size_t Stack::Turn(Engine& engine, demux::LookupContext& ctx) {
     engine.next_timer = now + kTimerPeriod;
     std::vector<net::IpAddress> probes;
     {
-      absl::MutexLock lock(&net_mu_);
+      std::lock_guard<std::mutex> lock(net_mu_);
       probes = neighbors_.Tick(now);
     }
     for (const net::IpAddress& target : probes) SendProbe(engine, target);
@@ -321,7 +321,7 @@ void Stack::HandleArp(Engine& engine, const net::ParsedFrame& f, const LocalAddr
   const bool for_us = local.Contains(arp.target_ip);
   std::vector<PendingDatagram> ready;
   if (!arp.sender_ip.IsUnspecified()) {
-    absl::MutexLock lock(&net_mu_);
+    std::lock_guard<std::mutex> lock(net_mu_);
     // RFC 826: merge the sender into an existing entry; create one if the packet is for us.
     ready = neighbors_.Learn(arp.sender_ip, arp.sender_mac, now, for_us);
   }
@@ -350,7 +350,7 @@ void Stack::HandleNdp(Engine& engine, const net::ParsedFrame& f, const LocalAddr
     // A solicitation teaches us its sender; an advertisement, its target.
     const net::IpAddress& who = f.icmp.type == net::kIcmpv6NeighborSolicitation ? f.src : m.target;
     if (!who.IsUnspecified()) {
-      absl::MutexLock lock(&net_mu_);
+      std::lock_guard<std::mutex> lock(net_mu_);
       ready = neighbors_.Learn(who, *m.link_address, now,
                                f.icmp.type == net::kIcmpv6NeighborSolicitation && for_us);
     }
@@ -391,7 +391,7 @@ void Stack::SendPortUnreachable(Engine& engine, const net::ParsedFrame& f,
   // Never about a datagram sent to a broadcast or multicast address (RFC 1122 3.2.2).
   if (f.eth.dst.IsMulticast() || f.dst.IsMulticast() || f.src.IsUnspecified()) return;
   {
-    absl::MutexLock lock(&net_mu_);
+    std::lock_guard<std::mutex> lock(net_mu_);
     if (!TakeIcmpErrorToken(now)) {
       engine.Bump(kIcmpRateLimited);
       return;
@@ -445,7 +445,7 @@ void Stack::SendDatagram(Engine& engine, const SendRequest& request, absl::Time 
   bool probe = false;
   net::IpAddress next_hop;
   {
-    absl::MutexLock lock(&net_mu_);
+    std::lock_guard<std::mutex> lock(net_mu_);
     absl::StatusOr<Route> route = routes_.Lookup(dst.address);
     if (!route.ok()) {
       engine.Bump(kTxNoRoute);
@@ -472,7 +472,7 @@ void Stack::SendDatagram(Engine& engine, const SendRequest& request, absl::Time 
 void Stack::TransmitPending(Engine& engine, const PendingDatagram& d) {
   std::optional<net::MacAddress> mac;
   {
-    absl::MutexLock lock(&net_mu_);
+    std::lock_guard<std::mutex> lock(net_mu_);
     mac = neighbors_.Lookup(d.next_hop, options_.clock());
   }
   if (mac.has_value()) TransmitUdp(engine, d.src, d.dst, *mac, AsBytes(d.payload));
@@ -491,7 +491,7 @@ bool Stack::TransmitUdp(Engine& engine, const net::Endpoint& src, const net::End
 void Stack::SendProbe(Engine& engine, const net::IpAddress& target) {
   net::IpAddress source;
   {
-    absl::MutexLock lock(&net_mu_);
+    std::lock_guard<std::mutex> lock(net_mu_);
     absl::StatusOr<net::IpAddress> s = routes_.SourceFor(target);
     if (!s.ok()) return;
     source = *s;
@@ -535,7 +535,7 @@ absl::StatusOr<SocketId> Stack::Open(net::Family family, const OpenOptions& opti
     return absl::InvalidArgumentError(absl::StrFormat(
         "receive queue depth %u is over the limit of %u", depth, options_.max_receive_queue_depth));
   }
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   if (sockets_.size() >= options_.max_sockets) {
     return absl::ResourceExhaustedError(
         absl::StrFormat("the stack has its maximum of %u sockets", options_.max_sockets));
@@ -567,7 +567,7 @@ absl::Status Stack::CheckLocal(const net::IpAddress& address) const {
 absl::StatusOr<net::Endpoint> Stack::Bind(SocketId id, const net::Endpoint& local) {
   if (absl::Status s = CheckLocal(local.address); !s.ok()) return s;
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     if (absl::StatusOr<UdpSocket*> s = FindSocket(id); !s.ok()) return s.status();
   }
   return table_->Bind(id, local);
@@ -579,7 +579,7 @@ absl::StatusOr<net::Endpoint> Stack::Connect(SocketId id, const net::Endpoint& p
     return absl::InvalidArgumentError("cannot connect to the unspecified address");
   }
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     if (absl::StatusOr<UdpSocket*> s = FindSocket(id); !s.ok()) return s.status();
   }
   return table_->Connect(id, peer);
@@ -598,7 +598,7 @@ absl::StatusOr<net::Endpoint> Stack::Rehash(SocketId id, std::optional<net::IpAd
 absl::Status Stack::Close(SocketId id) {
   std::shared_ptr<UdpSocket> socket;
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     auto it = sockets_.find(id);
     if (it == sockets_.end()) return absl::NotFoundError(absl::StrCat("no socket ", id));
     if (absl::Status s = table_->Close(id); !s.ok()) return s;
@@ -613,14 +613,14 @@ absl::Status Stack::Close(SocketId id) {
 absl::StatusOr<SocketStatus> Stack::Get(SocketId id) const {
   absl::StatusOr<demux::SocketInfo> info = table_->Get(id);
   if (!info.ok()) return info.status();
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   absl::StatusOr<UdpSocket*> s = FindSocket(id);
   if (!s.ok()) return s.status();
   return SocketStatus{*info, (*s)->counters()};
 }
 
 std::vector<SocketId> Stack::List() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   std::vector<SocketId> ids;
   ids.reserve(sockets_.size());
   for (const auto& [id, s] : sockets_) ids.push_back(id);
@@ -670,7 +670,7 @@ absl::Status Stack::Send(SocketId id, std::span<const uint8_t> payload,
   }
   std::shared_ptr<UdpSocket> socket;
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     auto it = sockets_.find(id);
     if (it == sockets_.end()) return absl::NotFoundError(absl::StrCat("no socket ", id));
     socket = it->second;
@@ -698,7 +698,7 @@ absl::Status Stack::Send(SocketId id, std::span<const uint8_t> payload,
 absl::StatusOr<std::optional<ReceivedDatagram>> Stack::Receive(SocketId id) {
   std::shared_ptr<UdpSocket> socket;
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     auto it = sockets_.find(id);
     if (it == sockets_.end()) return absl::NotFoundError(absl::StrCat("no socket ", id));
     socket = it->second;
@@ -707,7 +707,7 @@ absl::StatusOr<std::optional<ReceivedDatagram>> Stack::Receive(SocketId id) {
 }
 
 absl::Status Stack::SetReceiveCallback(SocketId id, ReceiveCallback callback) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   absl::StatusOr<UdpSocket*> s = FindSocket(id);
   if (!s.ok()) return s.status();
   (*s)->SetCallback(std::move(callback));
@@ -738,33 +738,33 @@ StackCounters Stack::Counters() const {
       c.parse_errors[i] += e->parse_errors[i].load(std::memory_order_relaxed);
     }
   }
-  absl::MutexLock lock(&net_mu_);
+  std::lock_guard<std::mutex> lock(net_mu_);
   c.neighbors = neighbors_.counters();
   return c;
 }
 
 std::vector<NeighborInfo> Stack::Neighbors() const {
-  absl::MutexLock lock(&net_mu_);
+  std::lock_guard<std::mutex> lock(net_mu_);
   return neighbors_.List();
 }
 
 absl::Status Stack::SetNeighbor(const net::IpAddress& ip, const net::MacAddress& mac) {
-  absl::MutexLock lock(&net_mu_);
+  std::lock_guard<std::mutex> lock(net_mu_);
   return neighbors_.SetPermanent(ip, mac);
 }
 
 absl::Status Stack::RemoveNeighbor(const net::IpAddress& ip) {
-  absl::MutexLock lock(&net_mu_);
+  std::lock_guard<std::mutex> lock(net_mu_);
   return neighbors_.Remove(ip);
 }
 
 std::vector<net::IpPrefix> Stack::Addresses() const {
-  absl::MutexLock lock(&net_mu_);
+  std::lock_guard<std::mutex> lock(net_mu_);
   return routes_.addresses();
 }
 
 std::optional<net::IpAddress> Stack::Gateway(net::Family family) const {
-  absl::MutexLock lock(&net_mu_);
+  std::lock_guard<std::mutex> lock(net_mu_);
   return routes_.gateway(family);
 }
 

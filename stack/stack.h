@@ -31,7 +31,9 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include <mutex>
+
+#include "absl/base/thread_annotations.h"
 #include "absl/time/time.h"
 #include "stack/demux/socket_table.h"
 #include "stack/link/link.h"
@@ -182,11 +184,12 @@ class Stack {
   const StackOptions options_;
   std::unique_ptr<demux::SocketTable> table_;
 
-  mutable absl::Mutex mu_;  // control plane: the sockets map
+  // std::mutex, not absl::Mutex: Debian's Abseil is not built for ThreadSanitizer.
+  mutable std::mutex mu_;  // control plane: the sockets map
   absl::flat_hash_map<SocketId, std::shared_ptr<UdpSocket>> sockets_ ABSL_GUARDED_BY(mu_);
 
   // Routes and neighbours: read by poll threads for ARP/NDP and sends, changed by admin calls.
-  mutable absl::Mutex net_mu_;
+  mutable std::mutex net_mu_;
   RouteTable routes_ ABSL_GUARDED_BY(net_mu_);
   NeighborTable neighbors_ ABSL_GUARDED_BY(net_mu_);
   double icmp_tokens_ ABSL_GUARDED_BY(net_mu_);

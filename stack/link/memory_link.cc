@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <deque>
+#include <mutex>
 
 #include "absl/strings/str_format.h"
 
@@ -18,7 +20,7 @@ class MemoryWire {
 
   bool Push(std::vector<uint8_t> frame) {
     {
-      absl::MutexLock lock(&mu_);
+      std::lock_guard<std::mutex> lock(mu_);
       if (frames_.size() >= limit_) {
         ++dropped_;
         return false;
@@ -30,7 +32,7 @@ class MemoryWire {
     return true;
   }
   bool Pop(std::vector<uint8_t>& frame) {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     if (frames_.empty()) {
       uint64_t drain;
       (void)!read(event_fd_, &drain, sizeof(drain));
@@ -41,7 +43,7 @@ class MemoryWire {
     return true;
   }
   uint64_t dropped() const {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     return dropped_;
   }
   int event_fd() const { return event_fd_; }
@@ -49,9 +51,9 @@ class MemoryWire {
  private:
   const size_t limit_;
   const int event_fd_;
-  mutable absl::Mutex mu_;
-  std::deque<std::vector<uint8_t>> frames_ ABSL_GUARDED_BY(mu_);
-  uint64_t dropped_ ABSL_GUARDED_BY(mu_) = 0;
+  mutable std::mutex mu_;  // not absl::Mutex: Debian's Abseil is not built for TSAN
+  std::deque<std::vector<uint8_t>> frames_ ;
+  uint64_t dropped_  = 0;
 };
 
 MemoryLink::MemoryLink(MemoryLinkOptions options, std::shared_ptr<MemoryWire> in,

@@ -17,7 +17,6 @@
 #include <memory>
 #include <vector>
 
-#include "absl/synchronization/mutex.h"
 #include "stack/link/frame_ledger.h"
 #include "stack/link/link.h"
 

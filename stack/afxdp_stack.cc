@@ -1,0 +1,107 @@
+#include "stack/afxdp_stack.h"
+
+#include <net/if.h>
+
+#include <cstdio>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace quadsock::stack {
+
+absl::StatusOr<XdpModeSetting> ParseXdpModeSetting(absl::string_view text) {
+  if (text == "auto") return XdpModeSetting::kAuto;
+  if (text == "zerocopy") return XdpModeSetting::kZeroCopy;
+  if (text == "copy") return XdpModeSetting::kCopy;
+  if (text == "skb") return XdpModeSetting::kSkb;
+  return absl::InvalidArgumentError(
+      absl::StrCat("XDP mode \"", text, "\": expected auto, zerocopy, copy or skb"));
+}
+
+absl::StatusOr<std::unique_ptr<AfXdpStack>> AfXdpStack::Create(AfXdpOptions options) {
+  if (!options.log) {
+    options.log = [](absl::string_view m) { std::fprintf(stderr, "%.*s\n", static_cast<int>(m.size()), m.data()); };
+  }
+  const int ifindex = static_cast<int>(if_nametoindex(options.interface.c_str()));
+  if (ifindex == 0) {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("no such interface: \"%s\"", options.interface));
+  }
+  std::unique_ptr<AfXdpStack> s(new AfXdpStack());
+  s->options_ = options;
+
+  xdp::Steering::Options steering_options;
+  steering_options.log = options.log;
+  absl::StatusOr<std::unique_ptr<xdp::Steering>> steering = xdp::Steering::Load(steering_options);
+  if (!steering.ok()) return steering.status();
+  s->steering_ = std::move(*steering);
+
+  link::XskPort::Options port;
+  port.interface = options.interface;
+  port.frames = options.umem_frames;
+  port.frame_size = options.frame_size;
+  port.ring_size = options.ring_size;
+  port.queues = options.queues;
+  port.busy_poll = options.busy_poll;
+  xdp::XdpMode program_mode = xdp::XdpMode::kNative;
+  switch (options.mode) {
+    case XdpModeSetting::kAuto:
+      program_mode = xdp::XdpMode::kAuto;
+      port.bind_mode = link::XskBindMode::kAuto;
+      break;
+    case XdpModeSetting::kZeroCopy:
+      port.bind_mode = link::XskBindMode::kZeroCopy;
+      break;
+    case XdpModeSetting::kCopy:
+      port.bind_mode = link::XskBindMode::kCopy;
+      break;
+    case XdpModeSetting::kSkb:
+      program_mode = xdp::XdpMode::kGeneric;
+      port.bind_mode = link::XskBindMode::kCopy;
+      break;
+  }
+  absl::StatusOr<xdp::XdpMode> attached = s->steering_->Attach(ifindex, program_mode);
+  if (!attached.ok()) return attached.status();
+  s->xdp_mode_ = *attached;
+  if (s->xdp_mode_ == xdp::XdpMode::kGeneric) {
+    port.bind_mode = link::XskBindMode::kCopy;  // zero-copy needs the driver's XDP
+  }
+
+  absl::StatusOr<std::unique_ptr<link::XskPort>> xsk_port = link::XskPort::Create(port);
+  if (!xsk_port.ok()) return xsk_port.status();
+  s->port_ = std::move(*xsk_port);
+  std::vector<std::unique_ptr<link::Link>> links;
+  for (uint32_t q = 0; q < options.queues; ++q) {
+    absl::StatusOr<std::unique_ptr<link::XskLink>> l = s->port_->OpenQueue(q);
+    if (!l.ok()) return l.status();
+    if (absl::Status st = s->steering_->SetXsk(q, (*l)->socket_fd()); !st.ok()) return st;
+    s->bind_mode_ = (*l)->info().mode;
+    links.push_back(std::move(*l));
+  }
+  for (const net::IpPrefix& p : options.stack.addresses) {
+    if (absl::Status st = s->steering_->AddAddress(p.address(), /*exclusive=*/true); !st.ok()) {
+      return st;
+    }
+  }
+  absl::StatusOr<std::unique_ptr<Stack>> stack = Stack::Create(options.stack, std::move(links));
+  if (!stack.ok()) return stack.status();
+  s->stack_ = std::move(*stack);
+  options.log(s->Describe());
+  return s;
+}
+
+AfXdpStack::~AfXdpStack() {
+  if (stack_ != nullptr) stack_->Stop();
+  stack_.reset();
+  port_.reset();
+  steering_.reset();
+}
+
+std::string AfXdpStack::Describe() const {
+  return absl::StrFormat("%s: XDP %s, AF_XDP %s, %u queue%s, %u UMEM frames of %u bytes",
+                         options_.interface, xdp::XdpModeName(xdp_mode_), bind_mode_,
+                         options_.queues, options_.queues == 1 ? "" : "s", options_.umem_frames,
+                         options_.frame_size);
+}
+
+}  // namespace quadsock::stack

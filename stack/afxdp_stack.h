@@ -1,0 +1,76 @@
+// A Stack on a real interface: quadsock's XDP program steers what the stack owns into AF_XDP
+// sockets (one per RX queue, sharing one UMEM) and passes everything else to the kernel.
+//
+// Owned addresses are registered with the XDP program as exclusive: all UDP, ICMP, ARP and NDP
+// to them is the stack's (so UDP to a closed port gets the stack's port unreachable). The
+// program is attached as a bpf_link and leaves with the process, even on SIGKILL.
+//
+//   AfXdpOptions o;
+//   o.interface = "veth0";
+//   o.stack.addresses = {*net::IpPrefix::Parse("10.1.0.2/24")};
+//   std::unique_ptr<AfXdpStack> s = AfXdpStack::Create(o).value();
+//   s->stack().Start();
+//   LOG: s->Describe()  ->  "veth0: XDP native, AF_XDP copy, 1 queue, 4096 UMEM frames"
+#ifndef QUADSOCK_STACK_AFXDP_STACK_H_
+#define QUADSOCK_STACK_AFXDP_STACK_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "stack/link/xsk_link.h"
+#include "stack/stack.h"
+#include "stack/xdp/steering.h"
+
+namespace quadsock::stack {
+
+// --xdp_mode: how the program runs and how the sockets bind.
+//   auto:     native XDP if the driver has it (else generic); zero-copy if possible, else copy
+//   zerocopy: native XDP, zero-copy sockets (fails where the driver has no zero-copy)
+//   copy:     native XDP, copy-mode sockets
+//   skb:      generic (skb) XDP, copy-mode sockets: works on any interface, slowest
+enum class XdpModeSetting { kAuto, kZeroCopy, kCopy, kSkb };
+absl::StatusOr<XdpModeSetting> ParseXdpModeSetting(absl::string_view text);
+
+struct AfXdpOptions {
+  std::string interface;
+  uint32_t queues = 1;
+  XdpModeSetting mode = XdpModeSetting::kAuto;
+  uint32_t umem_frames = 4096;  // in all, over the queues
+  uint32_t frame_size = 4096;
+  uint32_t ring_size = 1024;
+  bool busy_poll = false;
+  StackOptions stack;
+  std::function<void(absl::string_view)> log;  // default: stderr
+};
+
+class AfXdpStack {
+ public:
+  // Fails fast with what is wrong: no such interface (FAILED_PRECONDITION), no BPF or AF_XDP
+  // privileges (PERMISSION_DENIED), a mode the interface cannot do, bad sizes.
+  static absl::StatusOr<std::unique_ptr<AfXdpStack>> Create(AfXdpOptions options);
+  ~AfXdpStack();  // stops the stack, closes the sockets, detaches the program
+
+  Stack& stack() { return *stack_; }
+  xdp::Steering& steering() { return *steering_; }
+  xdp::XdpMode xdp_mode() const { return xdp_mode_; }
+  // "zerocopy" or "copy".
+  const std::string& bind_mode() const { return bind_mode_; }
+  std::string Describe() const;
+
+ private:
+  AfXdpStack() = default;
+
+  AfXdpOptions options_;
+  // Destroyed in reverse: the stack (and its links) first, then the UMEM, then the program.
+  std::unique_ptr<xdp::Steering> steering_;
+  std::unique_ptr<link::XskPort> port_;
+  std::unique_ptr<Stack> stack_;
+  xdp::XdpMode xdp_mode_ = xdp::XdpMode::kAuto;
+  std::string bind_mode_;
+};
+
+}  // namespace quadsock::stack
+
+#endif  // QUADSOCK_STACK_AFXDP_STACK_H_
