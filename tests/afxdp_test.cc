@@ -1,0 +1,372 @@
+// quadsock on a real interface, against the kernel's own UDP sockets, ping and TCP: a veth pair
+// between this process's private network namespace (quadsock's side, AF_XDP with our XDP
+// program) and a peer namespace where the kernel plays the other host. Needs root.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <bpf/libbpf.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "stack/afxdp_stack.h"
+#include "tests/peer_netns.h"
+
+namespace quadsock {
+namespace {
+
+using net::Endpoint;
+using stack::SocketId;
+using testing::PeerNetwork;
+using testing::Shell;
+
+constexpr char kStackV4[] = "10.7.0.2";
+constexpr char kStackV6[] = "fd00:7::2";
+constexpr char kPeerV4[] = "10.7.0.1";
+constexpr char kPeerV6[] = "fd00:7::1";
+constexpr char kKernelV4[] = "10.7.0.3";  // the kernel's own address on quadsock's interface
+
+std::span<const uint8_t> Bytes(const std::string& s) {
+  return {reinterpret_cast<const uint8_t*>(s.data()), s.size()};
+}
+Endpoint Ep(const std::string& text) { return *Endpoint::Parse(text); }
+
+// A sockaddr for a kernel socket call.
+struct SockAddr {
+  sockaddr_storage ss{};
+  socklen_t len = 0;
+  SockAddr(const char* ip, uint16_t port) {
+    if (inet_pton(AF_INET, ip, &reinterpret_cast<sockaddr_in*>(&ss)->sin_addr) == 1) {
+      auto* a = reinterpret_cast<sockaddr_in*>(&ss);
+      a->sin_family = AF_INET;
+      a->sin_port = htons(port);
+      len = sizeof(sockaddr_in);
+    } else {
+      auto* a = reinterpret_cast<sockaddr_in6*>(&ss);
+      EXPECT_EQ(inet_pton(AF_INET6, ip, &a->sin6_addr), 1) << ip;
+      a->sin6_family = AF_INET6;
+      a->sin6_port = htons(port);
+      len = sizeof(sockaddr_in6);
+    }
+  }
+  const sockaddr* get() const { return reinterpret_cast<const sockaddr*>(&ss); }
+};
+
+class AfXdpTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { PeerNetwork::EnterPrivateNamespace(); }
+
+  void SetUp() override {
+    net_ = std::make_unique<PeerNetwork>("qs0", "qs1");
+    net_->PeerShell(std::string("ip addr add ") + kPeerV4 + "/24 dev qs1 && ip addr add " +
+                    kPeerV6 + "/64 dev qs1 nodad");
+    ASSERT_EQ(Shell(std::string("ip addr add ") + kKernelV4 + "/24 dev qs0"), 0);
+    stack::AfXdpOptions o;
+    o.interface = "qs0";
+    o.umem_frames = 4096;
+    o.ring_size = 1024;
+    o.stack.addresses = {*net::IpPrefix::Parse(std::string(kStackV4) + "/24"),
+                         *net::IpPrefix::Parse(std::string(kStackV6) + "/64")};
+    o.log = [](absl::string_view m) { std::printf("quadsock: %.*s\n", int(m.size()), m.data()); };
+    absl::StatusOr<std::unique_ptr<stack::AfXdpStack>> s = stack::AfXdpStack::Create(o);
+    ASSERT_TRUE(s.ok()) << s.status();
+    afxdp_ = std::move(*s);
+    ASSERT_EQ(stack().Start(), absl::OkStatus());
+  }
+
+  void TearDown() override {
+    if (afxdp_ != nullptr) {
+      stack().Stop();
+      EXPECT_EQ(stack().CheckFrameAccounting(), absl::OkStatus());
+      afxdp_.reset();
+    }
+    net_.reset();
+  }
+
+  stack::Stack& stack() { return afxdp_->stack(); }
+
+  // A kernel UDP socket in the peer namespace, bound, with a receive timeout.
+  int PeerUdp(const char* ip, uint16_t port) {
+    const int family = std::strchr(ip, ':') ? AF_INET6 : AF_INET;
+    const int fd = net_->PeerSocket(family, SOCK_DGRAM);
+    timeval tv{3, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    SockAddr a(ip, port);
+    EXPECT_EQ(bind(fd, a.get(), a.len), 0) << std::strerror(errno);
+    fds_.push_back(fd);
+    return fd;
+  }
+
+  std::optional<stack::ReceivedDatagram> ReceiveWithin(SocketId id, absl::Duration d) {
+    const absl::Time deadline = absl::Now() + d;
+    while (absl::Now() < deadline) {
+      absl::StatusOr<std::optional<stack::ReceivedDatagram>> r = stack().Receive(id);
+      EXPECT_TRUE(r.ok()) << r.status();
+      if (r.ok() && r->has_value()) return std::move(**r);
+      absl::SleepFor(absl::Milliseconds(1));
+    }
+    return std::nullopt;
+  }
+
+  std::string KernelRecv(int fd, std::string* from = nullptr) {
+    char buf[65536];
+    sockaddr_storage ss{};
+    socklen_t len = sizeof(ss);
+    const ssize_t n = recvfrom(fd, buf, sizeof(buf), 0, reinterpret_cast<sockaddr*>(&ss), &len);
+    if (n < 0) return "error: " + std::string(std::strerror(errno));
+    if (from != nullptr) {
+      char ip[INET6_ADDRSTRLEN];
+      const void* addr = ss.ss_family == AF_INET
+                             ? static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&ss)->sin_addr)
+                             : static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&ss)->sin6_addr);
+      inet_ntop(ss.ss_family, addr, ip, sizeof(ip));
+      *from = ip;
+    }
+    return std::string(buf, static_cast<size_t>(n));
+  }
+
+  void ExchangeWithKernel(net::Family family, const char* stack_ip, const char* peer_ip,
+                          size_t mtu_payload) {
+    const bool v6 = family == net::Family::kV6;
+    const int peer = PeerUdp(peer_ip, 5000);
+    SocketId s = stack().Open(family).value();
+    ASSERT_TRUE(stack().Bind(s, Ep(v6 ? "[::]:4000" : "0.0.0.0:4000")).ok());
+    for (const std::string& payload : {std::string("hello"), std::string(mtu_payload, 'm')}) {
+      // Kernel -> quadsock, unconnected.
+      SockAddr to(stack_ip, 4000);
+      ASSERT_EQ(sendto(peer, payload.data(), payload.size(), 0, to.get(), to.len),
+                static_cast<ssize_t>(payload.size()))
+          << std::strerror(errno);
+      std::optional<stack::ReceivedDatagram> d = ReceiveWithin(s, absl::Seconds(3));
+      ASSERT_TRUE(d.has_value()) << "quadsock received nothing of " << payload.size() << " bytes";
+      EXPECT_EQ(d->payload, payload);
+      EXPECT_EQ(d->source.address.ToString(), peer_ip);
+      EXPECT_EQ(d->source.port, 5000);
+      // quadsock -> kernel, to the source.
+      ASSERT_EQ(stack().Send(s, Bytes(payload), d->source), absl::OkStatus());
+      std::string from;
+      EXPECT_EQ(KernelRecv(peer, &from), payload);
+      EXPECT_EQ(from, stack_ip);
+    }
+    // Connected both ways.
+    SockAddr to(stack_ip, 4000);
+    ASSERT_EQ(connect(peer, to.get(), to.len), 0);
+    ASSERT_TRUE(stack().Connect(s, Endpoint{*net::IpAddress::Parse(peer_ip), 5000}).ok());
+    ASSERT_EQ(send(peer, "connected", 9, 0), 9);
+    std::optional<stack::ReceivedDatagram> d = ReceiveWithin(s, absl::Seconds(3));
+    ASSERT_TRUE(d.has_value());
+    EXPECT_EQ(d->payload, "connected");
+    ASSERT_EQ(stack().Send(s, Bytes("back")), absl::OkStatus());
+    EXPECT_EQ(KernelRecv(peer), "back");
+  }
+
+  std::unique_ptr<PeerNetwork> net_;
+  std::unique_ptr<stack::AfXdpStack> afxdp_;
+  std::vector<int> fds_;
+
+ public:
+  ~AfXdpTest() override {
+    for (int fd : fds_) close(fd);
+  }
+};
+
+TEST_F(AfXdpTest, KernelPeerExchangesUdpOverIpv4) {
+  ExchangeWithKernel(net::Family::kV4, kStackV4, kPeerV4, 1500 - 28);
+}
+
+TEST_F(AfXdpTest, KernelPeerExchangesUdpOverIpv6) {
+  ExchangeWithKernel(net::Family::kV6, kStackV6, kPeerV6, 1500 - 48);
+}
+
+TEST_F(AfXdpTest, PingAndNeighbourResolutionBothWays) {
+  EXPECT_EQ(net_->PeerShell(std::string("ping -c 2 -i 0.2 -W 2 ") + kStackV4 + " >/dev/null"), 0);
+  EXPECT_EQ(net_->PeerShell(std::string("ping -6 -c 2 -i 0.2 -W 2 ") + kStackV6 + " >/dev/null"), 0);
+  EXPECT_GE(stack().Counters().icmp_echo_replies, 4u);
+  EXPECT_GE(stack().Counters().arp_replies, 1u);
+  EXPECT_GE(stack().Counters().ndp_advertisements, 1u);
+  // quadsock resolves the peer itself when it sends first.
+  ASSERT_EQ(stack().RemoveNeighbor(*net::IpAddress::Parse(kPeerV4)).code() !=
+                absl::StatusCode::kInternal, true);
+  (void)stack().RemoveNeighbor(*net::IpAddress::Parse(kPeerV6));
+  const int peer4 = PeerUdp(kPeerV4, 5001);
+  const int peer6 = PeerUdp(kPeerV6, 5001);
+  SocketId s4 = stack().Open(net::Family::kV4).value();
+  SocketId s6 = stack().Open(net::Family::kV6).value();
+  ASSERT_EQ(stack().Send(s4, Bytes("arp first"), Endpoint{*net::IpAddress::Parse(kPeerV4), 5001}),
+            absl::OkStatus());
+  ASSERT_EQ(stack().Send(s6, Bytes("ndp first"), Endpoint{*net::IpAddress::Parse(kPeerV6), 5001}),
+            absl::OkStatus());
+  EXPECT_EQ(KernelRecv(peer4), "arp first");
+  EXPECT_EQ(KernelRecv(peer6), "ndp first");
+  EXPECT_GE(stack().Counters().neighbors.resolved, 2u);
+}
+
+TEST_F(AfXdpTest, FiveHundredConnectedSocketsEachGetTheirOwnDatagrams) {
+  constexpr int kFlows = 500;
+  std::vector<SocketId> sockets;
+  std::vector<int> peers;
+  for (int i = 0; i < kFlows; ++i) {
+    const uint16_t port = static_cast<uint16_t>(20000 + i);
+    SocketId s = stack().Open(net::Family::kV4, {.reuse_port = true}).value();
+    ASSERT_TRUE(stack().Bind(s, Ep(std::string(kStackV4) + ":4000")).ok());
+    ASSERT_TRUE(stack().Connect(s, Endpoint{*net::IpAddress::Parse(kPeerV4), port}).ok());
+    sockets.push_back(s);
+    const int fd = PeerUdp(kPeerV4, port);
+    SockAddr to(kStackV4, 4000);
+    ASSERT_EQ(connect(fd, to.get(), to.len), 0);
+    peers.push_back(fd);
+  }
+  // The peer's kernel resolves us first: its queue for unresolved neighbours is short.
+  net_->PeerShell(std::string("ping -c 1 -W 2 ") + kStackV4 + " >/dev/null");
+  constexpr int kRounds = 3;
+  for (int round = 0; round < kRounds; ++round) {
+    for (int i = 0; i < kFlows; ++i) {
+      const std::string msg = std::to_string(i);
+      ASSERT_EQ(send(peers[i], msg.data(), msg.size(), 0), static_cast<ssize_t>(msg.size()));
+    }
+    absl::SleepFor(absl::Milliseconds(20));  // stay within the kernel's and our queues
+  }
+  for (int i = 0; i < kFlows; ++i) {
+    for (int round = 0; round < kRounds; ++round) {
+      std::optional<stack::ReceivedDatagram> d = ReceiveWithin(sockets[i], absl::Seconds(3));
+      ASSERT_TRUE(d.has_value()) << "socket " << i << " round " << round;
+      EXPECT_EQ(d->payload, std::to_string(i)) << "socket " << i << " got another flow's datagram";
+    }
+  }
+  const demux::TableStats t = stack().TableStats();
+  EXPECT_GE(t.hash4_hits, uint64_t{kFlows} * kRounds);
+  EXPECT_EQ(stack().Counters().udp_no_socket, 0u);
+}
+
+TEST_F(AfXdpTest, SocketRehashedMidTrafficMissesNothing) {
+  SocketId s = stack().Open(net::Family::kV4).value();
+  ASSERT_TRUE(stack().Bind(s, Ep("0.0.0.0:4000")).ok());
+  const int peer = PeerUdp(kPeerV4, 5002);
+  SockAddr to(kStackV4, 4000);
+  ASSERT_EQ(connect(peer, to.get(), to.len), 0);
+  constexpr int kCount = 3000;
+  std::atomic<int> received{0};
+  std::atomic<bool> in_order{true};
+  ASSERT_EQ(stack().SetReceiveCallback(s, [&](const Endpoint&, std::span<const uint8_t> p) {
+    const int seq = std::stoi(std::string(p.begin(), p.end()));
+    if (seq != received.load()) in_order = false;
+    received.fetch_add(1);
+  }), absl::OkStatus());
+  std::thread sender([&] {
+    for (int i = 0; i < kCount; ++i) {
+      const std::string msg = std::to_string(i);
+      while (send(peer, msg.data(), msg.size(), 0) < 0) absl::SleepFor(absl::Microseconds(50));
+      if (i % 64 == 0) absl::SleepFor(absl::Microseconds(200));
+    }
+  });
+  // Mid-stream: the wildcard-bound socket takes the specific address (hash2 slot changes).
+  while (received.load() < kCount / 3) absl::SleepFor(absl::Microseconds(100));
+  ASSERT_TRUE(stack().Rehash(s, *net::IpAddress::Parse(kStackV4), std::nullopt).ok());
+  sender.join();
+  const absl::Time deadline = absl::Now() + absl::Seconds(5);
+  while (received.load() < kCount && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(1));
+  EXPECT_EQ(received.load(), kCount);
+  EXPECT_TRUE(in_order.load());
+  EXPECT_EQ(stack().Counters().udp_no_socket, 0u);
+  EXPECT_EQ(stack().Get(s).value().info.local, Ep(std::string(kStackV4) + ":4000"));
+}
+
+TEST_F(AfXdpTest, ClosedPortIsRefusedToAConnectedKernelSocket) {
+  const int peer = PeerUdp(kPeerV4, 5003);
+  SockAddr to(kStackV4, 9999);
+  ASSERT_EQ(connect(peer, to.get(), to.len), 0);
+  ASSERT_EQ(send(peer, "anyone?", 7, 0), 7);
+  char buf[16];
+  errno = 0;
+  EXPECT_LT(recv(peer, buf, sizeof(buf), 0), 0);
+  EXPECT_EQ(errno, ECONNREFUSED) << std::strerror(errno);
+  EXPECT_EQ(stack().Counters().icmp_errors_sent, 1u);
+  // The same over IPv6.
+  const int peer6 = PeerUdp(kPeerV6, 5003);
+  SockAddr to6(kStackV6, 9999);
+  ASSERT_EQ(connect(peer6, to6.get(), to6.len), 0);
+  ASSERT_EQ(send(peer6, "anyone?", 7, 0), 7);
+  errno = 0;
+  EXPECT_LT(recv(peer6, buf, sizeof(buf), 0), 0);
+  EXPECT_EQ(errno, ECONNREFUSED) << std::strerror(errno);
+}
+
+TEST_F(AfXdpTest, KernelTcpOnTheSameInterfaceKeepsWorking) {
+  const int listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(listener, 0);
+  fds_.push_back(listener);
+  SockAddr at(kKernelV4, 7000);
+  ASSERT_EQ(bind(listener, at.get(), at.len), 0) << std::strerror(errno);
+  ASSERT_EQ(listen(listener, 1), 0);
+  const int client = net_->PeerSocket(AF_INET, SOCK_STREAM);
+  fds_.push_back(client);
+  ASSERT_EQ(connect(client, at.get(), at.len), 0) << std::strerror(errno);
+  const int conn = accept(listener, nullptr, nullptr);
+  ASSERT_GE(conn, 0);
+  fds_.push_back(conn);
+  ASSERT_EQ(send(client, "tcp ok", 6, 0), 6);
+  char buf[16] = {};
+  ASSERT_EQ(recv(conn, buf, sizeof(buf), 0), 6);
+  EXPECT_STREQ(buf, "tcp ok");
+  const xdp::SteeringCounters c = afxdp_->steering().Counters().value();
+  EXPECT_GT(c.pass_not_owned, 0u);
+}
+
+// Without the fixture's stack: a process holds one and is killed with SIGKILL.
+TEST(AfXdpKillTest, SigkillLeavesNoProgramAndTheKernelAnswers) {
+  PeerNetwork net("qs2", "qs3");
+  net.PeerShell(std::string("ip addr add ") + kPeerV4 + "/24 dev qs3");
+  ASSERT_EQ(Shell(std::string("ip addr add ") + kKernelV4 + "/24 dev qs2"), 0);
+  const std::string holder = std::string(getenv("TEST_SRCDIR")) + "/" + getenv("TEST_WORKSPACE") +
+                             "/tests/afxdp_holder";
+  int out[2];
+  ASSERT_EQ(pipe2(out, O_CLOEXEC), 0);
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    dup2(out[1], STDOUT_FILENO);
+    execl(holder.c_str(), holder.c_str(), "qs2", "10.7.0.2/24", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  close(out[1]);
+  FILE* child = fdopen(out[0], "r");
+  char line[64] = {};
+  ASSERT_NE(fgets(line, sizeof(line), child), nullptr) << "the holder did not start";
+  ASSERT_STREQ(line, "ready\n");
+  const int ifindex = static_cast<int>(if_nametoindex("qs2"));
+  bpf_xdp_query_opts q{};
+  q.sz = sizeof(q);
+  ASSERT_EQ(bpf_xdp_query(ifindex, 0, &q), 0);
+  EXPECT_NE(q.prog_id, 0u) << "no XDP program while the holder runs";
+  EXPECT_EQ(net.PeerShell("ping -c 1 -W 2 10.7.0.2 >/dev/null"), 0);  // the stack answers
+  ASSERT_EQ(kill(pid, SIGKILL), 0);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+  fclose(child);
+  // The bpf_link dies with the process; give the kernel a moment to release it.
+  for (int i = 0; i < 50; ++i) {
+    q = bpf_xdp_query_opts{};
+    q.sz = sizeof(q);
+    ASSERT_EQ(bpf_xdp_query(ifindex, 0, &q), 0);
+    if (q.prog_id == 0) break;
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  EXPECT_EQ(q.prog_id, 0u) << "an XDP program outlived the process";
+  EXPECT_EQ(net.PeerShell(std::string("ping -c 1 -W 2 ") + kKernelV4 + " >/dev/null"), 0);
+  // And the stack's address is nobody's now.
+  EXPECT_NE(net.PeerShell("ping -c 1 -W 1 10.7.0.2 >/dev/null 2>&1", false), 0);
+}
+
+}  // namespace
+}  // namespace quadsock

@@ -1,0 +1,104 @@
+// Test plumbing for privileged end-to-end tests: this process in a private network namespace
+// of its own (the stack's side), a second named namespace for the kernel peer, a veth pair
+// between them, and kernel sockets made inside the peer namespace.
+//
+//   PeerNetwork net("qs0", "qs1");                 // veth qs0 here, qs1 in the peer namespace
+//   net.PeerShell("ip addr add 10.7.0.1/24 dev qs1");
+//   int fd = net.PeerSocket(AF_INET, SOCK_DGRAM);  // a kernel socket on the peer's side
+#ifndef QUADSOCK_TESTS_PEER_NETNS_H_
+#define QUADSOCK_TESTS_PEER_NETNS_H_
+
+#include <fcntl.h>
+#include <sched.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+namespace quadsock::testing {
+
+// Runs `command` with /bin/sh; returns its exit status.
+inline int Shell(const std::string& command) {
+  const int status = std::system(command.c_str());
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+class PeerNetwork {
+ public:
+  // Call once per process, before any thread starts: moves the process into a new network
+  // namespace that vanishes with it.
+  static void EnterPrivateNamespace() {
+    ASSERT_EQ(unshare(CLONE_NEWNET), 0)
+        << "unshare(CLONE_NEWNET) needs root (these tests run as root in CI): "
+        << std::strerror(errno);
+    ASSERT_EQ(Shell("ip link set lo up"), 0);
+  }
+
+  PeerNetwork(std::string local, std::string peer)
+      : local_(std::move(local)), peer_(std::move(peer)),
+        ns_("qs-peer-" + std::to_string(getpid()) + "-" + peer_) {
+    EXPECT_EQ(Shell("ip netns add " + ns_), 0) << "cannot make network namespace " << ns_;
+    EXPECT_EQ(Shell("ip link add " + local_ + " type veth peer name " + peer_ + " netns " + ns_),
+              0);
+    EXPECT_EQ(Shell("ip link set " + local_ + " up"), 0);
+    PeerShell("ip link set lo up && ip link set " + peer_ + " up");
+    // A veth hands frames on with the checksum still to do (CHECKSUM_PARTIAL), and XDP sees
+    // them so; a NIC would have done it. Make the peer's kernel compute checksums itself.
+    PeerShell("ethtool -K " + peer_ + " tx off >/dev/null");
+    ns_fd_ = open(("/run/netns/" + ns_).c_str(), O_RDONLY | O_CLOEXEC);
+    EXPECT_GE(ns_fd_, 0) << "cannot open namespace " << ns_ << ": " << std::strerror(errno);
+  }
+  ~PeerNetwork() {
+    if (ns_fd_ >= 0) close(ns_fd_);
+    Shell("ip link del " + local_ + " 2>/dev/null");
+    EXPECT_EQ(Shell("ip netns del " + ns_), 0) << "cannot remove namespace " << ns_;
+  }
+  PeerNetwork(const PeerNetwork&) = delete;
+  PeerNetwork& operator=(const PeerNetwork&) = delete;
+
+  const std::string& ns() const { return ns_; }
+  const std::string& local() const { return local_; }
+
+  // Runs a shell command inside the peer namespace; expects success unless told otherwise.
+  int PeerShell(const std::string& command, bool expect_ok = true) const {
+    const int rc = Shell("ip netns exec " + ns_ + " sh -c '" + command + "'");
+    if (expect_ok) {
+      EXPECT_EQ(rc, 0) << "in " << ns_ << ": " << command;
+    }
+    return rc;
+  }
+
+  // A kernel socket created inside the peer namespace (a socket stays in the namespace it was
+  // made in, whichever thread uses it later).
+  int PeerSocket(int domain, int type, int protocol = 0) const {
+    int fd = -1;
+    int err = 0;
+    std::thread t([&] {
+      if (setns(ns_fd_, CLONE_NEWNET) != 0) {
+        err = errno;
+        return;
+      }
+      fd = socket(domain, type | SOCK_CLOEXEC, protocol);
+      if (fd < 0) err = errno;
+    });
+    t.join();
+    EXPECT_GE(fd, 0) << "socket in " << ns_ << ": " << std::strerror(err);
+    return fd;
+  }
+
+ private:
+  std::string local_;
+  std::string peer_;
+  std::string ns_;
+  int ns_fd_ = -1;
+};
+
+}  // namespace quadsock::testing
+
+#endif  // QUADSOCK_TESTS_PEER_NETNS_H_
