@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <future>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -84,6 +85,10 @@ struct Stack::Engine {
   std::array<std::atomic<uint64_t>, kCounterCount> counters{};
   std::array<std::atomic<uint64_t>, net::kParseErrorCount> parse_errors{};
   std::atomic<uint64_t> tx_queue_full{0};  // written by Send() callers
+  // A frame accounting check asked for by another thread, run between two turns.
+  std::mutex check_mu;
+  std::promise<absl::Status>* check_request = nullptr;
+  std::atomic<bool> check_pending{false};
 };
 
 Stack::Stack(StackOptions options)
@@ -167,6 +172,14 @@ void Stack::RunEngine(Engine& engine) {
   while (running_.load(std::memory_order_relaxed)) {
     const size_t n = Turn(engine, ctx);
     reader.Quiescent();
+    if (engine.check_pending.load(std::memory_order_acquire)) {
+      std::lock_guard<std::mutex> lock(engine.check_mu);
+      if (engine.check_request != nullptr) {  // unless the asker gave up meanwhile
+        engine.check_request->set_value(engine.link->CheckFrameAccounting());
+        engine.check_request = nullptr;
+      }
+      engine.check_pending.store(false);
+    }
     if (n > 0) continue;
     // Idle: sleep until frames arrive, a send is queued, or the timers are due. Offline, so that
     // writers' grace periods do not wait for a sleeping thread.
@@ -605,6 +618,7 @@ absl::Status Stack::Close(SocketId id) {
     socket = std::move(it->second);
     sockets_.erase(it);
   }
+  socket->Shutdown();  // wakes a Receive waiting on it
   // A poll thread may still hold the socket from a lookup that started before the close.
   table_->WaitForReaders();
   return absl::OkStatus();
@@ -706,6 +720,17 @@ absl::StatusOr<std::optional<ReceivedDatagram>> Stack::Receive(SocketId id) {
   return socket->Pop();
 }
 
+absl::StatusOr<bool> Stack::WaitForData(SocketId id, absl::Duration timeout) {
+  std::shared_ptr<UdpSocket> socket;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = sockets_.find(id);
+    if (it == sockets_.end()) return absl::NotFoundError(absl::StrCat("no socket ", id));
+    socket = it->second;
+  }
+  return socket->WaitForData(static_cast<int>(absl::ToInt64Milliseconds(timeout)));
+}
+
 absl::Status Stack::SetReceiveCallback(SocketId id, ReceiveCallback callback) {
   std::lock_guard<std::mutex> lock(mu_);
   absl::StatusOr<UdpSocket*> s = FindSocket(id);
@@ -782,7 +807,31 @@ std::vector<link::LinkCounters> Stack::LinkCounters() const {
 
 absl::Status Stack::CheckFrameAccounting() const {
   for (const auto& e : engines_) {
-    if (absl::Status s = e->link->CheckFrameAccounting(); !s.ok()) return s;
+    absl::Status s;
+    if (!running_.load()) {
+      s = e->link->CheckFrameAccounting();
+    } else {
+      std::promise<absl::Status> done;
+      std::future<absl::Status> result = done.get_future();
+      {
+        std::lock_guard<std::mutex> lock(e->check_mu);
+        if (e->check_request != nullptr) return absl::UnavailableError("a check is running");
+        e->check_request = &done;
+        e->check_pending.store(true, std::memory_order_release);
+      }
+      const uint64_t one = 1;
+      (void)!write(e->wake_fd, &one, sizeof(one));
+      if (result.wait_for(std::chrono::seconds(2)) != std::future_status::ready) {
+        std::lock_guard<std::mutex> lock(e->check_mu);
+        if (e->check_request == &done) {
+          e->check_request = nullptr;
+          e->check_pending.store(false);
+          return absl::DeadlineExceededError("a poll thread did not answer within 2 s");
+        }
+      }
+      s = result.get();
+    }
+    if (!s.ok()) return s;
   }
   return absl::OkStatus();
 }

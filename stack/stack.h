@@ -132,6 +132,9 @@ class Stack {
                     std::optional<net::Endpoint> destination = std::nullopt);
   // The next queued datagram, if any; never blocks.
   absl::StatusOr<std::optional<ReceivedDatagram>> Receive(SocketId id);
+  // Blocks until the socket has a datagram (true), or `timeout` passes (false). A socket closed
+  // meanwhile wakes the waiter; the next call says NOT_FOUND.
+  absl::StatusOr<bool> WaitForData(SocketId id, absl::Duration timeout);
   absl::Status SetReceiveCallback(SocketId id, ReceiveCallback callback);
 
   // Administration.
@@ -145,8 +148,10 @@ class Stack {
   std::optional<net::IpAddress> Gateway(net::Family family) const;
   std::vector<link::LinkInfo> Links() const;
   std::vector<link::LinkCounters> LinkCounters() const;
-  // Every link's frame accounting (call with the poll threads stopped, or accept that the
-  // check races with them): OK, or the first discrepancy.
+  bool hash4_enabled() const { return options_.hash4; }
+  // Every link's frame accounting: OK, or the first discrepancy. With poll threads running, each
+  // link is checked on its own thread between two turns (the kernel may still be moving frames
+  // between its rings then; at rest the check is exact).
   absl::Status CheckFrameAccounting() const;
 
  private:

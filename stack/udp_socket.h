@@ -11,8 +11,13 @@
 #ifndef QUADSOCK_STACK_UDP_SOCKET_H_
 #define QUADSOCK_STACK_UDP_SOCKET_H_
 
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <cstdint>
+#include <mutex>
 #include <functional>
 #include <memory>
 #include <span>
@@ -52,6 +57,7 @@ class UdpSocket {
   ~UdpSocket() {
     while (std::optional<ReceivedDatagram*> d = queue_.TryPop()) delete *d;
     delete callback_.load();
+    if (event_fd_ >= 0) close(event_fd_);
   }
 
   // Poll thread: hands one datagram to the consumer.
@@ -68,6 +74,9 @@ class UdpSocket {
         rx_dropped_.fetch_add(1, std::memory_order_relaxed);
         return;
       }
+      // Wake a consumer blocked in WaitForData; costs a syscall only when one is waiting.
+      // seq_cst pairs with the consumer's: either it sees the datagram, or we see it waiting.
+      if (waiting_.load(std::memory_order_seq_cst)) Wake();
     }
     rx_datagrams_.fetch_add(1, std::memory_order_relaxed);
     rx_bytes_.fetch_add(payload.size(), std::memory_order_relaxed);
@@ -79,6 +88,34 @@ class UdpSocket {
     std::unique_ptr<ReceivedDatagram> owned(*d);
     return std::move(*owned);
   }
+
+  // Blocks until a datagram is queued, the socket is shut down, or `timeout` passes. Returns
+  // whether a datagram is (probably) there. One waiter at a time; any thread but a poll thread.
+  bool WaitForData(int timeout_ms) {
+    if (queue_.SizeApprox() > 0) return true;
+    int fd;
+    {
+      std::lock_guard<std::mutex> lock(wait_mu_);
+      if (event_fd_ < 0) event_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+      fd = event_fd_;
+    }
+    if (fd < 0) return queue_.SizeApprox() > 0;
+    waiting_.store(true, std::memory_order_seq_cst);
+    if (queue_.SizeApprox() == 0 && !shut_down_.load()) {
+      pollfd p{fd, POLLIN, 0};
+      poll(&p, 1, timeout_ms);
+    }
+    waiting_.store(false, std::memory_order_relaxed);
+    uint64_t drain;
+    (void)!read(fd, &drain, sizeof(drain));
+    return queue_.SizeApprox() > 0;
+  }
+  // Wakes waiters for good: the socket is closing.
+  void Shutdown() {
+    shut_down_.store(true);
+    Wake();
+  }
+  bool shut_down() const { return shut_down_.load(); }
 
   // Set once, before traffic: the old callback (if any) is leaked until close, since a poll
   // thread may be running it. Control plane only.
@@ -106,7 +143,18 @@ class UdpSocket {
   }
 
  private:
+  void Wake() {
+    std::lock_guard<std::mutex> lock(wait_mu_);
+    if (event_fd_ < 0) return;
+    const uint64_t one = 1;
+    (void)!write(event_fd_, &one, sizeof(one));
+  }
+
   BoundedQueue<ReceivedDatagram*> queue_;
+  std::mutex wait_mu_;  // guards creating event_fd_ (only waiters and wakers take it)
+  int event_fd_ = -1;
+  std::atomic<bool> waiting_{false};
+  std::atomic<bool> shut_down_{false};
   std::atomic<const ReceiveCallback*> callback_{nullptr};
   std::vector<std::unique_ptr<const ReceiveCallback>> retired_callbacks_;
   std::atomic<uint64_t> next_sequence_{1};

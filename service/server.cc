@@ -1,0 +1,165 @@
+#include "service/server.h"
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+
+namespace quadsock::service {
+namespace {
+
+absl::StatusOr<std::string> ReadFile(const std::string& path, const std::string& what) {
+  std::ifstream in(path);
+  if (!in) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot read ", what, " \"", path, "\": ", std::strerror(errno)));
+  }
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// A Unix socket file left by a crashed server blocks bind(): remove it when nobody listens.
+absl::Status PrepareUnixPath(const std::string& path) {
+  if (path.empty() || path.size() >= sizeof(sockaddr_un::sun_path)) {
+    return absl::InvalidArgumentError(absl::StrCat("--listen: bad Unix socket path \"", path, "\""));
+  }
+  const std::string dir = path.substr(0, path.rfind('/'));
+  if (!dir.empty()) mkdir(dir.c_str(), 0755);
+  struct stat st;
+  if (lstat(path.c_str(), &st) != 0) return absl::OkStatus();
+  if (!S_ISSOCK(st.st_mode)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("--listen: \"", path, "\" exists and is not a socket"));
+  }
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+  const bool alive = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  close(fd);
+  if (alive) {
+    return absl::UnavailableError(
+        absl::StrCat("--listen: another server is listening on \"", path, "\""));
+  }
+  unlink(path.c_str());
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+Server::Server(ServerOptions options, stack::Stack& stack)
+    : options_(std::move(options)),
+      sessions_(options_.sessions, options_.clock),
+      context_{stack, sessions_} {
+  context_.max_batch = options_.max_batch;
+}
+
+absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerOptions options, stack::Stack& stack) {
+  std::unique_ptr<Server> s(new Server(std::move(options), stack));
+  const ServerOptions& o = s->options_;
+  std::shared_ptr<grpc::ServerCredentials> credentials;
+  std::string address;
+  std::string unix_path;
+  if (absl::StartsWith(o.listen, "unix:")) {
+    unix_path = o.listen.substr(5);
+    if (absl::StartsWith(unix_path, "//")) unix_path = unix_path.substr(2);
+    if (absl::Status st = PrepareUnixPath(unix_path); !st.ok()) return st;
+    address = "unix:" + unix_path;
+    credentials = grpc::InsecureServerCredentials();
+  } else {
+    if (o.listen.find(':') == std::string::npos) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--listen: \"", o.listen, "\" is neither unix:PATH nor HOST:PORT"));
+    }
+    if (o.tls_cert.empty() || o.tls_key.empty()) {
+      return absl::FailedPreconditionError(
+          "--listen on TCP needs TLS: give --tls_cert and --tls_key (and --tls_client_ca for mTLS)");
+    }
+    absl::StatusOr<std::string> cert = ReadFile(o.tls_cert, "--tls_cert");
+    if (!cert.ok()) return cert.status();
+    absl::StatusOr<std::string> key = ReadFile(o.tls_key, "--tls_key");
+    if (!key.ok()) return key.status();
+    grpc::SslServerCredentialsOptions ssl;
+    ssl.pem_key_cert_pairs.push_back({*key, *cert});
+    if (!o.tls_client_ca.empty()) {
+      absl::StatusOr<std::string> ca = ReadFile(o.tls_client_ca, "--tls_client_ca");
+      if (!ca.ok()) return ca.status();
+      ssl.pem_root_certs = *ca;
+      ssl.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
+    }
+    credentials = grpc::SslServerCredentials(ssl);
+    address = o.listen;
+  }
+
+  s->sockets_ = std::make_unique<SocketServiceImpl>(s->context_);
+  s->admin_ = std::make_unique<AdminServiceImpl>(s->context_, o.data_plane);
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(address, credentials, &port);
+  builder.SetMaxReceiveMessageSize(static_cast<int>(o.max_message_bytes));
+  builder.SetMaxSendMessageSize(static_cast<int>(o.max_message_bytes));
+  builder.RegisterService(s->sockets_.get());
+  builder.RegisterService(s->admin_.get());
+  s->server_ = builder.BuildAndStart();
+  if (s->server_ == nullptr || (unix_path.empty() && port == 0)) {
+    return absl::UnavailableError(absl::StrCat(
+        "cannot listen on \"", o.listen, "\" (address in use, or not permitted)"));
+  }
+  if (!unix_path.empty()) chmod(unix_path.c_str(), 0660);
+  s->listening_on_ = unix_path.empty() ? o.listen : "unix:" + unix_path;
+  s->SetServing(false);
+  Server* self = s.get();
+  s->reaper_ = std::thread([self] {
+    while (!self->stopping_.load()) {
+      self->context_.CloseAll(self->sessions_.Expire());
+      for (int i = 0; i < 10 && !self->stopping_.load(); ++i) absl::SleepFor(absl::Milliseconds(100));
+    }
+  });
+  return s;
+}
+
+Server::~Server() {
+  if (!stopping_.load()) Shutdown(absl::Seconds(1));
+}
+
+std::shared_ptr<grpc::Channel> Server::InProcessChannel() {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(static_cast<int>(options_.max_message_bytes));
+  return server_->InProcessChannel(args);
+}
+
+void Server::SetServing(bool serving) {
+  grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
+  if (health == nullptr) return;
+  health->SetServingStatus(serving);
+  health->SetServingStatus("quadsock.v1.SocketService", serving);
+  health->SetServingStatus("quadsock.v1.AdminService", serving);
+}
+
+void Server::Shutdown(absl::Duration grace) {
+  if (stopping_.exchange(true)) return;
+  context_.shutting_down.store(true);
+  SetServing(false);
+  server_->Shutdown(std::chrono::system_clock::now() +
+                    std::chrono::milliseconds(absl::ToInt64Milliseconds(grace)));
+  if (reaper_.joinable()) reaper_.join();
+  // Every session ends with the server: close all sockets it handed out.
+  for (stack::SocketId id : context_.stack.List()) (void)context_.stack.Close(id);
+}
+
+void Server::Wait() { server_->Wait(); }
+
+}  // namespace quadsock::service

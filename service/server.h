@@ -1,0 +1,77 @@
+// The gRPC server of quadsockd: SocketService, AdminService, grpc.health.v1 and server
+// reflection over one Stack, on a Unix socket (mode 0660) or on TCP with TLS (and mTLS when a
+// client CA is given), with the session reaper that closes sockets of clients that went away.
+//
+//   ServerOptions o{.listen = "unix:/run/quadsock/quadsock.sock"};
+//   std::unique_ptr<Server> server = Server::Start(o, stack).value();
+//   server->SetServing(true);      // health says SERVING once the data plane is up
+//   ...
+//   server->Shutdown(absl::Seconds(3));   // streams end with UNAVAILABLE
+#ifndef QUADSOCK_SERVICE_SERVER_H_
+#define QUADSOCK_SERVICE_SERVER_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/status/statusor.h"
+#include "service/admin_service.h"
+#include "service/sessions.h"
+#include "service/socket_service.h"
+#include "stack/stack.h"
+
+namespace quadsock::service {
+
+struct ServerOptions {
+  // "unix:PATH" or "HOST:PORT" (TCP needs tls_cert and tls_key).
+  std::string listen = "unix:/run/quadsock/quadsock.sock";
+  std::string tls_cert;       // PEM files
+  std::string tls_key;
+  std::string tls_client_ca;  // set: clients must present a certificate it signed (mTLS)
+  SessionLimits sessions;
+  size_t max_message_bytes = 4 << 20;
+  size_t max_batch = 1024;
+  DataPlaneInfo data_plane;
+  std::function<absl::Time()> clock = [] { return absl::Now(); };
+};
+
+class Server {
+ public:
+  // Fails fast: INVALID_ARGUMENT for a malformed --listen, FAILED_PRECONDITION for TCP without
+  // TLS or unreadable TLS files, UNAVAILABLE when the address cannot be listened on.
+  static absl::StatusOr<std::unique_ptr<Server>> Start(ServerOptions options, stack::Stack& stack);
+  ~Server();
+
+  // A channel to this server without a socket (tests).
+  std::shared_ptr<grpc::Channel> InProcessChannel();
+  // What grpc.health.v1 says, for the whole server and each service.
+  void SetServing(bool serving);
+  // Stops taking calls, ends streams with UNAVAILABLE, closes every session's sockets. Waits at
+  // most `grace` for calls in flight.
+  void Shutdown(absl::Duration grace);
+  void Wait();
+
+  const std::string& listening_on() const { return listening_on_; }
+  AdminServiceImpl& admin() { return *admin_; }
+  Sessions& sessions() { return sessions_; }
+
+ private:
+  Server(ServerOptions options, stack::Stack& stack);
+
+  ServerOptions options_;
+  Sessions sessions_;
+  ServiceContext context_;
+  std::unique_ptr<SocketServiceImpl> sockets_;
+  std::unique_ptr<AdminServiceImpl> admin_;
+  std::unique_ptr<grpc::Server> server_;
+  std::string listening_on_;
+  std::atomic<bool> stopping_{false};
+  std::thread reaper_;
+};
+
+}  // namespace quadsock::service
+
+#endif  // QUADSOCK_SERVICE_SERVER_H_

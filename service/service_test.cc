@@ -1,0 +1,576 @@
+// The gRPC services in-process over a MemoryLink stack: every RPC, every documented error code,
+// ownership between sessions, lease expiry, quotas, a slow Receive consumer. A second stack on
+// the same in-memory wire plays the remote host.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+
+#include <unistd.h>
+
+#include "quadsock/v1/admin.grpc.pb.h"
+#include "quadsock/v1/socket.grpc.pb.h"
+#include "service/server.h"
+#include "stack/link/memory_link.h"
+
+namespace quadsock::service {
+namespace {
+
+using grpc::ClientContext;
+using grpc::StatusCode;
+
+const net::MacAddress kMacServer = *net::MacAddress::Parse("02:00:00:00:00:0b");
+const net::MacAddress kMacPeer = *net::MacAddress::Parse("02:00:00:00:00:0a");
+
+v1::Endpoint Ep(const std::string& address, uint32_t port) {
+  v1::Endpoint e;
+  e.set_address(address);
+  e.set_port(port);
+  return e;
+}
+
+std::span<const uint8_t> Bytes(const std::string& s) {
+  return {reinterpret_cast<const uint8_t*>(s.data()), s.size()};
+}
+
+class ServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto [server_link, peer_link] = link::MemoryLink::CreatePair(
+        {.name = "mem0", .mac = kMacServer}, {.name = "peer0", .mac = kMacPeer});
+    std::vector<std::unique_ptr<link::Link>> ls, lp;
+    ls.push_back(std::move(server_link));
+    lp.push_back(std::move(peer_link));
+    stack::StackOptions so;
+    so.addresses = {*net::IpPrefix::Parse("10.1.0.2/24"), *net::IpPrefix::Parse("fd00:1::2/64")};
+    stack_ = stack::Stack::Create(so, std::move(ls)).value();
+    stack::StackOptions po;
+    po.addresses = {*net::IpPrefix::Parse("10.1.0.1/24")};
+    peer_ = stack::Stack::Create(po, std::move(lp)).value();
+    ASSERT_EQ(stack_->Start(), absl::OkStatus());
+    ASSERT_EQ(peer_->Start(), absl::OkStatus());
+    ServerOptions o;
+    // Unix socket paths are short (108 bytes); Bazel's TEST_TMPDIR is not.
+    o.listen = "unix:/tmp/quadsock-service-test-" + std::to_string(getpid()) + ".sock";
+    o.sessions.max_sockets_per_session = 8;
+    o.sessions.max_sessions = 4;
+    o.clock = [this] { return absl::Now() + clock_offset_.load() * absl::Seconds(1); };
+    absl::StatusOr<std::unique_ptr<Server>> server = Server::Start(o, *stack_);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = std::move(*server);
+    server_->SetServing(true);
+    channel_ = server_->InProcessChannel();
+    sockets_ = v1::SocketService::NewStub(channel_);
+    admin_ = v1::AdminService::NewStub(channel_);
+    session_ = NewSession("test");
+  }
+  void TearDown() override {
+    if (server_ == nullptr) return;
+    server_->Shutdown(absl::Seconds(1));
+    stack_->Stop();
+    peer_->Stop();
+    EXPECT_EQ(stack_->CheckFrameAccounting(), absl::OkStatus());
+  }
+
+  std::string NewSession(const std::string& name, uint32_t lease = 0) {
+    ClientContext ctx;
+    v1::CreateSessionRequest req;
+    req.set_client_name(name);
+    req.set_lease_seconds(lease);
+    v1::CreateSessionResponse resp;
+    EXPECT_TRUE(sockets_->CreateSession(&ctx, req, &resp).ok());
+    return resp.session();
+  }
+  void Auth(ClientContext& ctx, const std::string& session) {
+    ctx.AddMetadata("quadsock-session", session);
+  }
+  // Opens and binds a socket in `session`.
+  std::string OpenBound(const std::string& session, const std::string& addr, uint32_t port,
+                        v1::Family family = v1::FAMILY_IPV4) {
+    std::string handle;
+    {
+      ClientContext ctx;
+      Auth(ctx, session);
+      v1::OpenRequest req;
+      req.set_family(family);
+      v1::OpenResponse resp;
+      EXPECT_TRUE(sockets_->Open(&ctx, req, &resp).ok());
+      handle = resp.socket();
+    }
+    ClientContext ctx;
+    Auth(ctx, session);
+    v1::BindRequest req;
+    req.set_socket(handle);
+    *req.mutable_local() = Ep(addr, port);
+    v1::BindResponse resp;
+    EXPECT_TRUE(sockets_->Bind(&ctx, req, &resp).ok());
+    return handle;
+  }
+  // The peer host's socket, sending to the server stack.
+  stack::SocketId PeerSocket(uint16_t port) {
+    stack::SocketId s = peer_->Open(net::Family::kV4).value();
+    EXPECT_TRUE(peer_->Bind(s, net::Endpoint{*net::IpAddress::Parse("10.1.0.1"), port}).ok());
+    return s;
+  }
+  void PeerSend(stack::SocketId s, const std::string& payload, uint16_t port) {
+    EXPECT_EQ(peer_->Send(s, Bytes(payload), *net::Endpoint::Parse("10.1.0.2:" + std::to_string(port))),
+              absl::OkStatus());
+  }
+  v1::Socket Get(const std::string& handle) {
+    ClientContext ctx;
+    Auth(ctx, session_);
+    v1::GetRequest req;
+    req.set_socket(handle);
+    v1::Socket resp;
+    EXPECT_TRUE(sockets_->Get(&ctx, req, &resp).ok());
+    return resp;
+  }
+
+  std::unique_ptr<stack::Stack> stack_, peer_;
+  std::unique_ptr<Server> server_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::SocketService::Stub> sockets_;
+  std::unique_ptr<v1::AdminService::Stub> admin_;
+  std::string session_;
+  std::atomic<int> clock_offset_{0};
+};
+
+TEST_F(ServiceTest, LifecycleAndReceiveStream) {
+  const std::string s = OpenBound(session_, "0.0.0.0", 4000);
+  EXPECT_EQ(s.size(), 32u);  // 128 random bits
+  v1::Socket info = Get(s);
+  EXPECT_EQ(info.state(), v1::SOCKET_STATE_BOUND);
+  EXPECT_EQ(info.local().port(), 4000u);
+
+  ClientContext rctx;
+  Auth(rctx, session_);
+  v1::ReceiveRequest rreq;
+  rreq.set_socket(s);
+  std::unique_ptr<grpc::ClientReader<v1::Datagram>> reader = sockets_->Receive(&rctx, rreq);
+  const stack::SocketId peer = PeerSocket(5000);
+  for (int i = 0; i < 5; ++i) PeerSend(peer, "d" + std::to_string(i), 4000);
+  for (int i = 0; i < 5; ++i) {
+    v1::Datagram d;
+    ASSERT_TRUE(reader->Read(&d));
+    EXPECT_EQ(d.payload(), "d" + std::to_string(i));
+    EXPECT_EQ(d.peer().address(), "10.1.0.1");
+    EXPECT_EQ(d.peer().port(), 5000u);
+    EXPECT_EQ(d.sequence(), static_cast<uint64_t>(i + 1));
+    EXPECT_GT(d.arrival_unix_nanos(), 0);
+  }
+  // Connect, send back, rehash, disconnect, close.
+  {
+    ClientContext ctx;
+    Auth(ctx, session_);
+    v1::ConnectRequest req;
+    req.set_socket(s);
+    *req.mutable_peer() = Ep("10.1.0.1", 5000);
+    v1::ConnectResponse resp;
+    ASSERT_TRUE(sockets_->Connect(&ctx, req, &resp).ok());
+    EXPECT_EQ(resp.local().address(), "10.1.0.2");  // the route's source
+  }
+  EXPECT_TRUE(Get(s).in_hash4());
+  {
+    ClientContext ctx;
+    Auth(ctx, session_);
+    v1::SendRequest req;
+    req.set_socket(s);
+    req.set_payload("reply");
+    v1::SendResponse resp;
+    ASSERT_TRUE(sockets_->Send(&ctx, req, &resp).ok());
+  }
+  absl::Time deadline = absl::Now() + absl::Seconds(3);
+  std::optional<stack::ReceivedDatagram> got;
+  while (!got.has_value() && absl::Now() < deadline) {
+    got = peer_->Receive(peer).value();
+    if (!got) absl::SleepFor(absl::Milliseconds(1));
+  }
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(got->payload, "reply");
+  {
+    ClientContext ctx;
+    Auth(ctx, session_);
+    v1::RehashRequest req;
+    req.set_socket(s);
+    req.set_change_port(true);
+    req.set_local_port(4001);
+    v1::RehashResponse resp;
+    ASSERT_TRUE(sockets_->Rehash(&ctx, req, &resp).ok());
+    EXPECT_EQ(resp.local().port(), 4001u);
+  }
+  {
+    ClientContext ctx;
+    Auth(ctx, session_);
+    v1::DisconnectRequest req;
+    req.set_socket(s);
+    v1::DisconnectResponse resp;
+    ASSERT_TRUE(sockets_->Disconnect(&ctx, req, &resp).ok());
+  }
+  EXPECT_FALSE(Get(s).in_hash4());
+  {
+    ClientContext ctx;
+    Auth(ctx, session_);
+    v1::CloseRequest req;
+    req.set_socket(s);
+    v1::CloseResponse resp;
+    ASSERT_TRUE(sockets_->Close(&ctx, req, &resp).ok());
+  }
+  // Closing the socket ends its Receive stream with OK.
+  v1::Datagram d;
+  EXPECT_FALSE(reader->Read(&d));
+  EXPECT_TRUE(reader->Finish().ok());
+}
+
+TEST_F(ServiceTest, EveryDocumentedErrorCode) {
+  auto open = [&](const std::string& session, v1::Family f) {
+    ClientContext ctx;
+    if (!session.empty()) Auth(ctx, session);
+    v1::OpenRequest req;
+    req.set_family(f);
+    v1::OpenResponse resp;
+    return sockets_->Open(&ctx, req, &resp).error_code();
+  };
+  EXPECT_EQ(open("", v1::FAMILY_IPV4), StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(open("not-a-session", v1::FAMILY_IPV4), StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(open(session_, v1::FAMILY_UNSPECIFIED), StatusCode::INVALID_ARGUMENT);
+
+  const std::string s = OpenBound(session_, "10.1.0.2", 4000);
+  auto bind = [&](const std::string& handle, const std::string& addr, uint32_t port) {
+    ClientContext ctx;
+    Auth(ctx, session_);
+    v1::BindRequest req;
+    req.set_socket(handle);
+    *req.mutable_local() = Ep(addr, port);
+    v1::BindResponse resp;
+    return sockets_->Bind(&ctx, req, &resp);
+  };
+  std::string other;
+  {
+    ClientContext ctx;
+    Auth(ctx, session_);
+    v1::OpenRequest req;
+    req.set_family(v1::FAMILY_IPV4);
+    v1::OpenResponse resp;
+    ASSERT_TRUE(sockets_->Open(&ctx, req, &resp).ok());
+    other = resp.socket();
+  }
+  grpc::Status st = bind(other, "10.1.0.2", 4000);
+  EXPECT_EQ(st.error_code(), StatusCode::ALREADY_EXISTS) << st.error_message();
+  st = bind(other, "10.1.0.300", 1);
+  EXPECT_EQ(st.error_code(), StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(st.error_message().find("local.address"), std::string::npos) << st.error_message();
+  EXPECT_EQ(bind(other, "10.1.0.2", 70000).error_code(), StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(bind("0123456789abcdef0123456789abcdef", "10.1.0.2", 1).error_code(),
+            StatusCode::NOT_FOUND);
+  {  // FAILED_PRECONDITION: send on an unconnected socket without a destination
+    ClientContext ctx;
+    Auth(ctx, session_);
+    v1::SendRequest req;
+    req.set_socket(s);
+    req.set_payload("x");
+    v1::SendResponse resp;
+    EXPECT_EQ(sockets_->Send(&ctx, req, &resp).error_code(), StatusCode::FAILED_PRECONDITION);
+  }
+  {  // FAILED_PRECONDITION: rehash of an unbound socket
+    ClientContext ctx;
+    Auth(ctx, session_);
+    v1::RehashRequest req;
+    req.set_socket(other);
+    req.set_change_port(true);
+    req.set_local_port(9);
+    v1::RehashResponse resp;
+    EXPECT_EQ(sockets_->Rehash(&ctx, req, &resp).error_code(), StatusCode::FAILED_PRECONDITION);
+  }
+  {  // DEADLINE_EXCEEDED
+    ClientContext ctx;
+    Auth(ctx, session_);
+    ctx.set_deadline(std::chrono::system_clock::now() - std::chrono::seconds(1));
+    v1::GetRequest req;
+    req.set_socket(s);
+    v1::Socket resp;
+    EXPECT_EQ(sockets_->Get(&ctx, req, &resp).error_code(), StatusCode::DEADLINE_EXCEEDED);
+  }
+  {  // RESOURCE_EXHAUSTED: the per-session quota is 8
+    for (int i = 2; i < 8; ++i) EXPECT_EQ(open(session_, v1::FAMILY_IPV4), StatusCode::OK);
+    EXPECT_EQ(open(session_, v1::FAMILY_IPV4), StatusCode::RESOURCE_EXHAUSTED);
+  }
+  {  // RESOURCE_EXHAUSTED: sessions (4 at most; one exists)
+    NewSession("b");
+    NewSession("c");
+    NewSession("d");
+    ClientContext ctx;
+    v1::CreateSessionRequest req;
+    v1::CreateSessionResponse resp;
+    EXPECT_EQ(sockets_->CreateSession(&ctx, req, &resp).error_code(),
+              StatusCode::RESOURCE_EXHAUSTED);
+  }
+  {  // INVALID_ARGUMENT: too big for the MTU
+    ClientContext ctx;
+    Auth(ctx, session_);
+    v1::SendRequest req;
+    req.set_socket(s);
+    req.set_payload(std::string(2000, 'x'));
+    *req.mutable_destination() = Ep("10.1.0.1", 9);
+    v1::SendResponse resp;
+    EXPECT_EQ(sockets_->Send(&ctx, req, &resp).error_code(), StatusCode::INVALID_ARGUMENT);
+  }
+}
+
+TEST_F(ServiceTest, ShutdownEndsStreamsWithUnavailable) {
+  // Over the Unix socket, as a real client: gRPC 1.51's in-process transport does not survive
+  // its server's shutdown.
+  std::shared_ptr<grpc::Channel> channel =
+      grpc::CreateChannel(server_->listening_on(), grpc::InsecureChannelCredentials());
+  std::unique_ptr<v1::SocketService::Stub> stub = v1::SocketService::NewStub(channel);
+  const std::string s = OpenBound(session_, "10.1.0.2", 4600);
+  ClientContext ctx;
+  Auth(ctx, session_);
+  v1::ReceiveRequest req;
+  req.set_socket(s);
+  std::unique_ptr<grpc::ClientReader<v1::Datagram>> reader = stub->Receive(&ctx, req);
+  absl::SleepFor(absl::Milliseconds(200));  // the stream is up
+  std::thread stopper([&] { server_->Shutdown(absl::Seconds(2)); });
+  v1::Datagram d;
+  while (reader->Read(&d)) {
+  }
+  const grpc::Status st = reader->Finish();
+  stopper.join();
+  EXPECT_EQ(st.error_code(), StatusCode::UNAVAILABLE) << st.error_message();
+  EXPECT_TRUE(stack_->List().empty()) << "shutdown closes every session's sockets";
+}
+
+TEST_F(ServiceTest, SessionsCannotTouchEachOthersSockets) {
+  const std::string mine = OpenBound(session_, "10.1.0.2", 4000);
+  const std::string theirs_session = NewSession("intruder");
+  ClientContext ctx;
+  Auth(ctx, theirs_session);
+  v1::GetRequest req;
+  req.set_socket(mine);
+  v1::Socket resp;
+  EXPECT_EQ(sockets_->Get(&ctx, req, &resp).error_code(), StatusCode::NOT_FOUND);
+  ClientContext lctx;
+  Auth(lctx, theirs_session);
+  v1::ListResponse list;
+  ASSERT_TRUE(sockets_->List(&lctx, v1::ListRequest(), &list).ok());
+  EXPECT_EQ(list.sockets_size(), 0);
+}
+
+TEST_F(ServiceTest, LapsedLeaseClosesTheSessionsSockets) {
+  const std::string short_lived = NewSession("brief", 2);
+  OpenBound(short_lived, "10.1.0.2", 4100);
+  EXPECT_EQ(stack_->List().size(), 1u);
+  clock_offset_ = 5;  // the lease is long gone
+  const absl::Time deadline = absl::Now() + absl::Seconds(5);
+  while (!stack_->List().empty() && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(50));
+  EXPECT_TRUE(stack_->List().empty());
+  ClientContext ctx;
+  Auth(ctx, short_lived);
+  v1::KeepAliveResponse resp;
+  EXPECT_EQ(sockets_->KeepAlive(&ctx, v1::KeepAliveRequest(), &resp).error_code(),
+            StatusCode::UNAUTHENTICATED);
+}
+
+TEST_F(ServiceTest, ClosingTheSessionStreamClosesItsSockets) {
+  const std::string held = NewSession("held", 1);
+  auto ctx = std::make_unique<ClientContext>();
+  Auth(*ctx, held);
+  std::unique_ptr<grpc::ClientReader<v1::SessionEvent>> stream =
+      sockets_->Session(ctx.get(), v1::SessionRequest());
+  v1::SessionEvent hello;
+  ASSERT_TRUE(stream->Read(&hello));
+  OpenBound(held, "10.1.0.2", 4200);
+  clock_offset_ = 10;  // a held session does not lapse
+  absl::SleepFor(absl::Milliseconds(1500));
+  EXPECT_EQ(stack_->List().size(), 1u);
+  ctx->TryCancel();
+  stream->Finish();
+  const absl::Time deadline = absl::Now() + absl::Seconds(5);
+  while (!stack_->List().empty() && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(50));
+  EXPECT_TRUE(stack_->List().empty());
+}
+
+TEST_F(ServiceTest, SlowReaderCostsBoundedMemory) {
+  std::string s;
+  {
+    ClientContext ctx;
+    Auth(ctx, session_);
+    v1::OpenRequest req;
+    req.set_family(v1::FAMILY_IPV4);
+    req.set_receive_queue_depth(8);
+    v1::OpenResponse resp;
+    ASSERT_TRUE(sockets_->Open(&ctx, req, &resp).ok());
+    s = resp.socket();
+    ClientContext bctx;
+    Auth(bctx, session_);
+    v1::BindRequest breq;
+    breq.set_socket(s);
+    *breq.mutable_local() = Ep("10.1.0.2", 4300);
+    v1::BindResponse bresp;
+    ASSERT_TRUE(sockets_->Bind(&bctx, breq, &bresp).ok());
+  }
+  const stack::SocketId peer = PeerSocket(5300);
+  for (int i = 0; i < 100; ++i) {
+    PeerSend(peer, std::string(1000, 'x'), 4300);
+    if (i % 10 == 9) absl::SleepFor(absl::Milliseconds(5));
+  }
+  const absl::Time deadline = absl::Now() + absl::Seconds(5);
+  while (Get(s).counters().rx_dropped() + Get(s).counters().queued() < 100 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  const v1::Socket info = Get(s);
+  EXPECT_EQ(info.counters().queued(), 8u);
+  EXPECT_EQ(info.counters().rx_dropped(), 92u);
+  EXPECT_EQ(info.counters().rx_datagrams(), 8u);
+}
+
+TEST_F(ServiceTest, SendBatchAndExchange) {
+  const std::string s = OpenBound(session_, "10.1.0.2", 4400);
+  const stack::SocketId peer = PeerSocket(5400);
+  {
+    ClientContext ctx;
+    Auth(ctx, session_);
+    v1::SendBatchRequest req;
+    req.set_socket(s);
+    for (int i = 0; i < 10; ++i) {
+      v1::Datagram* d = req.add_datagrams();
+      d->set_payload("b" + std::to_string(i));
+      *d->mutable_peer() = Ep("10.1.0.1", 5400);
+    }
+    req.add_datagrams()->set_payload("no destination");  // fails: not connected
+    v1::SendBatchResponse resp;
+    grpc::Status st = sockets_->SendBatch(&ctx, req, &resp);
+    EXPECT_EQ(st.error_code(), StatusCode::FAILED_PRECONDITION);
+    EXPECT_NE(st.error_message().find("datagram 10"), std::string::npos) << st.error_message();
+  }
+  int got = 0;
+  const absl::Time deadline = absl::Now() + absl::Seconds(3);
+  while (got < 10 && absl::Now() < deadline) {
+    if (peer_->Receive(peer).value().has_value()) ++got; else absl::SleepFor(absl::Milliseconds(1));
+  }
+  EXPECT_EQ(got, 10);
+
+  ClientContext ctx;
+  Auth(ctx, session_);
+  auto stream = sockets_->Exchange(&ctx);
+  v1::ExchangeRequest req;
+  req.set_socket(s);
+  v1::Datagram* d = req.add_datagrams();
+  d->set_payload("via exchange");
+  *d->mutable_peer() = Ep("10.1.0.1", 5400);
+  ASSERT_TRUE(stream->Write(req));
+  for (int i = 0; i < 20; ++i) PeerSend(peer, "in" + std::to_string(i), 4400);
+  int received = 0;
+  v1::ExchangeResponse resp;
+  while (received < 20 && stream->Read(&resp)) received += resp.datagrams_size();
+  EXPECT_EQ(received, 20);
+  stream->WritesDone();
+  ctx.TryCancel();
+  stream->Finish();
+  std::optional<stack::ReceivedDatagram> echo;
+  const absl::Time d2 = absl::Now() + absl::Seconds(3);
+  while (!echo && absl::Now() < d2) {
+    echo = peer_->Receive(peer).value();
+    if (!echo) absl::SleepFor(absl::Milliseconds(1));
+  }
+  ASSERT_TRUE(echo.has_value());
+  EXPECT_EQ(echo->payload, "via exchange");
+}
+
+TEST_F(ServiceTest, ListFiltersAndPages) {
+  for (int i = 0; i < 5; ++i) OpenBound(session_, "10.1.0.2", 4500 + i);
+  ClientContext ctx;
+  Auth(ctx, session_);
+  v1::ListRequest req;
+  req.set_page_size(2);
+  v1::ListResponse page1;
+  ASSERT_TRUE(sockets_->List(&ctx, req, &page1).ok());
+  EXPECT_EQ(page1.sockets_size(), 2);
+  ASSERT_FALSE(page1.next_page_token().empty());
+  int total = page1.sockets_size();
+  std::string token = page1.next_page_token();
+  while (!token.empty()) {
+    ClientContext c2;
+    Auth(c2, session_);
+    req.set_page_token(token);
+    v1::ListResponse page;
+    ASSERT_TRUE(sockets_->List(&c2, req, &page).ok());
+    total += page.sockets_size();
+    token = page.next_page_token();
+  }
+  EXPECT_EQ(total, 5);
+  ClientContext c3;
+  Auth(c3, session_);
+  v1::ListRequest by_port;
+  by_port.set_local_port(4502);
+  v1::ListResponse one;
+  ASSERT_TRUE(sockets_->List(&c3, by_port, &one).ok());
+  ASSERT_EQ(one.sockets_size(), 1);
+  EXPECT_EQ(one.sockets(0).local().port(), 4502u);
+}
+
+TEST_F(ServiceTest, AdminReportsAndChanges) {
+  {
+    ClientContext ctx;
+    Auth(ctx, session_);
+    v1::ListInterfacesResponse resp;
+    ASSERT_TRUE(admin_->ListInterfaces(&ctx, v1::ListInterfacesRequest(), &resp).ok());
+    ASSERT_EQ(resp.interfaces_size(), 1);
+    EXPECT_EQ(resp.interfaces(0).name(), "mem0");
+    EXPECT_EQ(resp.interfaces(0).mac(), "02:00:00:00:00:0b");
+    EXPECT_EQ(resp.interfaces(0).queues_size(), 1);
+  }
+  {
+    ClientContext ctx;
+    Auth(ctx, session_);
+    v1::ListAddressesResponse resp;
+    ASSERT_TRUE(admin_->ListAddresses(&ctx, v1::ListAddressesRequest(), &resp).ok());
+    ASSERT_EQ(resp.prefixes_size(), 2);
+    EXPECT_EQ(resp.prefixes(0), "10.1.0.2/24");
+  }
+  {
+    ClientContext ctx;
+    Auth(ctx, session_);
+    v1::SetNeighborRequest req;
+    req.set_address("10.1.0.9");
+    req.set_mac("02:00:00:00:00:99");
+    v1::SetNeighborResponse resp;
+    ASSERT_TRUE(admin_->SetNeighbor(&ctx, req, &resp).ok());
+    ClientContext bad;
+    Auth(bad, session_);
+    req.set_mac("not-a-mac");
+    EXPECT_EQ(admin_->SetNeighbor(&bad, req, &resp).error_code(), StatusCode::INVALID_ARGUMENT);
+  }
+  {
+    ClientContext ctx;
+    Auth(ctx, session_);
+    v1::ListNeighborsResponse resp;
+    ASSERT_TRUE(admin_->ListNeighbors(&ctx, v1::ListNeighborsRequest(), &resp).ok());
+    ASSERT_EQ(resp.neighbors_size(), 1);
+    EXPECT_EQ(resp.neighbors(0).state(), "permanent");
+    ClientContext rm;
+    Auth(rm, session_);
+    v1::RemoveNeighborRequest req;
+    req.set_address("10.1.0.77");
+    v1::RemoveNeighborResponse r;
+    EXPECT_EQ(admin_->RemoveNeighbor(&rm, req, &r).error_code(), StatusCode::NOT_FOUND);
+  }
+  {
+    ClientContext ctx;
+    Auth(ctx, session_);
+    v1::Counters resp;
+    ASSERT_TRUE(admin_->GetCounters(&ctx, v1::GetCountersRequest(), &resp).ok());
+    EXPECT_TRUE(resp.table().hash4_enabled());
+    EXPECT_EQ(resp.table().chain_histogram_size(), 8);
+    EXPECT_EQ(resp.sessions(), 1u);
+  }
+  {
+    ClientContext ctx;
+    Auth(ctx, session_);
+    v1::CheckFrameAccountingResponse resp;
+    ASSERT_TRUE(admin_->CheckFrameAccounting(&ctx, v1::CheckFrameAccountingRequest(), &resp).ok());
+    EXPECT_TRUE(resp.ok());
+  }
+}
+
+}  // namespace
+}  // namespace quadsock::service

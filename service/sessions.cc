@@ -1,0 +1,182 @@
+#include "service/sessions.h"
+
+#include <sys/random.h>
+
+#include <algorithm>
+#include <cstdio>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace quadsock::service {
+
+std::string RandomToken() {
+  char bytes[16];
+  size_t got = 0;
+  while (got < sizeof(bytes)) {
+    const ssize_t n = getrandom(bytes + got, sizeof(bytes) - got, 0);
+    if (n > 0) got += static_cast<size_t>(n);
+  }
+  return absl::BytesToHexString(absl::string_view(bytes, sizeof(bytes)));
+}
+
+Sessions::Session* Sessions::Find(const std::string& token) {
+  auto it = sessions_.find(token);
+  return it == sessions_.end() ? nullptr : &it->second;
+}
+const Sessions::Session* Sessions::Find(const std::string& token) const {
+  auto it = sessions_.find(token);
+  return it == sessions_.end() ? nullptr : &it->second;
+}
+
+absl::StatusOr<std::pair<std::string, absl::Duration>> Sessions::Create(
+    const std::string& name, const std::string& identity, uint32_t lease_seconds) {
+  if (name.size() > 64) {
+    return absl::InvalidArgumentError("client_name is longer than 64 characters");
+  }
+  absl::Duration lease = lease_seconds == 0 ? limits_.default_lease : absl::Seconds(lease_seconds);
+  if (lease > limits_.max_lease) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "lease_seconds %u is over the maximum of %d", lease_seconds,
+        absl::ToInt64Seconds(limits_.max_lease)));
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  if (sessions_.size() >= limits_.max_sessions) {
+    return absl::ResourceExhaustedError(
+        absl::StrFormat("the server has its maximum of %u sessions", limits_.max_sessions));
+  }
+  std::string token = RandomToken();
+  Session& s = sessions_[token];
+  s.name = name;
+  s.identity = identity;
+  s.lease = lease;
+  s.expires = clock_() + lease;
+  return std::make_pair(token, lease);
+}
+
+absl::Status Sessions::Touch(const std::string& token, const std::string& identity) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Session* s = Find(token);
+  if (s == nullptr || s->identity != identity) {
+    return absl::UnauthenticatedError(
+        token.empty() ? "no session: call CreateSession and send its token as quadsock-session"
+                      : "unknown or expired session");
+  }
+  s->expires = clock_() + s->lease;
+  return absl::OkStatus();
+}
+
+absl::Status Sessions::CheckQuota(const std::string& token) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Session* s = Find(token);
+  if (s == nullptr) return absl::UnauthenticatedError("unknown or expired session");
+  if (s->sockets.size() >= limits_.max_sockets_per_session) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "the session has its maximum of %u sockets", limits_.max_sockets_per_session));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> Sessions::AddSocket(const std::string& token, SocketId id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Session* s = Find(token);
+  if (s == nullptr) return absl::UnauthenticatedError("unknown or expired session");
+  if (s->sockets.size() >= limits_.max_sockets_per_session) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "the session has its maximum of %u sockets", limits_.max_sockets_per_session));
+  }
+  std::string handle = RandomToken();
+  s->sockets[handle] = id;
+  return handle;
+}
+
+absl::StatusOr<SocketId> Sessions::FindSocket(const std::string& token,
+                                              const std::string& handle) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  const Session* s = Find(token);
+  if (s == nullptr) return absl::UnauthenticatedError("unknown or expired session");
+  if (handle.empty()) return absl::InvalidArgumentError("socket: a handle is required");
+  auto it = s->sockets.find(handle);
+  if (it == s->sockets.end()) {
+    return absl::NotFoundError(absl::StrCat("no socket \"", absl::CHexEscape(handle.substr(0, 64)),
+                                            "\" in this session"));
+  }
+  return it->second;
+}
+
+absl::Status Sessions::RemoveSocket(const std::string& token, const std::string& handle) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Session* s = Find(token);
+  if (s == nullptr) return absl::UnauthenticatedError("unknown or expired session");
+  if (s->sockets.erase(handle) == 0) return absl::NotFoundError("no such socket in this session");
+  return absl::OkStatus();
+}
+
+std::vector<std::pair<std::string, SocketId>> Sessions::Sockets(const std::string& token) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::pair<std::string, SocketId>> out;
+  if (const Session* s = Find(token)) out.assign(s->sockets.begin(), s->sockets.end());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+absl::StatusOr<std::vector<SocketId>> Sessions::End(const std::string& token) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = sessions_.find(token);
+  if (it == sessions_.end()) return absl::UnauthenticatedError("unknown or expired session");
+  std::vector<SocketId> ids;
+  for (const auto& [h, id] : it->second.sockets) ids.push_back(id);
+  sessions_.erase(it);
+  return ids;
+}
+
+absl::Status Sessions::Hold(const std::string& token) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Session* s = Find(token);
+  if (s == nullptr) return absl::UnauthenticatedError("unknown or expired session");
+  ++s->holders;
+  return absl::OkStatus();
+}
+
+std::vector<SocketId> Sessions::Release(const std::string& token) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = sessions_.find(token);
+  if (it == sessions_.end() || --it->second.holders > 0) return {};
+  // The last Session stream went away: so does the session.
+  std::vector<SocketId> ids;
+  for (const auto& [h, id] : it->second.sockets) ids.push_back(id);
+  sessions_.erase(it);
+  return ids;
+}
+
+std::vector<SocketId> Sessions::Expire() {
+  const absl::Time now = clock_();
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<SocketId> ids;
+  for (auto it = sessions_.begin(); it != sessions_.end();) {
+    if (it->second.holders > 0 || it->second.expires > now) {
+      ++it;
+      continue;
+    }
+    for (const auto& [h, id] : it->second.sockets) ids.push_back(id);
+    sessions_.erase(it++);
+  }
+  return ids;
+}
+
+size_t Sessions::size() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return sessions_.size();
+}
+
+std::vector<SessionInfo> Sessions::List() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<SessionInfo> out;
+  for (const auto& [t, s] : sessions_) {
+    out.push_back({s.name, s.identity, s.sockets.size(), s.expires, s.holders});
+  }
+  return out;
+}
+
+}  // namespace quadsock::service

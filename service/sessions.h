@@ -1,0 +1,104 @@
+// Client sessions of quadsockd: who owns which sockets, and for how long.
+//
+// A session is made by CreateSession and named by an unguessable token. It owns the sockets it
+// opened, under handles that are unguessable too (a handle of another session is NOT_FOUND). It
+// lives while its lease is renewed, or while a Session stream holds it; when it lapses, Expire
+// hands back its sockets for closing. With mTLS a session is also tied to the client
+// certificate's identity: another identity presenting the token is UNAUTHENTICATED.
+//
+//   Sessions sessions(limits, clock);
+//   auto [token, lease] = sessions.Create("demo", identity, 0).value();
+//   std::string handle = sessions.AddSocket(token, id).value();
+//   for (SocketId s : sessions.Expire(now)) stack.Close(s);
+#ifndef QUADSOCK_SERVICE_SESSIONS_H_
+#define QUADSOCK_SERVICE_SESSIONS_H_
+
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "stack/stack.h"
+
+namespace quadsock::service {
+
+using stack::SocketId;
+
+struct SessionLimits {
+  size_t max_sessions = 1024;
+  size_t max_sockets_per_session = 65536;
+  absl::Duration default_lease = absl::Seconds(30);
+  absl::Duration max_lease = absl::Hours(1);
+};
+
+struct SessionInfo {
+  std::string name;
+  std::string identity;
+  size_t sockets = 0;
+  absl::Time expires;
+  int holders = 0;
+};
+
+class Sessions {
+ public:
+  Sessions(SessionLimits limits, std::function<absl::Time()> clock)
+      : limits_(limits), clock_(std::move(clock)) {}
+
+  // RESOURCE_EXHAUSTED at max_sessions; INVALID_ARGUMENT for a lease over the maximum or a
+  // name over 64 characters.
+  absl::StatusOr<std::pair<std::string, absl::Duration>> Create(const std::string& name,
+                                                                const std::string& identity,
+                                                                uint32_t lease_seconds);
+  // Checks the token (and identity) and renews the lease. UNAUTHENTICATED otherwise.
+  absl::Status Touch(const std::string& token, const std::string& identity);
+
+  // A new handle for a socket of the session. RESOURCE_EXHAUSTED over the per-session quota.
+  absl::StatusOr<std::string> AddSocket(const std::string& token, SocketId id);
+  // The quota check alone, before the socket is made.
+  absl::Status CheckQuota(const std::string& token);
+  // NOT_FOUND for a handle that is not this session's.
+  absl::StatusOr<SocketId> FindSocket(const std::string& token, const std::string& handle) const;
+  absl::Status RemoveSocket(const std::string& token, const std::string& handle);
+  // (handle, id) of the session's sockets, ordered by handle.
+  std::vector<std::pair<std::string, SocketId>> Sockets(const std::string& token) const;
+
+  // Ends the session; returns its sockets for closing.
+  absl::StatusOr<std::vector<SocketId>> End(const std::string& token);
+  // A Session stream holds the session open; Release ends it when the stream goes.
+  absl::Status Hold(const std::string& token);
+  std::vector<SocketId> Release(const std::string& token);
+  // Ends lapsed sessions; returns their sockets for closing.
+  std::vector<SocketId> Expire();
+  size_t size() const;
+  std::vector<SessionInfo> List() const;
+
+ private:
+  struct Session {
+    std::string name;
+    std::string identity;
+    absl::Duration lease;
+    absl::Time expires;
+    int holders = 0;
+    absl::flat_hash_map<std::string, SocketId> sockets;
+  };
+  Session* Find(const std::string& token);
+  const Session* Find(const std::string& token) const;
+
+  const SessionLimits limits_;
+  const std::function<absl::Time()> clock_;
+  mutable std::mutex mu_;
+  absl::flat_hash_map<std::string, Session> sessions_;
+};
+
+// 128 random bits from the kernel, as 32 hex digits.
+std::string RandomToken();
+
+}  // namespace quadsock::service
+
+#endif  // QUADSOCK_SERVICE_SESSIONS_H_

@@ -1,0 +1,378 @@
+#include "service/socket_service.h"
+
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "service/convert.h"
+#include "service/status.h"
+
+namespace quadsock::service {
+namespace {
+
+constexpr char kSessionHeader[] = "quadsock-session";
+constexpr absl::Duration kWaitSlice = absl::Milliseconds(100);
+
+std::span<const uint8_t> Bytes(const std::string& s) {
+  return {reinterpret_cast<const uint8_t*>(s.data()), s.size()};
+}
+
+}  // namespace
+
+std::string ServiceContext::Identity(grpc::ServerContext* ctx) {
+  std::shared_ptr<const grpc::AuthContext> auth = ctx->auth_context();
+  if (auth == nullptr || !auth->IsPeerAuthenticated()) return "";
+  std::vector<std::string> parts;
+  for (const grpc::string_ref& r : auth->GetPeerIdentity()) parts.emplace_back(r.data(), r.size());
+  return absl::StrJoin(parts, ",");
+}
+
+absl::StatusOr<std::string> ServiceContext::Session(grpc::ServerContext* ctx) {
+  if (shutting_down.load()) return absl::UnavailableError("the server is shutting down");
+  if (ctx->deadline() < std::chrono::system_clock::now()) {
+    return absl::DeadlineExceededError("the call's deadline had passed on arrival");
+  }
+  auto it = ctx->client_metadata().find(kSessionHeader);
+  std::string token;
+  if (it != ctx->client_metadata().end()) token.assign(it->second.data(), it->second.size());
+  if (absl::Status s = sessions.Touch(token, Identity(ctx)); !s.ok()) return s;
+  return token;
+}
+
+void ServiceContext::CloseAll(const std::vector<SocketId>& ids) {
+  for (SocketId id : ids) (void)stack.Close(id);
+}
+
+absl::StatusOr<std::pair<std::string, SocketId>> SocketServiceImpl::Resolve(
+    grpc::ServerContext* ctx, const std::string& handle) {
+  absl::StatusOr<std::string> token = c_.Session(ctx);
+  if (!token.ok()) return token.status();
+  absl::StatusOr<SocketId> id = c_.sessions.FindSocket(*token, handle);
+  if (!id.ok()) return id.status();
+  return std::make_pair(*token, *id);
+}
+
+grpc::Status SocketServiceImpl::CreateSession(grpc::ServerContext* ctx,
+                                              const v1::CreateSessionRequest* req,
+                                              v1::CreateSessionResponse* resp) {
+  if (c_.shutting_down.load()) return ToGrpc(absl::UnavailableError("the server is shutting down"));
+  auto created = c_.sessions.Create(req->client_name(), ServiceContext::Identity(ctx),
+                                    req->lease_seconds());
+  if (!created.ok()) return ToGrpc(created.status());
+  resp->set_session(created->first);
+  resp->set_lease_seconds(static_cast<uint32_t>(absl::ToInt64Seconds(created->second)));
+  return grpc::Status::OK;
+}
+
+grpc::Status SocketServiceImpl::KeepAlive(grpc::ServerContext* ctx, const v1::KeepAliveRequest*,
+                                          v1::KeepAliveResponse*) {
+  return ToGrpc(c_.Session(ctx).status());
+}
+
+grpc::Status SocketServiceImpl::Session(grpc::ServerContext* ctx, const v1::SessionRequest*,
+                                        grpc::ServerWriter<v1::SessionEvent>* writer) {
+  absl::StatusOr<std::string> token = c_.Session(ctx);
+  if (!token.ok()) return ToGrpc(token.status());
+  if (absl::Status s = c_.sessions.Hold(*token); !s.ok()) return ToGrpc(s);
+  v1::SessionEvent hello;
+  hello.set_message("session held; closing this stream ends it");
+  writer->Write(hello);
+  while (!ctx->IsCancelled() && !c_.shutting_down.load()) absl::SleepFor(kWaitSlice);
+  c_.CloseAll(c_.sessions.Release(*token));
+  if (c_.shutting_down.load()) return ToGrpc(absl::UnavailableError("the server is shutting down"));
+  return grpc::Status::OK;
+}
+
+grpc::Status SocketServiceImpl::EndSession(grpc::ServerContext* ctx, const v1::EndSessionRequest*,
+                                           v1::EndSessionResponse* resp) {
+  absl::StatusOr<std::string> token = c_.Session(ctx);
+  if (!token.ok()) return ToGrpc(token.status());
+  absl::StatusOr<std::vector<SocketId>> ids = c_.sessions.End(*token);
+  if (!ids.ok()) return ToGrpc(ids.status());
+  c_.CloseAll(*ids);
+  resp->set_sockets_closed(static_cast<uint32_t>(ids->size()));
+  return grpc::Status::OK;
+}
+
+grpc::Status SocketServiceImpl::Open(grpc::ServerContext* ctx, const v1::OpenRequest* req,
+                                     v1::OpenResponse* resp) {
+  absl::StatusOr<std::string> token = c_.Session(ctx);
+  if (!token.ok()) return ToGrpc(token.status());
+  absl::StatusOr<net::Family> family = ParseFamily(req->family());
+  if (!family.ok()) return ToGrpc(family.status());
+  if (req->v6only() && *family == net::Family::kV4) {
+    return ToGrpc(absl::InvalidArgumentError("v6only: only for FAMILY_IPV6 sockets"));
+  }
+  stack::OpenOptions o;
+  o.v6only = req->v6only();
+  o.reuse_port = req->reuse_port();
+  o.receive_queue_depth = req->receive_queue_depth();
+  if (!req->bound_device().empty()) {
+    for (const link::LinkInfo& l : c_.stack.Links()) {
+      if (l.name == req->bound_device()) o.bound_device = l.ifindex;
+    }
+    if (o.bound_device == 0) {
+      return ToGrpc(absl::InvalidArgumentError(
+          absl::StrCat("bound_device: \"", req->bound_device().substr(0, 64),
+                       "\" is not an interface of this server")));
+    }
+  }
+  if (absl::Status s = c_.sessions.CheckQuota(*token); !s.ok()) return ToGrpc(s);
+  absl::StatusOr<SocketId> id = c_.stack.Open(*family, o);
+  if (!id.ok()) return ToGrpc(id.status());
+  absl::StatusOr<std::string> handle = c_.sessions.AddSocket(*token, *id);
+  if (!handle.ok()) {
+    (void)c_.stack.Close(*id);
+    return ToGrpc(handle.status());
+  }
+  resp->set_socket(*handle);
+  return grpc::Status::OK;
+}
+
+grpc::Status SocketServiceImpl::Bind(grpc::ServerContext* ctx, const v1::BindRequest* req,
+                                     v1::BindResponse* resp) {
+  auto r = Resolve(ctx, req->socket());
+  if (!r.ok()) return ToGrpc(r.status());
+  absl::StatusOr<net::Endpoint> local = ParseEndpoint(req->local(), "local");
+  if (!local.ok()) return ToGrpc(local.status());
+  absl::StatusOr<net::Endpoint> bound = c_.stack.Bind(r->second, *local);
+  if (!bound.ok()) return ToGrpc(bound.status());
+  *resp->mutable_local() = ToProto(*bound);
+  return grpc::Status::OK;
+}
+
+grpc::Status SocketServiceImpl::Connect(grpc::ServerContext* ctx, const v1::ConnectRequest* req,
+                                        v1::ConnectResponse* resp) {
+  auto r = Resolve(ctx, req->socket());
+  if (!r.ok()) return ToGrpc(r.status());
+  absl::StatusOr<net::Endpoint> peer = ParseEndpoint(req->peer(), "peer");
+  if (!peer.ok()) return ToGrpc(peer.status());
+  absl::StatusOr<net::Endpoint> local = c_.stack.Connect(r->second, *peer);
+  if (!local.ok()) return ToGrpc(local.status());
+  *resp->mutable_local() = ToProto(*local);
+  return grpc::Status::OK;
+}
+
+grpc::Status SocketServiceImpl::Rehash(grpc::ServerContext* ctx, const v1::RehashRequest* req,
+                                       v1::RehashResponse* resp) {
+  auto r = Resolve(ctx, req->socket());
+  if (!r.ok()) return ToGrpc(r.status());
+  std::optional<net::IpAddress> address;
+  if (!req->local_address().empty()) {
+    absl::StatusOr<net::IpAddress> a = ParseAddress(req->local_address(), "local_address");
+    if (!a.ok()) return ToGrpc(a.status());
+    address = *a;
+  }
+  std::optional<uint16_t> port;
+  if (req->change_port()) {
+    if (req->local_port() > 65535) {
+      return ToGrpc(absl::InvalidArgumentError(
+          absl::StrCat("local_port: ", req->local_port(), " is not a port (0..65535)")));
+    }
+    port = static_cast<uint16_t>(req->local_port());
+  }
+  if (!address.has_value() && !port.has_value()) {
+    return ToGrpc(absl::InvalidArgumentError(
+        "nothing to change: give local_address, or change_port with local_port"));
+  }
+  absl::StatusOr<net::Endpoint> local = c_.stack.Rehash(r->second, address, port);
+  if (!local.ok()) return ToGrpc(local.status());
+  *resp->mutable_local() = ToProto(*local);
+  return grpc::Status::OK;
+}
+
+grpc::Status SocketServiceImpl::Disconnect(grpc::ServerContext* ctx,
+                                           const v1::DisconnectRequest* req,
+                                           v1::DisconnectResponse*) {
+  auto r = Resolve(ctx, req->socket());
+  if (!r.ok()) return ToGrpc(r.status());
+  return ToGrpc(c_.stack.Disconnect(r->second));
+}
+
+grpc::Status SocketServiceImpl::Close(grpc::ServerContext* ctx, const v1::CloseRequest* req,
+                                      v1::CloseResponse*) {
+  auto r = Resolve(ctx, req->socket());
+  if (!r.ok()) return ToGrpc(r.status());
+  if (absl::Status s = c_.sessions.RemoveSocket(r->first, req->socket()); !s.ok()) return ToGrpc(s);
+  return ToGrpc(c_.stack.Close(r->second));
+}
+
+absl::Status SocketServiceImpl::Describe(const std::string& handle, SocketId id, v1::Socket* out) {
+  absl::StatusOr<stack::SocketStatus> s = c_.stack.Get(id);
+  if (!s.ok()) return s.status();
+  const demux::SocketInfo& info = s->info;
+  out->set_socket(handle);
+  out->set_family(ToProto(info.options.family));
+  out->set_state(ToProto(info.state));
+  if (info.state != demux::SocketState::kOpen) *out->mutable_local() = ToProto(info.local);
+  if (info.state == demux::SocketState::kConnected) *out->mutable_peer() = ToProto(info.remote);
+  out->set_in_hash4(info.in_hash4);
+  out->set_v6only(info.options.v6only);
+  out->set_reuse_port(info.options.reuse_port);
+  for (const link::LinkInfo& l : c_.stack.Links()) {
+    if (info.options.bound_device != 0 && l.ifindex == info.options.bound_device) {
+      out->set_bound_device(l.name);
+    }
+  }
+  ToProto(s->counters, out->mutable_counters());
+  return absl::OkStatus();
+}
+
+grpc::Status SocketServiceImpl::Get(grpc::ServerContext* ctx, const v1::GetRequest* req,
+                                    v1::Socket* resp) {
+  auto r = Resolve(ctx, req->socket());
+  if (!r.ok()) return ToGrpc(r.status());
+  return ToGrpc(Describe(req->socket(), r->second, resp));
+}
+
+grpc::Status SocketServiceImpl::List(grpc::ServerContext* ctx, const v1::ListRequest* req,
+                                     v1::ListResponse* resp) {
+  absl::StatusOr<std::string> token = c_.Session(ctx);
+  if (!token.ok()) return ToGrpc(token.status());
+  if (req->local_port() > 65535) {
+    return ToGrpc(absl::InvalidArgumentError("local_port: not a port (0..65535)"));
+  }
+  if (req->page_size() > 1000) {
+    return ToGrpc(absl::InvalidArgumentError("page_size: at most 1000"));
+  }
+  const uint32_t page = req->page_size() == 0 ? 100 : req->page_size();
+  for (const auto& [handle, id] : c_.sessions.Sockets(*token)) {
+    if (!req->page_token().empty() && handle <= req->page_token()) continue;
+    v1::Socket s;
+    if (!Describe(handle, id, &s).ok()) continue;  // closed meanwhile
+    if (req->state() != v1::SOCKET_STATE_UNSPECIFIED && s.state() != req->state()) continue;
+    if (req->local_port() != 0 && s.local().port() != req->local_port()) continue;
+    if (static_cast<uint32_t>(resp->sockets_size()) == page) {
+      resp->set_next_page_token(resp->sockets(resp->sockets_size() - 1).socket());
+      break;
+    }
+    *resp->add_sockets() = std::move(s);
+  }
+  return grpc::Status::OK;
+}
+
+absl::Status SocketServiceImpl::SendOne(SocketId id, const v1::Datagram& d) {
+  std::optional<net::Endpoint> to;
+  if (d.has_peer()) {
+    absl::StatusOr<net::Endpoint> peer = ParseEndpoint(d.peer(), "destination");
+    if (!peer.ok()) return peer.status();
+    to = *peer;
+  }
+  return c_.stack.Send(id, Bytes(d.payload()), to);
+}
+
+grpc::Status SocketServiceImpl::Send(grpc::ServerContext* ctx, const v1::SendRequest* req,
+                                     v1::SendResponse*) {
+  auto r = Resolve(ctx, req->socket());
+  if (!r.ok()) return ToGrpc(r.status());
+  v1::Datagram d;
+  d.set_payload(req->payload());
+  if (req->has_destination()) *d.mutable_peer() = req->destination();
+  return ToGrpc(SendOne(r->second, d));
+}
+
+grpc::Status SocketServiceImpl::SendBatch(grpc::ServerContext* ctx,
+                                          const v1::SendBatchRequest* req,
+                                          v1::SendBatchResponse* resp) {
+  auto r = Resolve(ctx, req->socket());
+  if (!r.ok()) return ToGrpc(r.status());
+  if (static_cast<size_t>(req->datagrams_size()) > c_.max_batch) {
+    return ToGrpc(absl::InvalidArgumentError(
+        absl::StrCat("datagrams: at most ", c_.max_batch, " in one batch")));
+  }
+  for (const v1::Datagram& d : req->datagrams()) {
+    if (absl::Status s = SendOne(r->second, d); !s.ok()) {
+      return grpc::Status(static_cast<grpc::StatusCode>(s.code()),
+                          absl::StrCat("datagram ", resp->queued(), ": ", s.message()));
+    }
+    resp->set_queued(resp->queued() + 1);
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status SocketServiceImpl::Receive(grpc::ServerContext* ctx, const v1::ReceiveRequest* req,
+                                        grpc::ServerWriter<v1::Datagram>* writer) {
+  auto r = Resolve(ctx, req->socket());
+  if (!r.ok()) return ToGrpc(r.status());
+  const SocketId id = r->second;
+  while (!ctx->IsCancelled()) {
+    if (c_.shutting_down.load()) return ToGrpc(absl::UnavailableError("the server is shutting down"));
+    absl::StatusOr<std::optional<stack::ReceivedDatagram>> d = c_.stack.Receive(id);
+    if (!d.ok()) return grpc::Status::OK;  // the socket closed: the stream ends
+    if (!d->has_value()) {
+      absl::StatusOr<bool> ready = c_.stack.WaitForData(id, kWaitSlice);
+      if (!ready.ok()) return grpc::Status::OK;
+      continue;
+    }
+    v1::Datagram out;
+    ToProto(**d, &out);
+    // Write blocks while the client is slow: the socket's bounded queue absorbs (and counts)
+    // what arrives meanwhile, so a slow reader costs bounded memory.
+    if (!writer->Write(out)) break;
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status SocketServiceImpl::Exchange(
+    grpc::ServerContext* ctx,
+    grpc::ServerReaderWriter<v1::ExchangeResponse, v1::ExchangeRequest>* stream) {
+  v1::ExchangeRequest first;
+  if (!stream->Read(&first)) return grpc::Status::OK;
+  auto r = Resolve(ctx, first.socket());
+  if (!r.ok()) return ToGrpc(r.status());
+  const SocketId id = r->second;
+  std::mutex mu;  // guards writes to the stream and `results`
+  std::vector<v1::SendResult> results;
+  std::atomic<bool> reading{true};
+  auto send_all = [&](const v1::ExchangeRequest& req) {
+    v1::SendResult result;
+    for (const v1::Datagram& d : req.datagrams()) {
+      if (absl::Status s = SendOne(id, d); !s.ok()) {
+        result.set_code(static_cast<int32_t>(s.code()));
+        result.set_message(std::string(s.message()));
+        break;
+      }
+      result.set_queued(result.queued() + 1);
+    }
+    if (result.code() != 0) {
+      std::lock_guard<std::mutex> lock(mu);
+      results.push_back(std::move(result));
+    }
+  };
+  send_all(first);
+  std::thread reader([&] {
+    v1::ExchangeRequest req;
+    while (stream->Read(&req)) send_all(req);
+    reading = false;
+  });
+  grpc::Status status = grpc::Status::OK;
+  while (reading.load() && !ctx->IsCancelled()) {
+    if (c_.shutting_down.load()) {
+      status = ToGrpc(absl::UnavailableError("the server is shutting down"));
+      break;
+    }
+    v1::ExchangeResponse out;
+    for (size_t i = 0; i < c_.max_batch; ++i) {
+      absl::StatusOr<std::optional<stack::ReceivedDatagram>> d = c_.stack.Receive(id);
+      if (!d.ok() || !d->has_value()) break;
+      ToProto(**d, out.add_datagrams());
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (!results.empty()) {
+        *out.mutable_send_result() = results.front();
+        results.erase(results.begin());
+      }
+    }
+    if (out.datagrams_size() == 0 && !out.has_send_result()) {
+      if (!c_.stack.WaitForData(id, absl::Milliseconds(20)).ok()) break;
+      continue;
+    }
+    if (!stream->Write(out)) break;
+  }
+  ctx->TryCancel();  // unblocks the reader if the client still has its side open
+  reader.join();
+  return status;
+}
+
+}  // namespace quadsock::service

@@ -1,0 +1,89 @@
+// SocketService over a Stack: a thin layer that checks the request, finds the caller's
+// session and socket, calls the stack, and maps its absl::Status to the same gRPC code.
+//
+//   ServiceContext ctx{stack, sessions};
+//   SocketServiceImpl service(ctx);
+//   builder.RegisterService(&service);
+#ifndef QUADSOCK_SERVICE_SOCKET_SERVICE_H_
+#define QUADSOCK_SERVICE_SOCKET_SERVICE_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <atomic>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "quadsock/v1/socket.grpc.pb.h"
+#include "service/sessions.h"
+#include "stack/stack.h"
+
+namespace quadsock::service {
+
+// What the services share: the stack, the sessions, and whether the server is going down.
+struct ServiceContext {
+  stack::Stack& stack;
+  Sessions& sessions;
+  std::atomic<bool> shutting_down{false};
+  size_t max_batch = 1024;  // datagrams per SendBatch / Exchange message
+
+  // The caller's session token after checking it (and renewing its lease): UNAUTHENTICATED
+  // when missing or unknown, UNAVAILABLE when shutting down, DEADLINE_EXCEEDED when late.
+  absl::StatusOr<std::string> Session(grpc::ServerContext* ctx);
+  // The client certificate's identity under mTLS, "" otherwise.
+  static std::string Identity(grpc::ServerContext* ctx);
+  // Closes sockets of ended sessions.
+  void CloseAll(const std::vector<SocketId>& ids);
+};
+
+class SocketServiceImpl final : public v1::SocketService::Service {
+ public:
+  explicit SocketServiceImpl(ServiceContext& context) : c_(context) {}
+
+  grpc::Status CreateSession(grpc::ServerContext* ctx, const v1::CreateSessionRequest* req,
+                             v1::CreateSessionResponse* resp) override;
+  grpc::Status KeepAlive(grpc::ServerContext* ctx, const v1::KeepAliveRequest* req,
+                         v1::KeepAliveResponse* resp) override;
+  grpc::Status Session(grpc::ServerContext* ctx, const v1::SessionRequest* req,
+                       grpc::ServerWriter<v1::SessionEvent>* writer) override;
+  grpc::Status EndSession(grpc::ServerContext* ctx, const v1::EndSessionRequest* req,
+                          v1::EndSessionResponse* resp) override;
+  grpc::Status Open(grpc::ServerContext* ctx, const v1::OpenRequest* req,
+                    v1::OpenResponse* resp) override;
+  grpc::Status Bind(grpc::ServerContext* ctx, const v1::BindRequest* req,
+                    v1::BindResponse* resp) override;
+  grpc::Status Connect(grpc::ServerContext* ctx, const v1::ConnectRequest* req,
+                       v1::ConnectResponse* resp) override;
+  grpc::Status Rehash(grpc::ServerContext* ctx, const v1::RehashRequest* req,
+                      v1::RehashResponse* resp) override;
+  grpc::Status Disconnect(grpc::ServerContext* ctx, const v1::DisconnectRequest* req,
+                          v1::DisconnectResponse* resp) override;
+  grpc::Status Close(grpc::ServerContext* ctx, const v1::CloseRequest* req,
+                     v1::CloseResponse* resp) override;
+  grpc::Status Get(grpc::ServerContext* ctx, const v1::GetRequest* req,
+                   v1::Socket* resp) override;
+  grpc::Status List(grpc::ServerContext* ctx, const v1::ListRequest* req,
+                    v1::ListResponse* resp) override;
+  grpc::Status Send(grpc::ServerContext* ctx, const v1::SendRequest* req,
+                    v1::SendResponse* resp) override;
+  grpc::Status SendBatch(grpc::ServerContext* ctx, const v1::SendBatchRequest* req,
+                         v1::SendBatchResponse* resp) override;
+  grpc::Status Receive(grpc::ServerContext* ctx, const v1::ReceiveRequest* req,
+                       grpc::ServerWriter<v1::Datagram>* writer) override;
+  grpc::Status Exchange(
+      grpc::ServerContext* ctx,
+      grpc::ServerReaderWriter<v1::ExchangeResponse, v1::ExchangeRequest>* stream) override;
+
+ private:
+  // The session and the socket a request names.
+  absl::StatusOr<std::pair<std::string, SocketId>> Resolve(grpc::ServerContext* ctx,
+                                                           const std::string& handle);
+  absl::Status Describe(const std::string& handle, SocketId id, v1::Socket* out);
+  // Sends `d` (payload and, unless connected, peer) on `id`.
+  absl::Status SendOne(SocketId id, const v1::Datagram& d);
+
+  ServiceContext& c_;
+};
+
+}  // namespace quadsock::service
+
+#endif  // QUADSOCK_SERVICE_SOCKET_SERVICE_H_
