@@ -1,0 +1,208 @@
+// quadsockd: quadsock's UDP stack on an AF_XDP interface, controlled over gRPC.
+//
+//   quadsockd --interface=veth0 --address=10.1.0.2/24,fd00:1::2/64
+//             --listen=unix:/run/quadsock/quadsock.sock      (one command line)
+//
+// Starts the data plane (XDP program, AF_XDP sockets, poll threads), then the gRPC server, and
+// says SERVING on grpc.health.v1 once both are up. SIGTERM or SIGINT: streams end with
+// UNAVAILABLE, sockets close, the XDP program is detached, exit 0 within 5 seconds. SIGKILL
+// leaves nothing behind: the program is attached as a bpf_link and dies with the process.
+#include <signal.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "service/metrics_http.h"
+#include "service/server.h"
+#include "stack/afxdp_stack.h"
+
+ABSL_FLAG(std::string, interface, "", "The network interface to run on (required), e.g. eth0.");
+ABSL_FLAG(uint32_t, queues, 1, "RX queues to serve: one AF_XDP socket and poll thread each.");
+ABSL_FLAG(std::vector<std::string>, address, {},
+          "The stack's own addresses with prefix lengths (required), comma-separated or "
+          "repeated: 10.1.0.2/24,fd00:1::2/64. The kernel must not have them; all UDP, ICMP, "
+          "ARP and NDP for them goes to quadsock.");
+ABSL_FLAG(std::vector<std::string>, gateway, {},
+          "Default gateways, at most one per family, on a connected network: 10.1.0.1");
+ABSL_FLAG(std::string, xdp_mode, "auto",
+          "auto: native XDP and zero-copy where the driver has them, else generic and copy; "
+          "zerocopy: native XDP, zero-copy only; copy: native XDP, copy mode; skb: generic XDP "
+          "(any interface, slowest).");
+ABSL_FLAG(bool, hash4, true,
+          "Demultiplex connected sockets with the 4-tuple hash (false: score them in hash2, "
+          "as before Linux 6.13; for comparisons).");
+ABSL_FLAG(uint32_t, umem_frames, 8192, "UMEM frames in all (split over the queues).");
+ABSL_FLAG(uint32_t, frame_size, 4096, "UMEM frame size: 2048 or 4096.");
+ABSL_FLAG(uint32_t, ring_size, 2048, "Size of each AF_XDP ring (a power of two).");
+ABSL_FLAG(bool, busy_poll, false, "Busy-poll the AF_XDP sockets (SO_PREFER_BUSY_POLL).");
+ABSL_FLAG(uint32_t, max_sockets, 1 << 20, "Sockets in all, over every client.");
+ABSL_FLAG(uint32_t, max_sockets_per_client, 65536, "Sockets one client session may hold.");
+ABSL_FLAG(uint32_t, max_clients, 1024, "Client sessions at once.");
+ABSL_FLAG(uint32_t, receive_queue_depth, 256, "Datagrams a socket keeps unless Open asks.");
+ABSL_FLAG(uint32_t, max_receive_queue_depth, 65536, "The most a client may ask for.");
+ABSL_FLAG(uint32_t, max_message_bytes, 4 << 20, "Largest gRPC message, in bytes.");
+ABSL_FLAG(uint32_t, lease_seconds, 30,
+          "Seconds without a call before a client's session and sockets are closed (unless it "
+          "holds a Session stream).");
+ABSL_FLAG(std::string, listen, "unix:/run/quadsock/quadsock.sock",
+          "Where clients connect: unix:PATH (mode 0660) or HOST:PORT (needs --tls_cert and "
+          "--tls_key).");
+ABSL_FLAG(std::string, tls_cert, "", "Server certificate (PEM), for a TCP listener.");
+ABSL_FLAG(std::string, tls_key, "", "Server private key (PEM).");
+ABSL_FLAG(std::string, tls_client_ca, "",
+          "CA (PEM) that signs client certificates: clients must present one (mTLS), and "
+          "sessions belong to its identity.");
+ABSL_FLAG(std::string, metrics_listen, "",
+          "HOST:PORT for Prometheus metrics (GET /metrics), e.g. 127.0.0.1:9464; empty: off.");
+
+namespace quadsock {
+namespace {
+
+void Log(absl::string_view message) {
+  std::fprintf(stderr, "%s quadsockd: %.*s\n",
+               absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::Now(), absl::UTCTimeZone()).c_str(),
+               static_cast<int>(message.size()), message.data());
+}
+
+int Fail(absl::string_view what, const absl::Status& s) {
+  Log(absl::StrCat(what, ": ", s.ToString()));
+  return 1;
+}
+
+// --address may be repeated as well as comma-separated; absl keeps only the last occurrence.
+std::vector<std::string> AllOccurrences(int argc, char** argv, const std::string& flag) {
+  std::vector<std::string> out;
+  const std::string eq = "--" + flag + "=";
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    std::string value;
+    if (arg.rfind(eq, 0) == 0) {
+      value = arg.substr(eq.size());
+    } else if ((arg == "--" + flag) && i + 1 < argc) {
+      value = argv[++i];
+    } else {
+      continue;
+    }
+    for (absl::string_view v : absl::StrSplit(value, ',', absl::SkipEmpty())) out.emplace_back(v);
+  }
+  return out;
+}
+
+int Main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "quadsock's userspace UDP stack on AF_XDP, controlled over gRPC.\n\n"
+      "  quadsockd --interface=eth0 --address=10.1.0.2/24,fd00:1::2/64 "
+      "--listen=unix:/run/quadsock/quadsock.sock\n\n"
+      "Needs root (or CAP_NET_ADMIN, CAP_NET_RAW, CAP_BPF, CAP_PERFMON). SIGTERM stops it.");
+  const std::vector<std::string> addresses = AllOccurrences(argc, argv, "address");
+  const std::vector<std::string> gateways = AllOccurrences(argc, argv, "gateway");
+  absl::ParseCommandLine(argc, argv);
+
+  if (absl::GetFlag(FLAGS_interface).empty()) {
+    return Fail("bad flags", absl::InvalidArgumentError("--interface is required"));
+  }
+  stack::AfXdpOptions o;
+  o.interface = absl::GetFlag(FLAGS_interface);
+  o.queues = absl::GetFlag(FLAGS_queues);
+  absl::StatusOr<stack::XdpModeSetting> mode = stack::ParseXdpModeSetting(absl::GetFlag(FLAGS_xdp_mode));
+  if (!mode.ok()) return Fail("bad --xdp_mode", mode.status());
+  o.mode = *mode;
+  o.umem_frames = absl::GetFlag(FLAGS_umem_frames);
+  o.frame_size = absl::GetFlag(FLAGS_frame_size);
+  o.ring_size = absl::GetFlag(FLAGS_ring_size);
+  o.busy_poll = absl::GetFlag(FLAGS_busy_poll);
+  o.log = Log;
+  if (addresses.empty()) {
+    return Fail("bad flags", absl::InvalidArgumentError(
+                                 "--address is required, such as --address=10.1.0.2/24"));
+  }
+  for (const std::string& a : addresses) {
+    absl::StatusOr<net::IpPrefix> p = net::IpPrefix::Parse(a);
+    if (!p.ok()) return Fail("bad --address", p.status());
+    o.stack.addresses.push_back(*p);
+  }
+  for (const std::string& g : gateways) {
+    absl::StatusOr<net::IpAddress> ip = net::IpAddress::Parse(g);
+    if (!ip.ok()) return Fail("bad --gateway", ip.status());
+    o.stack.gateways.push_back(*ip);
+  }
+  o.stack.hash4 = absl::GetFlag(FLAGS_hash4);
+  o.stack.max_sockets = absl::GetFlag(FLAGS_max_sockets);
+  o.stack.receive_queue_depth = absl::GetFlag(FLAGS_receive_queue_depth);
+  o.stack.max_receive_queue_depth = absl::GetFlag(FLAGS_max_receive_queue_depth);
+
+  // Signals are taken by sigwait below, not by handlers: block them before any thread starts.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  absl::StatusOr<std::unique_ptr<stack::AfXdpStack>> afxdp = stack::AfXdpStack::Create(o);
+  if (!afxdp.ok()) return Fail(absl::StrCat("cannot start on ", o.interface), afxdp.status());
+
+  service::ServerOptions so;
+  so.listen = absl::GetFlag(FLAGS_listen);
+  so.tls_cert = absl::GetFlag(FLAGS_tls_cert);
+  so.tls_key = absl::GetFlag(FLAGS_tls_key);
+  so.tls_client_ca = absl::GetFlag(FLAGS_tls_client_ca);
+  so.sessions.max_sessions = absl::GetFlag(FLAGS_max_clients);
+  so.sessions.max_sockets_per_session = absl::GetFlag(FLAGS_max_sockets_per_client);
+  so.sessions.default_lease = absl::Seconds(absl::GetFlag(FLAGS_lease_seconds));
+  so.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
+  stack::AfXdpStack* dp = afxdp->get();
+  so.data_plane.xdp_mode = std::string(xdp::XdpModeName(dp->xdp_mode()));
+  so.data_plane.xdp_counters = [dp]() -> std::optional<v1::XdpCounters> {
+    absl::StatusOr<xdp::SteeringCounters> c = dp->steering().Counters();
+    if (!c.ok()) return std::nullopt;
+    v1::XdpCounters out;
+    out.set_redirect(c->redirect);
+    out.set_pass_not_owned(c->pass_not_owned);
+    out.set_pass_other(c->pass_other);
+    out.set_malformed(c->malformed);
+    out.set_redirect_no_xsk(c->redirect_no_xsk);
+    return out;
+  };
+  absl::StatusOr<std::unique_ptr<service::Server>> server = service::Server::Start(so, dp->stack());
+  if (!server.ok()) return Fail("cannot serve gRPC", server.status());
+  std::unique_ptr<service::MetricsHttp> metrics;
+  if (!absl::GetFlag(FLAGS_metrics_listen).empty()) {
+    service::Server* srv = server->get();
+    absl::StatusOr<std::unique_ptr<service::MetricsHttp>> m = service::MetricsHttp::Start(
+        absl::GetFlag(FLAGS_metrics_listen), [srv] { return service::RenderMetrics(srv->admin().Collect()); });
+    if (!m.ok()) return Fail("cannot serve metrics", m.status());
+    metrics = std::move(*m);
+    Log(absl::StrCat("metrics on http://", absl::GetFlag(FLAGS_metrics_listen), "/metrics"));
+  }
+  if (absl::Status s = dp->stack().Start(); !s.ok()) return Fail("cannot start the data plane", s);
+  (*server)->SetServing(true);
+  std::vector<std::string> prefixes;
+  for (const net::IpPrefix& p : o.stack.addresses) prefixes.push_back(p.ToString());
+  Log(absl::StrCat("serving ", absl::StrJoin(prefixes, ", "), " on ", dp->Describe(),
+                   "; hash4 ", o.stack.hash4 ? "on" : "off", "; gRPC on ",
+                   (*server)->listening_on()));
+
+  int signal = 0;
+  sigwait(&stop_signals, &signal);
+  const absl::Time stopping = absl::Now();
+  Log(absl::StrCat("got ", strsignal(signal), ": stopping"));
+  (*server)->Shutdown(absl::Seconds(3));
+  metrics.reset();
+  server->reset();
+  afxdp->reset();  // stops the poll threads, closes the AF_XDP sockets, detaches the program
+  Log(absl::StrCat("stopped in ", absl::FormatDuration(absl::Now() - stopping)));
+  return 0;
+}
+
+}  // namespace
+}  // namespace quadsock
+
+int main(int argc, char** argv) { return quadsock::Main(argc, argv); }
