@@ -1,0 +1,16 @@
+"""quadsock: a Python client for quadsockd, quadsock's userspace UDP stack service.
+
+    import quadsock
+
+    with quadsock.Client("unix:/run/quadsock/quadsock.sock") as client:
+        with client.open("ipv4") as sock:
+            sock.bind("0.0.0.0:4000")
+            for datagram in sock.receive(timeout=5):
+                sock.send(b"echo: " + datagram.payload, datagram.peer)
+
+Runs on Debian's /usr/bin/python3 with python3-grpcio and python3-protobuf.
+"""
+
+from quadsock.client import Client, Datagram, QuadsockError, Socket, parse_endpoint
+
+__all__ = ["Client", "Datagram", "QuadsockError", "Socket", "parse_endpoint"]

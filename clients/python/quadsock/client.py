@@ -1,0 +1,259 @@
+"""The pythonic wrapper over quadsockd's gRPC API (see quadsock/__init__.py for an example)."""
+
+import collections
+import threading
+
+import grpc
+
+from quadsock.std import health_pb2, health_pb2_grpc, reflection_pb2, reflection_pb2_grpc
+from quadsock.v1 import admin_pb2, admin_pb2_grpc, common_pb2, socket_pb2, socket_pb2_grpc
+
+SESSION_HEADER = "quadsock-session"
+
+Datagram = collections.namedtuple("Datagram", "payload peer local arrival_unix_nanos sequence")
+
+
+class QuadsockError(Exception):
+    """A call failed; `code` is the grpc.StatusCode, `message` the server's explanation."""
+
+    def __init__(self, code, message):
+        super().__init__("%s: %s" % (code.name, message))
+        self.code = code
+        self.message = message
+
+
+def _call(fn, *args, **kwargs):
+    try:
+        return fn(*args, **kwargs)
+    except grpc.RpcError as e:
+        raise QuadsockError(e.code(), e.details()) from None
+
+
+def parse_endpoint(value):
+    """'10.1.0.2:53', '[fd00::2]:53' or ('10.1.0.2', 53) -> common_pb2.Endpoint."""
+    if isinstance(value, common_pb2.Endpoint):
+        return value
+    if isinstance(value, tuple):
+        host, port = value
+    else:
+        text = str(value)
+        if text.startswith("["):
+            host, _, port = text[1:].partition("]:")
+        else:
+            host, sep, port = text.rpartition(":")
+            if not sep or ":" in host:
+                raise ValueError("not an endpoint: %r (use 10.1.0.2:53 or [fd00::2]:53)" % text)
+        port = int(port)
+    return common_pb2.Endpoint(address=str(host), port=int(port))
+
+
+def format_endpoint(e):
+    return "[%s]:%d" % (e.address, e.port) if ":" in e.address else "%s:%d" % (e.address, e.port)
+
+
+_FAMILIES = {"ipv4": common_pb2.FAMILY_IPV4, "ipv6": common_pb2.FAMILY_IPV6,
+             4: common_pb2.FAMILY_IPV4, 6: common_pb2.FAMILY_IPV6}
+
+
+class Client:
+    """A session with quadsockd. Closing it (or leaving the `with` block) closes its sockets.
+
+    With hold=True (the default) a Session stream keeps the session alive for as long as the
+    client lives; otherwise every call renews a lease of `lease_seconds`.
+    """
+
+    def __init__(self, target="unix:/run/quadsock/quadsock.sock", name="python",
+                 lease_seconds=0, credentials=None, hold=True):
+        if credentials is None:
+            self._channel = grpc.insecure_channel(target)
+        else:
+            self._channel = grpc.secure_channel(target, credentials)
+        self._sockets = socket_pb2_grpc.SocketServiceStub(self._channel)
+        self._admin = admin_pb2_grpc.AdminServiceStub(self._channel)
+        self._health = health_pb2_grpc.HealthStub(self._channel)
+        self._reflection = reflection_pb2_grpc.ServerReflectionStub(self._channel)
+        resp = _call(self._sockets.CreateSession,
+                     socket_pb2.CreateSessionRequest(client_name=name,
+                                                     lease_seconds=lease_seconds))
+        self.session = resp.session
+        self.lease_seconds = resp.lease_seconds
+        self._metadata = ((SESSION_HEADER, self.session),)
+        self._holder = None
+        if hold:
+            self._holder = self._sockets.Session(socket_pb2.SessionRequest(),
+                                                 metadata=self._metadata)
+            next(self._holder)  # the server's hello: the session is held from here on
+
+    # -- plumbing --------------------------------------------------------------------------
+    def call(self, method, request, **kwargs):
+        """Calls a SocketService method by name with this session's metadata."""
+        return _call(getattr(self._sockets, method), request, metadata=self._metadata, **kwargs)
+
+    def admin(self, method, request, **kwargs):
+        return _call(getattr(self._admin, method), request, metadata=self._metadata, **kwargs)
+
+    def stream(self, method, request, **kwargs):
+        return getattr(self._sockets, method)(request, metadata=self._metadata, **kwargs)
+
+    def close(self):
+        if self._channel is None:
+            return
+        try:
+            self.call("EndSession", socket_pb2.EndSessionRequest())
+        except QuadsockError:
+            pass  # already gone (lease lapsed, server stopped)
+        if self._holder is not None:
+            self._holder.cancel()
+        self._channel.close()
+        self._channel = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # -- sockets ---------------------------------------------------------------------------
+    def open(self, family="ipv4", v6only=False, reuse_port=False, bound_device="",
+             receive_queue_depth=0):
+        if family not in _FAMILIES:
+            raise ValueError("family: 'ipv4' or 'ipv6'")
+        resp = self.call("Open", socket_pb2.OpenRequest(
+            family=_FAMILIES[family], v6only=v6only, reuse_port=reuse_port,
+            bound_device=bound_device, receive_queue_depth=receive_queue_depth))
+        return Socket(self, resp.socket)
+
+    def list(self, state=0, local_port=0):
+        """Every socket of this session (all pages)."""
+        out, token = [], ""
+        while True:
+            resp = self.call("List", socket_pb2.ListRequest(state=state, local_port=local_port,
+                                                            page_size=1000, page_token=token))
+            out.extend(resp.sockets)
+            token = resp.next_page_token
+            if not token:
+                return out
+
+    # -- administration ----------------------------------------------------------------------
+    def counters(self):
+        return self.admin("GetCounters", admin_pb2.GetCountersRequest())
+
+    def interfaces(self):
+        return list(self.admin("ListInterfaces", admin_pb2.ListInterfacesRequest()).interfaces)
+
+    def addresses(self):
+        return list(self.admin("ListAddresses", admin_pb2.ListAddressesRequest()).prefixes)
+
+    def routes(self):
+        return list(self.admin("ListRoutes", admin_pb2.ListRoutesRequest()).routes)
+
+    def neighbors(self):
+        return list(self.admin("ListNeighbors", admin_pb2.ListNeighborsRequest()).neighbors)
+
+    def set_neighbor(self, address, mac):
+        self.admin("SetNeighbor", admin_pb2.SetNeighborRequest(address=address, mac=mac))
+
+    def remove_neighbor(self, address):
+        self.admin("RemoveNeighbor", admin_pb2.RemoveNeighborRequest(address=address))
+
+    def check_frame_accounting(self):
+        return self.admin("CheckFrameAccounting", admin_pb2.CheckFrameAccountingRequest()).ok
+
+    def health(self, service=""):
+        """'SERVING', 'NOT_SERVING', ... from the standard grpc.health.v1 service."""
+        resp = _call(self._health.Check, health_pb2.HealthCheckRequest(service=service))
+        return health_pb2.HealthCheckResponse.ServingStatus.Name(resp.status)
+
+    def services(self):
+        """The service names the server lists through reflection."""
+        request = reflection_pb2.ServerReflectionRequest(list_services="*")
+        for resp in _call(self._reflection.ServerReflectionInfo, iter([request])):
+            return sorted(s.name for s in resp.list_services_response.service)
+        return []
+
+
+class Socket:
+    """A UDP socket of quadsockd; closes itself when the `with` block ends."""
+
+    def __init__(self, client, handle):
+        self._client = client
+        self.handle = handle
+
+    def __repr__(self):
+        return "Socket(%s)" % self.handle[:8]
+
+    def bind(self, local="0.0.0.0:0"):
+        resp = self._client.call("Bind", socket_pb2.BindRequest(
+            socket=self.handle, local=parse_endpoint(local)))
+        return format_endpoint(resp.local)
+
+    def connect(self, peer):
+        resp = self._client.call("Connect", socket_pb2.ConnectRequest(
+            socket=self.handle, peer=parse_endpoint(peer)))
+        return format_endpoint(resp.local)
+
+    def rehash(self, address=None, port=None):
+        resp = self._client.call("Rehash", socket_pb2.RehashRequest(
+            socket=self.handle, local_address=address or "",
+            change_port=port is not None, local_port=port or 0))
+        return format_endpoint(resp.local)
+
+    def disconnect(self):
+        self._client.call("Disconnect", socket_pb2.DisconnectRequest(socket=self.handle))
+
+    def send(self, payload, destination=None):
+        request = socket_pb2.SendRequest(socket=self.handle, payload=bytes(payload))
+        if destination is not None:
+            request.destination.CopyFrom(parse_endpoint(destination))
+        self._client.call("Send", request)
+
+    def send_batch(self, datagrams):
+        """datagrams: payloads, or (payload, destination) pairs. Returns how many were queued."""
+        request = socket_pb2.SendBatchRequest(socket=self.handle)
+        for d in datagrams:
+            payload, destination = (d, None) if isinstance(d, (bytes, bytearray)) else d
+            item = request.datagrams.add(payload=bytes(payload))
+            if destination is not None:
+                item.peer.CopyFrom(parse_endpoint(destination))
+        return self._client.call("SendBatch", request).queued
+
+    def receive(self, timeout=None, count=None):
+        """Yields Datagrams as they arrive; stops after `count`, or `timeout` seconds in all."""
+        stream = self._client.stream("Receive", socket_pb2.ReceiveRequest(socket=self.handle),
+                                     timeout=timeout)
+        seen = 0
+        try:
+            for d in stream:
+                yield Datagram(d.payload, format_endpoint(d.peer), format_endpoint(d.local),
+                               d.arrival_unix_nanos, d.sequence)
+                seen += 1
+                if count is not None and seen >= count:
+                    return
+        except grpc.RpcError as e:
+            if e.code() != grpc.StatusCode.DEADLINE_EXCEEDED:
+                raise QuadsockError(e.code(), e.details()) from None
+        finally:
+            stream.cancel()
+
+    def receive_one(self, timeout=5.0):
+        """The next datagram, or None after `timeout` seconds."""
+        for d in self.receive(timeout=timeout, count=1):
+            return d
+        return None
+
+    def get(self):
+        return self._client.call("Get", socket_pb2.GetRequest(socket=self.handle))
+
+    def close(self):
+        if self.handle is None:
+            return
+        try:
+            self._client.call("Close", socket_pb2.CloseRequest(socket=self.handle))
+        finally:
+            self.handle = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
