@@ -1,0 +1,444 @@
+// receiver: the receiving side of the network benchmarks, one process per case, run inside
+// the receiving namespace and pinned to one CPU (--cpu). It sets a receiver up, prints
+// "READY" on a line of its own, waits for the first packet (at most --wait seconds), lets
+// --warmup seconds pass, then counts received packets over --samples windows of --window
+// seconds and prints one JSON line: {"mode": ..., "samples": [pps, ...], "details": {...}}.
+//
+// Modes (--mode):
+//   kernel    kernel UDP sockets: --listener (one unconnected socket) and/or --sockets=N
+//             sockets connected to the generator's flows, all on --local:--port (SO_REUSEPORT).
+//             One socket alone is read with recvmmsg; several with epoll + recvmmsg.
+//   quadsock  quadsock's AfXdpStack on --interface (AF_XDP copy mode), the same sockets, each
+//             with a zero-copy receive callback that counts (the in-process discard consumer);
+//             the poll loop is Stack::PollOnce on this thread. --hash4=false is the seed's
+//             "without hash4".
+//   afxdp     the AF_XDP ceiling: quadsock's steering program and a bare AF_XDP socket (XskLink)
+//             that only gives frames back to the fill ring.
+//   xdpdrop   the XDP_DROP ceiling: a program that counts and drops (bench_xdp.h).
+//
+// Flow i of the generator comes from ip_base + i / ports_per_ip, port port_base + i %
+// ports_per_ip; connected socket i is connected to that peer.
+//
+//   ip netns exec rx receiver --mode=quadsock --interface=qsb-r0 --sockets=500 --cpu=0
+//   READY
+//   {"mode": "quadsock", "samples": [2101000, 2098000, ...], "details": {...}}
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sched.h>
+#include <sys/epoll.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "bench/bench_xdp.h"
+#include "bench/internal/args.h"
+#include "bench/internal/pin.h"
+#include "stack/afxdp_stack.h"
+#include "stack/link/xsk_link.h"
+#include "stack/xdp/steering.h"
+
+namespace quadsock::bench {
+namespace {
+
+struct Config {
+  std::string mode;
+  std::string interface;
+  net::IpAddress local;
+  uint16_t port = 4000;
+  int prefix_length = 16;
+  uint32_t sockets = 0;  // connected
+  bool listener = false;  // one unconnected socket too
+  bool hash4 = true;
+  uint32_t ip_base = 0;
+  uint32_t port_base = 10000;
+  uint32_t ports_per_ip = 50000;
+  int rcvbuf = 4 << 20;
+  double wait = 10;
+  double warmup = 0.5;
+  double window = 1;
+  int samples = 5;
+};
+
+net::Endpoint Peer(const Config& c, uint32_t i) {
+  return {net::IpAddress::V4(c.ip_base + i / c.ports_per_ip),
+          static_cast<uint16_t>(c.port_base + i % c.ports_per_ip)};
+}
+
+absl::Status Errno(absl::string_view what) {
+  return absl::InternalError(absl::StrCat(what, ": ", std::strerror(errno)));
+}
+
+// One receive turn: returns the packets it took. The details are printed at the end.
+class Receiver {
+ public:
+  virtual ~Receiver() = default;
+  virtual uint64_t Step() = 0;
+  virtual std::map<std::string, double> Details() { return {}; }
+};
+
+sockaddr_in ToSockaddr(const net::Endpoint& e) {
+  sockaddr_in a = {};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(e.port);
+  std::memcpy(&a.sin_addr, e.address.data(), 4);
+  return a;
+}
+
+// Kernel sockets: recvmmsg on one, epoll + recvmmsg on several.
+class KernelReceiver : public Receiver {
+ public:
+  static absl::StatusOr<std::unique_ptr<KernelReceiver>> Create(const Config& c) {
+    std::unique_ptr<KernelReceiver> r(new KernelReceiver());
+    const uint32_t total = c.sockets + (c.listener ? 1 : 0);
+    if (total == 0) return absl::InvalidArgumentError("no sockets: --listener and/or --sockets");
+    rlimit nofile;
+    getrlimit(RLIMIT_NOFILE, &nofile);
+    nofile.rlim_cur = nofile.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &nofile);
+    const sockaddr_in local = ToSockaddr({c.local, c.port});
+    for (uint32_t i = 0; i < total; ++i) {
+      const bool connected = i < c.sockets;
+      const int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+      if (fd < 0) return Errno("socket");
+      r->fds_.push_back(fd);
+      const int one = 1;
+      setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
+      setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &c.rcvbuf, sizeof(c.rcvbuf));
+      if (bind(fd, reinterpret_cast<const sockaddr*>(&local), sizeof(local)) != 0) {
+        return Errno("bind");
+      }
+      if (connected) {
+        const sockaddr_in peer = ToSockaddr(Peer(c, i));
+        if (connect(fd, reinterpret_cast<const sockaddr*>(&peer), sizeof(peer)) != 0) {
+          return Errno("connect");
+        }
+      }
+    }
+    for (size_t i = 0; i < kBatch; ++i) {
+      r->iov_[i] = {r->buffers_[i], sizeof(r->buffers_[i])};
+      r->msgs_[i].msg_hdr.msg_iov = &r->iov_[i];
+      r->msgs_[i].msg_hdr.msg_iovlen = 1;
+    }
+    if (total == 1) {
+      timeval tv = {0, 20000};
+      setsockopt(r->fds_[0], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+      return r;
+    }
+    r->epoll_ = epoll_create1(EPOLL_CLOEXEC);
+    if (r->epoll_ < 0) return Errno("epoll_create1");
+    for (int fd : r->fds_) {
+      epoll_event ev = {};
+      ev.events = EPOLLIN;
+      ev.data.fd = fd;
+      if (epoll_ctl(r->epoll_, EPOLL_CTL_ADD, fd, &ev) != 0) return Errno("epoll_ctl");
+    }
+    return r;
+  }
+
+  ~KernelReceiver() override {
+    if (epoll_ >= 0) close(epoll_);
+    for (int fd : fds_) close(fd);
+  }
+
+  uint64_t Step() override {
+    if (epoll_ < 0) {
+      const int n = recvmmsg(fds_[0], msgs_, kBatch, MSG_WAITFORONE, nullptr);
+      return n > 0 ? n : 0;
+    }
+    epoll_event events[kBatch];
+    const int ready = epoll_wait(epoll_, events, kBatch, 20);
+    uint64_t got = 0;
+    for (int i = 0; i < ready; ++i) {
+      const int n = recvmmsg(events[i].data.fd, msgs_, kBatch, MSG_DONTWAIT, nullptr);
+      if (n > 0) got += n;
+    }
+    return got;
+  }
+
+ private:
+  static constexpr size_t kBatch = 64;
+  KernelReceiver() = default;
+
+  std::vector<int> fds_;
+  int epoll_ = -1;
+  uint8_t buffers_[kBatch][2048];
+  iovec iov_[kBatch];
+  mmsghdr msgs_[kBatch] = {};
+};
+
+// quadsock: AfXdpStack with counting callbacks, polled on this thread.
+class QuadsockReceiver : public Receiver {
+ public:
+  static absl::StatusOr<std::unique_ptr<QuadsockReceiver>> Create(const Config& c) {
+    std::unique_ptr<QuadsockReceiver> r(new QuadsockReceiver());
+    stack::AfXdpOptions o;
+    o.interface = c.interface;
+    o.mode = stack::XdpModeSetting::kCopy;
+    o.umem_frames = 4096;
+    o.ring_size = 2048;
+    absl::StatusOr<net::IpPrefix> prefix = net::IpPrefix::Make(c.local, c.prefix_length);
+    if (!prefix.ok()) return prefix.status();
+    o.stack.addresses = {*prefix};
+    o.stack.hash4 = c.hash4;
+    absl::StatusOr<std::unique_ptr<stack::AfXdpStack>> s = stack::AfXdpStack::Create(o);
+    if (!s.ok()) return s.status();
+    r->afxdp_ = std::move(*s);
+    stack::Stack& st = r->afxdp_->stack();
+    uint64_t* delivered = &r->delivered_;
+    auto count = [delivered](const net::Endpoint&, std::span<const uint8_t>) { ++*delivered; };
+    const uint32_t total = c.sockets + (c.listener ? 1 : 0);
+    for (uint32_t i = 0; i < total; ++i) {
+      absl::StatusOr<stack::SocketId> id = st.Open(net::Family::kV4, {.reuse_port = true});
+      if (!id.ok()) return id.status();
+      if (auto b = st.Bind(*id, {c.local, c.port}); !b.ok()) return b.status();
+      if (i < c.sockets) {
+        if (auto k = st.Connect(*id, Peer(c, i)); !k.ok()) return k.status();
+      }
+      if (absl::Status cb = st.SetReceiveCallback(*id, count); !cb.ok()) return cb;
+    }
+    return r;
+  }
+
+  uint64_t Step() override {
+    const uint64_t before = delivered_;
+    if (afxdp_->stack().PollOnce() == 0) sched_yield();
+    return delivered_ - before;
+  }
+
+  std::map<std::string, double> Details() override {
+    stack::Stack& st = afxdp_->stack();
+    const stack::StackCounters c = st.Counters();
+    const demux::TableStats t = st.TableStats();
+    std::map<std::string, double> d = {
+        {"rx_frames", double(c.rx_frames)},
+        {"udp_delivered", double(c.udp_delivered)},
+        {"udp_no_socket", double(c.udp_no_socket)},
+        {"lookups", double(t.lookups)},
+        {"hash4_hits", double(t.hash4_hits)},
+        {"hash4_misses", double(t.hash4_misses)},
+        {"chain_steps", double(t.chain_steps)},
+        {"sockets", double(t.sockets)},
+        {"frame_accounting_ok", st.CheckFrameAccounting().ok() ? 1.0 : 0.0},
+    };
+    for (const link::LinkCounters& l : st.LinkCounters()) {
+      d["link_rx_dropped"] += l.rx_dropped;
+      d["link_fill_ring_empty"] += l.fill_ring_empty;
+    }
+    return d;
+  }
+
+ private:
+  QuadsockReceiver() = default;
+  std::unique_ptr<stack::AfXdpStack> afxdp_;
+  uint64_t delivered_ = 0;
+};
+
+// The bare AF_XDP socket behind quadsock's steering program: receive, give back.
+class AfXdpReceiver : public Receiver {
+ public:
+  static absl::StatusOr<std::unique_ptr<AfXdpReceiver>> Create(const Config& c) {
+    std::unique_ptr<AfXdpReceiver> r(new AfXdpReceiver());
+    absl::StatusOr<std::unique_ptr<xdp::Steering>> steering = xdp::Steering::Load();
+    if (!steering.ok()) return steering.status();
+    r->steering_ = std::move(*steering);
+    link::XskPort::Options o;
+    o.interface = c.interface;
+    o.frames = 4096;
+    o.frame_size = 4096;
+    o.ring_size = 2048;
+    o.bind_mode = link::XskBindMode::kCopy;
+    absl::StatusOr<std::unique_ptr<link::XskPort>> port = link::XskPort::Create(o);
+    if (!port.ok()) return port.status();
+    r->port_ = std::move(*port);
+    absl::StatusOr<std::unique_ptr<link::XskLink>> q = r->port_->OpenQueue(0);
+    if (!q.ok()) return q.status();
+    r->link_ = std::move(*q);
+    if (absl::Status s = r->steering_->AddAddress(c.local, /*exclusive=*/true); !s.ok()) return s;
+    if (absl::Status s = r->steering_->SetXsk(0, r->link_->socket_fd()); !s.ok()) return s;
+    absl::StatusOr<xdp::XdpMode> mode =
+        r->steering_->Attach(r->port_->ifindex(), xdp::XdpMode::kNative);
+    if (!mode.ok()) return mode.status();
+    return r;
+  }
+
+  ~AfXdpReceiver() override {
+    link_.reset();  // the socket before its UMEM, the program last
+    port_.reset();
+  }
+
+  uint64_t Step() override {
+    link::FrameBuffer frames[64];
+    const size_t n = link_->Receive(frames);
+    link_->Release({frames, n});
+    link_->Poll();
+    if (n == 0) sched_yield();
+    return n;
+  }
+
+  std::map<std::string, double> Details() override {
+    const link::LinkCounters l = link_->counters();
+    return {{"link_rx_dropped", double(l.rx_dropped)},
+            {"link_fill_ring_empty", double(l.fill_ring_empty)},
+            {"frame_accounting_ok", link_->CheckFrameAccounting().ok() ? 1.0 : 0.0}};
+  }
+
+ private:
+  AfXdpReceiver() = default;
+  std::unique_ptr<xdp::Steering> steering_;
+  std::unique_ptr<link::XskPort> port_;
+  std::unique_ptr<link::XskLink> link_;
+};
+
+// The XDP_DROP ceiling: the count lives in the program's map.
+class XdpDropReceiver : public Receiver {
+ public:
+  static absl::StatusOr<std::unique_ptr<XdpDropReceiver>> Create(const Config& c) {
+    std::unique_ptr<XdpDropReceiver> r(new XdpDropReceiver());
+    absl::StatusOr<std::unique_ptr<DropSink>> sink = DropSink::Attach(c.interface);
+    if (!sink.ok()) return sink.status();
+    r->sink_ = std::move(*sink);
+    return r;
+  }
+
+  uint64_t Step() override {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    const uint64_t now = sink_->Count();
+    const uint64_t delta = now - last_;
+    last_ = now;
+    return delta;
+  }
+
+ private:
+  XdpDropReceiver() = default;
+  std::unique_ptr<DropSink> sink_;
+  uint64_t last_ = 0;
+};
+
+// Waits for the first packet, warms up, then takes the samples (pps).
+std::vector<double> Measure(const Config& c, Receiver& r) {
+  std::vector<double> samples;
+  const double deadline = MonotonicSeconds() + c.wait;
+  uint64_t total = 0;
+  while (total == 0) {
+    total += r.Step();
+    if (MonotonicSeconds() > deadline) return samples;
+  }
+  const double warm = MonotonicSeconds() + c.warmup;
+  while (MonotonicSeconds() < warm) r.Step();
+  for (int i = 0; i < c.samples; ++i) {
+    const double start = MonotonicSeconds();
+    uint64_t got = 0;
+    double now = start;
+    while (now - start < c.window) {
+      got += r.Step();
+      now = MonotonicSeconds();
+    }
+    samples.push_back(got / (now - start));
+  }
+  return samples;
+}
+
+int Fail(const absl::Status& s) {
+  std::fprintf(stderr, "receiver: %s\n", s.ToString().c_str());
+  return 1;
+}
+
+int Main(int argc, char** argv) {
+  Args args(argc, argv);
+  Config c;
+  c.mode = args.String("mode", "");
+  c.interface = args.String("interface", "");
+  const std::string local = args.String("local", "10.9.0.2");
+  c.port = args.Int("port", 4000);
+  c.prefix_length = args.Int("prefix_length", 16);
+  c.sockets = args.Int("sockets", 0);
+  c.listener = args.Bool("listener", false);
+  c.hash4 = args.Bool("hash4", true);
+  const std::string ip_base = args.String("ip_base", "10.9.1.1");
+  c.port_base = args.Int("port_base", 10000);
+  c.ports_per_ip = args.Int("ports_per_ip", 50000);
+  c.rcvbuf = args.Int("rcvbuf", 4 << 20);
+  c.wait = args.Double("wait", 10);
+  c.warmup = args.Double("warmup", 0.5);
+  c.window = args.Double("window", 1);
+  c.samples = args.Int("samples", 5);
+  const int cpu = args.Int("cpu", 0);
+  if (!args.Unused().empty() || c.mode.empty()) {
+    std::fprintf(stderr, "usage: %s --mode=kernel|quadsock|afxdp|xdpdrop [options; see the "
+                 "header of bench/receiver.cc]\nunknown: %s\n", argv[0],
+                 absl::StrJoin(args.Unused(), " ").c_str());
+    return 2;
+  }
+  absl::StatusOr<net::IpAddress> l = net::IpAddress::Parse(local);
+  absl::StatusOr<net::IpAddress> b = net::IpAddress::Parse(ip_base);
+  if (!l.ok() || !l->is_v4() || !b.ok() || !b->is_v4()) {
+    return Fail(absl::InvalidArgumentError("--local and --ip_base must be IPv4 addresses"));
+  }
+  c.local = *l;
+  const uint8_t* bb = b->data();
+  c.ip_base = (uint32_t{bb[0]} << 24) | (uint32_t{bb[1]} << 16) | (uint32_t{bb[2]} << 8) | bb[3];
+  if (c.mode != "kernel" && c.interface.empty()) {
+    return Fail(absl::InvalidArgumentError("--interface is needed for mode " + c.mode));
+  }
+  if (absl::Status s = PinToCpu(cpu); !s.ok()) return Fail(s);
+
+  const double setup_start = MonotonicSeconds();
+  std::unique_ptr<Receiver> r;
+  absl::Status status;
+  if (c.mode == "kernel") {
+    auto k = KernelReceiver::Create(c);
+    status = k.status();
+    if (k.ok()) r = std::move(*k);
+  } else if (c.mode == "quadsock") {
+    auto q = QuadsockReceiver::Create(c);
+    status = q.status();
+    if (q.ok()) r = std::move(*q);
+  } else if (c.mode == "afxdp") {
+    auto a = AfXdpReceiver::Create(c);
+    status = a.status();
+    if (a.ok()) r = std::move(*a);
+  } else if (c.mode == "xdpdrop") {
+    auto x = XdpDropReceiver::Create(c);
+    status = x.status();
+    if (x.ok()) r = std::move(*x);
+  } else {
+    status = absl::InvalidArgumentError("unknown --mode " + c.mode);
+  }
+  if (!status.ok()) return Fail(status);
+  const double setup_seconds = MonotonicSeconds() - setup_start;
+  std::printf("READY\n");
+  std::fflush(stdout);
+
+  const std::vector<double> samples = Measure(c, *r);
+  std::string details = absl::StrCat("\"setup_seconds\": ", setup_seconds);
+  for (const auto& [name, value] : r->Details()) {
+    absl::StrAppend(&details, ", \"", name, "\": ", value);
+  }
+  std::printf("{\"mode\": \"%s\", \"samples\": [%s], \"details\": {%s}}\n", c.mode.c_str(),
+              absl::StrJoin(samples, ", ",
+                            [](std::string* out, double v) {
+                              absl::StrAppend(out, static_cast<uint64_t>(v));
+                            }).c_str(),
+              details.c_str());
+  std::fflush(stdout);
+  return samples.empty() ? 3 : 0;
+}
+
+}  // namespace
+}  // namespace quadsock::bench
+
+int main(int argc, char** argv) { return quadsock::bench::Main(argc, argv); }
