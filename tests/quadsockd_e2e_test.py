@@ -1,0 +1,232 @@
+"""quadsockd end to end (root): the real daemon on AF_XDP on a veth pair in private network
+namespaces, driven over gRPC by the Python client (an implementation in another language than
+the server), exchanging datagrams with the kernel's own UDP sockets on the peer side.
+
+Usage (Bazel passes these): quadsockd_e2e_test.py QUADSOCKD
+"""
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import unittest
+import urllib.request
+
+import grpc
+
+import netns
+import quadsock
+
+QUADSOCKD = None
+STACK4, STACK6 = "10.8.0.2", "fd00:8::2"
+PEER4, PEER6 = "10.8.0.1", "fd00:8::1"
+
+
+def xdp_attached(dev):
+    out = subprocess.run(["ip", "-d", "link", "show", dev], capture_output=True, text=True).stdout
+    return "prog/xdp" in out
+
+
+class Daemon:
+    """quadsockd as a process, with its log kept for failure messages."""
+
+    def __init__(self, extra=()):
+        self.socket_path = "/tmp/quadsock-e2e-%d.sock" % os.getpid()
+        self.log = open("/tmp/quadsock-e2e-%d.log" % os.getpid(), "w+")
+        self.proc = subprocess.Popen(
+            [QUADSOCKD, "--interface=qs0", "--address=%s/24,%s/64" % (STACK4, STACK6),
+             "--listen=unix:" + self.socket_path, "--metrics_listen=127.0.0.1:9464",
+             "--lease_seconds=10"] + list(extra),
+            stdout=self.log, stderr=subprocess.STDOUT)
+        self.target = "unix:" + self.socket_path
+        deadline = time.time() + 20
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise AssertionError("quadsockd exited with %d:\n%s" % (self.proc.returncode,
+                                                                         self.output()))
+            try:
+                with quadsock.Client(self.target, hold=False) as c:
+                    if c.health() == "SERVING":
+                        return
+            except quadsock.QuadsockError:
+                pass
+            time.sleep(0.1)
+        raise AssertionError("quadsockd did not become SERVING:\n" + self.output())
+
+    def output(self):
+        self.log.flush()
+        self.log.seek(0)
+        return self.log.read()
+
+    def stop(self, sig=signal.SIGTERM, timeout=5):
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            self.proc.wait(timeout=timeout)
+        return self.proc.returncode
+
+
+class QuadsockdTest(unittest.TestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        netns.enter_private_namespace()
+
+    def setUp(self):
+        self.net = netns.PeerNetwork("qs0", "qs1")
+        self.net.peer_shell("ip addr add %s/24 dev qs1 && ip addr add %s/64 dev qs1 nodad"
+                            % (PEER4, PEER6))
+        self.daemon = Daemon()
+        self.client = quadsock.Client(self.daemon.target, name="e2e")
+        self.peers = []
+
+    def tearDown(self):
+        for s in self.peers:
+            s.close()
+        try:
+            self.client.close()
+        except Exception:  # the daemon may be gone already
+            pass
+        self.daemon.stop(signal.SIGKILL)
+        self.net.close()
+
+    def peer_udp(self, family, address, port):
+        s = self.net.peer_socket(family, socket.SOCK_DGRAM)
+        s.settimeout(3)
+        s.bind((address, port))
+        self.peers.append(s)
+        return s
+
+    def exchange(self, family, stack_ip, peer_ip):
+        fam = socket.AF_INET if family == "ipv4" else socket.AF_INET6
+        peer = self.peer_udp(fam, peer_ip, 5000)
+        wildcard = "0.0.0.0:4000" if family == "ipv4" else "[::]:4000"
+        with self.client.open(family) as sock:
+            sock.bind(wildcard)
+            peer.sendto(b"hello from the kernel", (stack_ip, 4000))
+            d = sock.receive_one(timeout=5)
+            self.assertIsNotNone(d, "quadsockd received nothing")
+            self.assertEqual(d.payload, b"hello from the kernel")
+            sock.send(b"hello from quadsock", d.peer)
+            data, src = peer.recvfrom(2048)
+            self.assertEqual((data, src[0]), (b"hello from quadsock", stack_ip))
+            sock.connect((peer_ip, 5000))
+            peer.connect((stack_ip, 4000))
+            sock.send(b"connected")
+            self.assertEqual(peer.recv(2048), b"connected")
+            big = b"m" * (1500 - (28 if family == "ipv4" else 48))
+            peer.send(big)
+            self.assertEqual(sock.receive_one(timeout=5).payload, big)
+            self.assertTrue(sock.get().in_hash4)
+
+    def test_udp_with_kernel_peer_over_ipv4(self):
+        self.exchange("ipv4", STACK4, PEER4)
+
+    def test_udp_with_kernel_peer_over_ipv6(self):
+        self.exchange("ipv6", STACK6, PEER6)
+
+    def test_rehash_while_datagrams_flow_loses_none_after_the_switch(self):
+        peer = self.peer_udp(socket.AF_INET, PEER4, 5001)
+        count = 2000
+        switched = threading.Event()
+        first_to_new_port = []
+        with self.client.open("ipv4") as sock:
+            sock.bind("0.0.0.0:4000")
+            sock.connect((PEER4, 5001))
+            received = set()
+
+            def receive():
+                for d in sock.receive(timeout=15):
+                    received.add(int(d.payload))
+                    if int(d.payload) == count - 1:
+                        return
+            reader = threading.Thread(target=receive)
+            reader.start()
+            time.sleep(0.3)  # the Receive stream is up
+
+            def send():
+                for i in range(count):
+                    if switched.is_set() and not first_to_new_port:
+                        first_to_new_port.append(i)
+                    peer.sendto(b"%d" % i, (STACK4, 4001 if switched.is_set() else 4000))
+                    if i % 50 == 0:
+                        time.sleep(0.002)
+            sender = threading.Thread(target=send)
+            sender.start()
+            time.sleep(0.05)
+            # Address and port at once; from the moment Rehash returns, the peer aims at the
+            # new port, and every datagram it sends there must arrive.
+            self.assertEqual(sock.rehash(address=STACK4, port=4001), "%s:4001" % STACK4)
+            switched.set()
+            sender.join()
+            reader.join()
+            self.assertTrue(first_to_new_port, "the sender finished before the switch")
+            lost = sorted(set(range(first_to_new_port[0], count)) - received)
+            self.assertEqual(lost, [], "datagrams lost after the switch")
+            self.assertGreater(first_to_new_port[0], 0, "nothing went to the old port")
+
+    def test_health_reflection_and_metrics(self):
+        self.assertEqual(self.client.health(), "SERVING")
+        self.assertEqual(self.client.health("quadsock.v1.SocketService"), "SERVING")
+        services = self.client.services()
+        for name in ("quadsock.v1.SocketService", "quadsock.v1.AdminService",
+                     "grpc.health.v1.Health"):
+            self.assertIn(name, services)
+        iface = self.client.interfaces()[0]
+        self.assertEqual((iface.name, iface.bind_mode), ("qs0", "copy"))
+        self.assertIn(iface.xdp_mode, ("native", "generic"))
+        self.assertEqual(self.net.peer_shell("ping -c 1 -W 2 %s >/dev/null" % STACK4), 0)
+        text = urllib.request.urlopen("http://127.0.0.1:9464/metrics", timeout=3).read().decode()
+        self.assertIn("quadsock_icmp_echo_replies_total 1", text)
+        self.assertIn("quadsock_xdp_redirect_total", text)
+
+    def test_sigterm_drains_streams_and_detaches(self):
+        sock = self.client.open("ipv4")
+        sock.bind("0.0.0.0:4000")
+        errors = []
+
+        def receive():
+            try:
+                for _ in sock.receive(timeout=30):
+                    pass
+            except quadsock.QuadsockError as e:
+                errors.append(e.code)
+        reader = threading.Thread(target=receive)
+        reader.start()
+        time.sleep(0.3)
+        self.assertTrue(xdp_attached("qs0"))
+        started = time.time()
+        self.assertEqual(self.daemon.stop(signal.SIGTERM, timeout=5), 0, self.daemon.output())
+        self.assertLess(time.time() - started, 5)
+        reader.join(timeout=5)
+        self.assertEqual(errors, [grpc.StatusCode.UNAVAILABLE])
+        self.assertFalse(xdp_attached("qs0"), "the XDP program outlived quadsockd")
+
+    def test_sigkill_leaves_no_program_and_a_restart_works(self):
+        self.assertTrue(xdp_attached("qs0"))
+        self.daemon.stop(signal.SIGKILL)
+        deadline = time.time() + 5
+        while xdp_attached("qs0") and time.time() < deadline:
+            time.sleep(0.1)
+        self.assertFalse(xdp_attached("qs0"), "an XDP program outlived quadsockd")
+        self.daemon = Daemon()  # starts cleanly again on the same interface
+        with quadsock.Client(self.daemon.target) as c:
+            self.assertEqual(c.health(), "SERVING")
+
+    def test_a_client_that_goes_away_leaves_no_sockets(self):
+        other = quadsock.Client(self.daemon.target, name="leaver")
+        s = other.open("ipv4")
+        s.bind("0.0.0.0:4100")
+        self.assertEqual(self.client.counters().sockets, 1)
+        other._holder.cancel()  # the client vanishes without saying goodbye
+        deadline = time.time() + 5
+        while self.client.counters().sockets and time.time() < deadline:
+            time.sleep(0.05)
+        self.assertEqual(self.client.counters().sockets, 0)
+
+
+if __name__ == "__main__":
+    QUADSOCKD = os.path.abspath(sys.argv.pop(1))
+    unittest.main(verbosity=2)
