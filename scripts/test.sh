@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Runs every quadsock test on this machine, as root: installs what is missing (setup.sh), then
 # `bazel test //...` in the default build and again under AddressSanitizer and
-# UndefinedBehaviorSanitizer, and the concurrency tests under ThreadSanitizer. Privileged tests
+# UndefinedBehaviorSanitizer, the concurrency tests under ThreadSanitizer, and the main job
+# (scripts/demo.sh), which checks its own report. Privileged tests
 # (BPF, AF_XDP, network namespaces) run too; one that cannot run fails, it is never skipped.
 #
 #   scripts/test.sh                              # everything; ends with "N passed, N failed"
 #   QUADSOCK_TEST_CONFIGS=default scripts/test.sh    # only the plain build
+#   QUADSOCK_TEST_DEMO=0 scripts/test.sh             # without the main job (scripts/demo.sh)
 #
 # Each test target counts once per configuration it runs in.
 set -uo pipefail
@@ -69,4 +71,17 @@ for config in $configs; do
   passed=$((passed + p))
   failed=$((failed + f))
 done
+
+# The main job checks its own report (every datagram accounted for): it counts as one test.
+if [ "${QUADSOCK_TEST_DEMO:-1}" = 1 ]; then
+  echo "== scripts/demo.sh (the README's main job)"
+  if scripts/demo.sh >"$logdir/demo.log" 2>&1; then
+    echo "   [demo] PASSED"
+    passed=$((passed + 1))
+  else
+    echo "   [demo] FAILED; the end of its output:"
+    tail -n 30 "$logdir/demo.log" | sed 's/^/     /'
+    failed=$((failed + 1))
+  fi
+fi
 finish
