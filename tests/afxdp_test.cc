@@ -62,10 +62,16 @@ struct SockAddr {
   const sockaddr* get() const { return reinterpret_cast<const sockaddr*>(&ss); }
 };
 
+// The whole test binary runs in a private network namespace of its own.
+class PrivateNamespace : public ::testing::Environment {
+ public:
+  void SetUp() override { PeerNetwork::EnterPrivateNamespace(); }
+};
+const ::testing::Environment* const kPrivateNamespace =
+    ::testing::AddGlobalTestEnvironment(new PrivateNamespace);
+
 class AfXdpTest : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() { PeerNetwork::EnterPrivateNamespace(); }
-
   void SetUp() override {
     net_ = std::make_unique<PeerNetwork>("qs0", "qs1");
     net_->PeerShell(std::string("ip addr add ") + kPeerV4 + "/24 dev qs1 && ip addr add " +
@@ -320,6 +326,36 @@ TEST_F(AfXdpTest, KernelTcpOnTheSameInterfaceKeepsWorking) {
   EXPECT_STREQ(buf, "tcp ok");
   const xdp::SteeringCounters c = afxdp_->steering().Counters().value();
   EXPECT_GT(c.pass_not_owned, 0u);
+}
+
+// Two RX queues: the second AF_XDP socket shares the UMEM (xsk_socket__create_shared) with
+// fill and completion rings of its own, and each queue has its own poll thread.
+TEST(AfXdpQueuesTest, TwoQueuesShareOneUmem) {
+  ASSERT_EQ(Shell("ip link add qs4 numrxqueues 2 numtxqueues 2 type veth peer name qs5 "
+                  "numrxqueues 2 numtxqueues 2"), 0);
+  ASSERT_EQ(Shell("ip link set qs4 up && ip link set qs5 up && ip addr add 10.7.1.1/24 dev qs5 "
+                  "&& ethtool -K qs5 tx off >/dev/null"), 0);
+  {
+    stack::AfXdpOptions o;
+    o.interface = "qs4";
+    o.queues = 2;
+    o.umem_frames = 4096;
+    o.ring_size = 512;
+    o.stack.addresses = {*net::IpPrefix::Parse("10.7.1.2/24")};
+    o.log = [](absl::string_view m) { std::printf("quadsock: %.*s\n", int(m.size()), m.data()); };
+    absl::StatusOr<std::unique_ptr<stack::AfXdpStack>> s = stack::AfXdpStack::Create(o);
+    ASSERT_TRUE(s.ok()) << s.status();
+    stack::Stack& st = (*s)->stack();
+    ASSERT_EQ(st.Links().size(), 2u);
+    EXPECT_EQ(st.Links()[1].queue, 1u);
+    ASSERT_EQ(st.Start(), absl::OkStatus());
+    // Both ends are in this namespace: the kernel side (qs5) pings quadsock's address.
+    EXPECT_EQ(Shell("ping -c 3 -i 0.2 -W 2 -I qs5 10.7.1.2 >/dev/null"), 0);
+    st.Stop();
+    EXPECT_GE(st.Counters().icmp_echo_replies, 3u);
+    EXPECT_EQ(st.CheckFrameAccounting(), absl::OkStatus());
+  }
+  EXPECT_EQ(Shell("ip link del qs4"), 0);
 }
 
 // Without the fixture's stack: a process holds one and is killed with SIGKILL.
