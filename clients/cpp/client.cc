@@ -1,0 +1,734 @@
+#include "clients/cpp/client.h"
+
+#include <grpcpp/generic/generic_stub.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <fstream>
+#include <future>
+#include <mutex>
+#include <sstream>
+#include <thread>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+
+namespace quadsock {
+namespace {
+
+constexpr char kSessionHeader[] = "quadsock-session";
+constexpr char kHealthCheckMethod[] = "/grpc.health.v1.Health/Check";
+
+// Both enumerations are google.rpc.Code: the mapping is the identity on the numbers.
+absl::Status FromGrpc(const grpc::Status& s) {
+  if (s.ok()) return absl::OkStatus();
+  return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
+}
+
+std::chrono::system_clock::time_point Deadline(absl::Duration timeout) {
+  return std::chrono::system_clock::now() +
+         std::chrono::microseconds(absl::ToInt64Microseconds(timeout));
+}
+
+absl::StatusOr<std::string> ReadPem(const std::string& path, absl::string_view what) {
+  std::ifstream in(path);
+  if (!in) {
+    return absl::FailedPreconditionError(absl::StrCat("cannot read ", what, " \"", path, "\""));
+  }
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+Datagram FromProto(const v1::Datagram& d) {
+  Datagram out;
+  out.payload = d.payload();
+  out.peer = Endpoint::FromProto(d.peer());
+  out.local = Endpoint::FromProto(d.local());
+  out.arrival = absl::FromUnixNanos(d.arrival_unix_nanos());
+  out.sequence = d.sequence();
+  return out;
+}
+
+// grpc.health.v1 by hand (Debian ships no C++ stubs for it): HealthCheckRequest is
+// `string service = 1`, HealthCheckResponse is `ServingStatus status = 1`.
+std::string EncodeHealthCheckRequest(const std::string& service) {
+  std::string out;
+  if (service.empty()) return out;
+  out.push_back(0x0a);  // field 1, length-delimited
+  for (uint64_t n = service.size(); ; n >>= 7) {
+    if (n < 0x80) {
+      out.push_back(static_cast<char>(n));
+      break;
+    }
+    out.push_back(static_cast<char>((n & 0x7f) | 0x80));
+  }
+  return out + service;
+}
+
+bool ReadVarint(absl::string_view& in, uint64_t* value) {
+  *value = 0;
+  for (int shift = 0; shift < 64 && !in.empty(); shift += 7) {
+    const uint8_t b = static_cast<uint8_t>(in.front());
+    in.remove_prefix(1);
+    *value |= static_cast<uint64_t>(b & 0x7f) << shift;
+    if ((b & 0x80) == 0) return true;
+  }
+  return false;
+}
+
+absl::StatusOr<HealthStatus> DecodeHealthCheckResponse(absl::string_view in) {
+  uint64_t status = 0;
+  while (!in.empty()) {
+    uint64_t tag = 0, value = 0;
+    if (!ReadVarint(in, &tag)) break;
+    const int wire_type = static_cast<int>(tag & 7);
+    if (wire_type == 0) {
+      if (!ReadVarint(in, &value)) break;
+      if (tag >> 3 == 1) status = value;
+    } else if (wire_type == 2) {
+      if (!ReadVarint(in, &value) || value > in.size()) break;
+      in.remove_prefix(value);
+    } else {
+      break;
+    }
+  }
+  if (!in.empty() || status > 3) {
+    return absl::InternalError("malformed grpc.health.v1.HealthCheckResponse");
+  }
+  return static_cast<HealthStatus>(status);
+}
+
+}  // namespace
+
+namespace client_internal {
+
+// What every Client and RemoteSocket of one connection shares.
+struct Connection {
+  std::shared_ptr<grpc::Channel> channel;
+  std::unique_ptr<v1::SocketService::Stub> sockets;
+  std::unique_ptr<v1::AdminService::Stub> admin;
+  std::string session;
+  uint32_t lease_seconds = 0;
+  absl::Duration call_timeout;
+
+  // A context for one call of this session.
+  void Prepare(grpc::ClientContext& ctx, bool deadline = true) const {
+    if (deadline) ctx.set_deadline(Deadline(call_timeout));
+    if (!session.empty()) ctx.AddMetadata(kSessionHeader, session);
+  }
+};
+
+// The Receive stream of one socket. A thread reads the stream, but only while a caller waits
+// for a datagram, so that little is pulled from the server's queue and lost at close.
+class ReceiveStream {
+ public:
+  ReceiveStream(std::shared_ptr<Connection> c, const std::string& handle) : c_(std::move(c)) {
+    c_->Prepare(ctx_, /*deadline=*/false);
+    v1::ReceiveRequest req;
+    req.set_socket(handle);
+    reader_ = c_->sockets->Receive(&ctx_, req);
+    thread_ = std::thread([this] { Run(); });
+  }
+  ~ReceiveStream() {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      stop_ = true;
+    }
+    ctx_.TryCancel();
+    cv_.notify_all();
+    thread_.join();
+  }
+
+  absl::StatusOr<Datagram> Next(absl::Duration timeout) {
+    std::unique_lock<std::mutex> l(mu_);
+    ++waiting_;
+    cv_.notify_all();
+    cv_.wait_until(l, Deadline(timeout), [this] { return !ready_.empty() || ended_.has_value(); });
+    --waiting_;
+    if (!ready_.empty()) {
+      Datagram d = FromProto(ready_.front());
+      ready_.pop_front();
+      return d;
+    }
+    if (ended_.has_value()) return *ended_;
+    return absl::DeadlineExceededError(
+        absl::StrCat("no datagram within ", absl::FormatDuration(timeout)));
+  }
+
+ private:
+  void Run() {
+    for (;;) {
+      {
+        std::unique_lock<std::mutex> l(mu_);
+        cv_.wait(l, [this] { return stop_ || (waiting_ > 0 && ready_.empty()); });
+        if (stop_) break;
+      }
+      v1::Datagram d;
+      if (!reader_->Read(&d)) break;
+      std::lock_guard<std::mutex> l(mu_);
+      ready_.push_back(std::move(d));
+      cv_.notify_all();
+    }
+    const grpc::Status s = reader_->Finish();
+    std::lock_guard<std::mutex> l(mu_);
+    // The server ends the stream with OK when the socket closes.
+    ended_ = s.ok() ? absl::NotFoundError("the socket was closed (its Receive stream ended)")
+                    : FromGrpc(s);
+    cv_.notify_all();
+  }
+
+  std::shared_ptr<Connection> c_;
+  grpc::ClientContext ctx_;
+  std::unique_ptr<grpc::ClientReader<v1::Datagram>> reader_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<v1::Datagram> ready_;
+  int waiting_ = 0;
+  bool stop_ = false;
+  std::optional<absl::Status> ended_;
+  std::thread thread_;
+};
+
+}  // namespace client_internal
+
+using client_internal::Connection;
+
+// ---------------------------------------------------------------------------------- Endpoint
+
+absl::StatusOr<Endpoint> Endpoint::Parse(absl::string_view text) {
+  absl::string_view address, port;
+  if (absl::StartsWith(text, "[")) {
+    const size_t close = text.find("]:");
+    if (close == absl::string_view::npos) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("endpoint \"", text, "\": expected [IPv6]:PORT"));
+    }
+    address = text.substr(1, close - 1);
+    port = text.substr(close + 2);
+  } else {
+    const size_t colon = text.rfind(':');
+    if (colon == absl::string_view::npos || text.substr(0, colon).find(':') != absl::string_view::npos) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "endpoint \"", text, "\": expected ADDRESS:PORT (IPv6 as [ADDRESS]:PORT)"));
+    }
+    address = text.substr(0, colon);
+    port = text.substr(colon + 1);
+  }
+  uint32_t p = 0;
+  if (address.empty() || !absl::SimpleAtoi(port, &p) || p > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("endpoint \"", text, "\": expected ADDRESS:PORT with a port 0..65535"));
+  }
+  return Endpoint{std::string(address), static_cast<uint16_t>(p)};
+}
+
+Endpoint Endpoint::FromProto(const v1::Endpoint& e) {
+  return Endpoint{e.address(), static_cast<uint16_t>(e.port())};
+}
+
+v1::Endpoint Endpoint::ToProto() const {
+  v1::Endpoint e;
+  e.set_address(address);
+  e.set_port(port);
+  return e;
+}
+
+std::string Endpoint::ToString() const {
+  if (address.find(':') != std::string::npos) return absl::StrCat("[", address, "]:", port);
+  return absl::StrCat(address, ":", port);
+}
+
+absl::string_view HealthStatusName(HealthStatus s) {
+  switch (s) {
+    case HealthStatus::kUnknown:
+      return "UNKNOWN";
+    case HealthStatus::kServing:
+      return "SERVING";
+    case HealthStatus::kNotServing:
+      return "NOT_SERVING";
+    case HealthStatus::kServiceUnknown:
+      return "SERVICE_UNKNOWN";
+  }
+  return "UNKNOWN";
+}
+
+// ------------------------------------------------------------------------------------ Client
+
+// Keeps the session alive: a Session stream (kHold) or a KeepAlive call every third of the
+// lease (kKeepAlive).
+class Client::Keeper {
+ public:
+  // Starts holding the session; returns once the server has confirmed it.
+  static absl::StatusOr<std::unique_ptr<Keeper>> Hold(std::shared_ptr<Connection> c) {
+    std::unique_ptr<Keeper> k(new Keeper(std::move(c)));
+    k->c_->Prepare(k->ctx_, /*deadline=*/false);
+    k->stream_ = k->c_->sockets->Session(&k->ctx_, v1::SessionRequest());
+    v1::SessionEvent hello;
+    // The first event says the server holds the session. Reading it can block: bound the wait.
+    std::future<bool> first = std::async(std::launch::async, [&] { return k->stream_->Read(&hello); });
+    if (first.wait_for(std::chrono::microseconds(absl::ToInt64Microseconds(k->c_->call_timeout))) !=
+        std::future_status::ready) {
+      k->ctx_.TryCancel();
+    }
+    if (!first.get()) {
+      absl::Status s = FromGrpc(k->stream_->Finish());
+      if (s.ok()) s = absl::UnavailableError("the Session stream ended at once");
+      k->stream_.reset();
+      return s;
+    }
+    Keeper* self = k.get();
+    k->thread_ = std::thread([self] {
+      v1::SessionEvent e;
+      while (self->stream_->Read(&e)) {
+      }
+      (void)self->stream_->Finish();
+    });
+    return k;
+  }
+  static std::unique_ptr<Keeper> KeepAlive(std::shared_ptr<Connection> c) {
+    std::unique_ptr<Keeper> k(new Keeper(std::move(c)));
+    Keeper* self = k.get();
+    const absl::Duration period =
+        std::max(absl::Seconds(self->c_->lease_seconds) / 3, absl::Milliseconds(100));
+    k->thread_ = std::thread([self, period] {
+      std::unique_lock<std::mutex> l(self->mu_);
+      while (!self->cv_.wait_for(l, std::chrono::microseconds(absl::ToInt64Microseconds(period)),
+                                 [self] { return self->stop_; })) {
+        l.unlock();
+        grpc::ClientContext ctx;
+        self->c_->Prepare(ctx);
+        v1::KeepAliveResponse resp;
+        (void)self->c_->sockets->KeepAlive(&ctx, v1::KeepAliveRequest(), &resp);
+        l.lock();
+      }
+    });
+    return k;
+  }
+
+  ~Keeper() {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    if (stream_ != nullptr) ctx_.TryCancel();
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  explicit Keeper(std::shared_ptr<Connection> c) : c_(std::move(c)) {}
+
+  std::shared_ptr<Connection> c_;
+  grpc::ClientContext ctx_;
+  std::unique_ptr<grpc::ClientReader<v1::SessionEvent>> stream_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+Client::Client(std::shared_ptr<Connection> c) : c_(std::move(c)) {}
+
+Client::~Client() {
+  // A session this Client holds ends now rather than when the server notices the stream went.
+  if (keeper_ != nullptr && ends_session_) (void)EndSession();
+  keeper_.reset();
+}
+
+absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const std::string& target,
+                                                        ClientOptions options) {
+  std::shared_ptr<grpc::ChannelCredentials> credentials;
+  grpc::ChannelArguments args;
+  if (absl::StartsWith(target, "unix:")) {
+    if (target.size() == 5) {
+      return absl::InvalidArgumentError("target \"unix:\": no socket path");
+    }
+    credentials = grpc::InsecureChannelCredentials();
+  } else {
+    if (target.find(':') == std::string::npos) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("target \"", target, "\" is neither unix:PATH nor HOST:PORT"));
+    }
+    if (options.tls_cert.empty() != options.tls_key.empty()) {
+      return absl::InvalidArgumentError(
+          "a client certificate needs both tls_cert and tls_key (or neither)");
+    }
+    grpc::SslCredentialsOptions ssl;
+    if (!options.tls_ca.empty()) {
+      absl::StatusOr<std::string> ca = ReadPem(options.tls_ca, "tls_ca");
+      if (!ca.ok()) return ca.status();
+      ssl.pem_root_certs = *ca;
+    }
+    if (!options.tls_cert.empty()) {
+      absl::StatusOr<std::string> cert = ReadPem(options.tls_cert, "tls_cert");
+      if (!cert.ok()) return cert.status();
+      absl::StatusOr<std::string> key = ReadPem(options.tls_key, "tls_key");
+      if (!key.ok()) return key.status();
+      ssl.pem_cert_chain = *cert;
+      ssl.pem_private_key = *key;
+    }
+    credentials = grpc::SslCredentials(ssl);
+    if (!options.tls_server_name.empty()) args.SetSslTargetNameOverride(options.tls_server_name);
+  }
+  return Create(grpc::CreateCustomChannel(target, credentials, args), std::move(options));
+}
+
+absl::StatusOr<std::unique_ptr<Client>> Client::Create(std::shared_ptr<grpc::Channel> channel,
+                                                       ClientOptions options) {
+  auto c = std::make_shared<Connection>();
+  c->sockets = v1::SocketService::NewStub(channel);
+  c->admin = v1::AdminService::NewStub(channel);
+  c->channel = std::move(channel);
+  c->call_timeout = options.call_timeout;
+  std::unique_ptr<Client> client(new Client(std::move(c)));
+  if (absl::Status s = client->StartSession(options); !s.ok()) return s;
+  return client;
+}
+
+absl::Status Client::StartSession(const ClientOptions& options) {
+  using Keep = ClientOptions::KeepSession;
+  const bool attach = !options.session.empty();
+  if (attach) {
+    c_->session = options.session;
+    c_->lease_seconds = options.lease_seconds;
+    if (absl::Status s = KeepAlive(); !s.ok()) return s;
+  } else {
+    grpc::ClientContext ctx;
+    c_->Prepare(ctx);
+    v1::CreateSessionRequest req;
+    req.set_client_name(options.client_name);
+    req.set_lease_seconds(options.lease_seconds);
+    v1::CreateSessionResponse resp;
+    if (absl::Status s = FromGrpc(c_->sockets->CreateSession(&ctx, req, &resp)); !s.ok()) return s;
+    c_->session = resp.session();
+    c_->lease_seconds = resp.lease_seconds();
+  }
+  const Keep keep = options.keep.value_or(attach ? Keep::kNone : Keep::kHold);
+  if (keep == Keep::kHold) {
+    absl::StatusOr<std::unique_ptr<Keeper>> k = Keeper::Hold(c_);
+    if (!k.ok()) return k.status();
+    keeper_ = std::move(*k);
+    ends_session_ = !attach;
+  } else if (keep == Keep::kKeepAlive) {
+    if (c_->lease_seconds == 0) {
+      return absl::InvalidArgumentError(
+          "keeping an attached session alive needs its lease_seconds");
+    }
+    keeper_ = Keeper::KeepAlive(c_);
+  }
+  return absl::OkStatus();
+}
+
+const std::string& Client::session() const { return c_->session; }
+uint32_t Client::lease_seconds() const { return c_->lease_seconds; }
+
+absl::Status Client::KeepAlive() {
+  grpc::ClientContext ctx;
+  c_->Prepare(ctx);
+  v1::KeepAliveResponse resp;
+  return FromGrpc(c_->sockets->KeepAlive(&ctx, v1::KeepAliveRequest(), &resp));
+}
+
+absl::StatusOr<uint32_t> Client::EndSession() {
+  grpc::ClientContext ctx;
+  c_->Prepare(ctx);
+  v1::EndSessionResponse resp;
+  if (absl::Status s = FromGrpc(c_->sockets->EndSession(&ctx, v1::EndSessionRequest(), &resp));
+      !s.ok()) {
+    return s;
+  }
+  ends_session_ = false;
+  return resp.sockets_closed();
+}
+
+absl::StatusOr<RemoteSocket> Client::Open(OpenOptions options) {
+  grpc::ClientContext ctx;
+  c_->Prepare(ctx);
+  v1::OpenRequest req;
+  req.set_family(options.family);
+  req.set_v6only(options.v6only);
+  req.set_reuse_port(options.reuse_port);
+  req.set_bound_device(options.bound_device);
+  req.set_receive_queue_depth(options.receive_queue_depth);
+  v1::OpenResponse resp;
+  if (absl::Status s = FromGrpc(c_->sockets->Open(&ctx, req, &resp)); !s.ok()) return s;
+  return RemoteSocket(c_, resp.socket());
+}
+
+RemoteSocket Client::Attach(const std::string& handle) { return RemoteSocket(c_, handle); }
+
+absl::StatusOr<std::vector<v1::Socket>> Client::List(ListOptions options) {
+  std::vector<v1::Socket> out;
+  std::string page_token;
+  do {
+    grpc::ClientContext ctx;
+    c_->Prepare(ctx);
+    v1::ListRequest req;
+    req.set_state(options.state);
+    req.set_local_port(options.local_port);
+    req.set_page_size(options.page_size);
+    req.set_page_token(page_token);
+    v1::ListResponse resp;
+    if (absl::Status s = FromGrpc(c_->sockets->List(&ctx, req, &resp)); !s.ok()) return s;
+    for (v1::Socket& s : *resp.mutable_sockets()) out.push_back(std::move(s));
+    page_token = resp.next_page_token();
+  } while (!page_token.empty());
+  return out;
+}
+
+absl::StatusOr<v1::Counters> Client::Counters() {
+  grpc::ClientContext ctx;
+  c_->Prepare(ctx);
+  v1::Counters resp;
+  if (absl::Status s = FromGrpc(c_->admin->GetCounters(&ctx, v1::GetCountersRequest(), &resp));
+      !s.ok()) {
+    return s;
+  }
+  return resp;
+}
+
+absl::StatusOr<std::vector<v1::Interface>> Client::Interfaces() {
+  grpc::ClientContext ctx;
+  c_->Prepare(ctx);
+  v1::ListInterfacesResponse resp;
+  if (absl::Status s =
+          FromGrpc(c_->admin->ListInterfaces(&ctx, v1::ListInterfacesRequest(), &resp));
+      !s.ok()) {
+    return s;
+  }
+  return std::vector<v1::Interface>(resp.interfaces().begin(), resp.interfaces().end());
+}
+
+absl::StatusOr<std::vector<std::string>> Client::Addresses() {
+  grpc::ClientContext ctx;
+  c_->Prepare(ctx);
+  v1::ListAddressesResponse resp;
+  if (absl::Status s = FromGrpc(c_->admin->ListAddresses(&ctx, v1::ListAddressesRequest(), &resp));
+      !s.ok()) {
+    return s;
+  }
+  return std::vector<std::string>(resp.prefixes().begin(), resp.prefixes().end());
+}
+
+absl::StatusOr<std::vector<v1::Route>> Client::Routes() {
+  grpc::ClientContext ctx;
+  c_->Prepare(ctx);
+  v1::ListRoutesResponse resp;
+  if (absl::Status s = FromGrpc(c_->admin->ListRoutes(&ctx, v1::ListRoutesRequest(), &resp));
+      !s.ok()) {
+    return s;
+  }
+  return std::vector<v1::Route>(resp.routes().begin(), resp.routes().end());
+}
+
+absl::StatusOr<std::vector<v1::Neighbor>> Client::Neighbors() {
+  grpc::ClientContext ctx;
+  c_->Prepare(ctx);
+  v1::ListNeighborsResponse resp;
+  if (absl::Status s = FromGrpc(c_->admin->ListNeighbors(&ctx, v1::ListNeighborsRequest(), &resp));
+      !s.ok()) {
+    return s;
+  }
+  return std::vector<v1::Neighbor>(resp.neighbors().begin(), resp.neighbors().end());
+}
+
+absl::Status Client::SetNeighbor(const std::string& address, const std::string& mac) {
+  grpc::ClientContext ctx;
+  c_->Prepare(ctx);
+  v1::SetNeighborRequest req;
+  req.set_address(address);
+  req.set_mac(mac);
+  v1::SetNeighborResponse resp;
+  return FromGrpc(c_->admin->SetNeighbor(&ctx, req, &resp));
+}
+
+absl::Status Client::RemoveNeighbor(const std::string& address) {
+  grpc::ClientContext ctx;
+  c_->Prepare(ctx);
+  v1::RemoveNeighborRequest req;
+  req.set_address(address);
+  v1::RemoveNeighborResponse resp;
+  return FromGrpc(c_->admin->RemoveNeighbor(&ctx, req, &resp));
+}
+
+absl::Status Client::CheckFrameAccounting() {
+  grpc::ClientContext ctx;
+  c_->Prepare(ctx);
+  v1::CheckFrameAccountingResponse resp;
+  if (absl::Status s = FromGrpc(
+          c_->admin->CheckFrameAccounting(&ctx, v1::CheckFrameAccountingRequest(), &resp));
+      !s.ok()) {
+    return s;
+  }
+  if (!resp.ok()) return absl::InternalError("frame accounting does not add up");
+  return absl::OkStatus();
+}
+
+absl::StatusOr<HealthStatus> Client::Health(const std::string& service) {
+  grpc::GenericStub stub(c_->channel);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(Deadline(c_->call_timeout));
+  const std::string request = EncodeHealthCheckRequest(service);
+  grpc::Slice slice(request);
+  const grpc::ByteBuffer request_buffer(&slice, 1);
+  grpc::ByteBuffer response_buffer;
+  std::promise<grpc::Status> done;
+  stub.UnaryCall(&ctx, kHealthCheckMethod, grpc::StubOptions(), &request_buffer, &response_buffer,
+                 [&done](grpc::Status s) { done.set_value(std::move(s)); });
+  if (absl::Status s = FromGrpc(done.get_future().get()); !s.ok()) return s;
+  std::vector<grpc::Slice> slices;
+  if (!response_buffer.Dump(&slices).ok()) {
+    return absl::InternalError("unreadable grpc.health.v1.HealthCheckResponse");
+  }
+  std::string response;
+  for (const grpc::Slice& s : slices) {
+    response.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  }
+  return DecodeHealthCheckResponse(response);
+}
+
+// ------------------------------------------------------------------------------ RemoteSocket
+
+RemoteSocket::RemoteSocket(std::shared_ptr<Connection> c, std::string handle)
+    : c_(std::move(c)), handle_(std::move(handle)) {}
+
+RemoteSocket::RemoteSocket(RemoteSocket&& other) noexcept
+    : c_(std::move(other.c_)),
+      handle_(std::exchange(other.handle_, "")),
+      receive_(std::move(other.receive_)) {}
+
+RemoteSocket& RemoteSocket::operator=(RemoteSocket&& other) noexcept {
+  if (this != &other) {
+    (void)Close();
+    c_ = std::move(other.c_);
+    handle_ = std::exchange(other.handle_, "");
+    receive_ = std::move(other.receive_);
+  }
+  return *this;
+}
+
+RemoteSocket::~RemoteSocket() { (void)Close(); }
+
+absl::Status RemoteSocket::CheckOpen() const {
+  if (handle_.empty() || c_ == nullptr) {
+    return absl::FailedPreconditionError("the socket was closed, released or moved");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Endpoint> RemoteSocket::Bind(const Endpoint& local) {
+  if (absl::Status s = CheckOpen(); !s.ok()) return s;
+  grpc::ClientContext ctx;
+  c_->Prepare(ctx);
+  v1::BindRequest req;
+  req.set_socket(handle_);
+  *req.mutable_local() = local.ToProto();
+  v1::BindResponse resp;
+  if (absl::Status s = FromGrpc(c_->sockets->Bind(&ctx, req, &resp)); !s.ok()) return s;
+  return Endpoint::FromProto(resp.local());
+}
+
+absl::StatusOr<Endpoint> RemoteSocket::Connect(const Endpoint& peer) {
+  if (absl::Status s = CheckOpen(); !s.ok()) return s;
+  grpc::ClientContext ctx;
+  c_->Prepare(ctx);
+  v1::ConnectRequest req;
+  req.set_socket(handle_);
+  *req.mutable_peer() = peer.ToProto();
+  v1::ConnectResponse resp;
+  if (absl::Status s = FromGrpc(c_->sockets->Connect(&ctx, req, &resp)); !s.ok()) return s;
+  return Endpoint::FromProto(resp.local());
+}
+
+absl::StatusOr<Endpoint> RemoteSocket::Rehash(const std::string& local_address,
+                                              std::optional<uint16_t> local_port) {
+  if (absl::Status s = CheckOpen(); !s.ok()) return s;
+  grpc::ClientContext ctx;
+  c_->Prepare(ctx);
+  v1::RehashRequest req;
+  req.set_socket(handle_);
+  req.set_local_address(local_address);
+  req.set_change_port(local_port.has_value());
+  req.set_local_port(local_port.value_or(0));
+  v1::RehashResponse resp;
+  if (absl::Status s = FromGrpc(c_->sockets->Rehash(&ctx, req, &resp)); !s.ok()) return s;
+  return Endpoint::FromProto(resp.local());
+}
+
+absl::Status RemoteSocket::Disconnect() {
+  if (absl::Status s = CheckOpen(); !s.ok()) return s;
+  grpc::ClientContext ctx;
+  c_->Prepare(ctx);
+  v1::DisconnectRequest req;
+  req.set_socket(handle_);
+  v1::DisconnectResponse resp;
+  return FromGrpc(c_->sockets->Disconnect(&ctx, req, &resp));
+}
+
+absl::Status RemoteSocket::Send(absl::string_view payload, std::optional<Endpoint> to) {
+  if (absl::Status s = CheckOpen(); !s.ok()) return s;
+  grpc::ClientContext ctx;
+  c_->Prepare(ctx);
+  v1::SendRequest req;
+  req.set_socket(handle_);
+  req.set_payload(std::string(payload));
+  if (to.has_value()) *req.mutable_destination() = to->ToProto();
+  v1::SendResponse resp;
+  return FromGrpc(c_->sockets->Send(&ctx, req, &resp));
+}
+
+absl::StatusOr<uint32_t> RemoteSocket::SendBatch(const std::vector<Datagram>& datagrams) {
+  if (absl::Status s = CheckOpen(); !s.ok()) return s;
+  grpc::ClientContext ctx;
+  c_->Prepare(ctx);
+  v1::SendBatchRequest req;
+  req.set_socket(handle_);
+  for (const Datagram& d : datagrams) {
+    v1::Datagram* out = req.add_datagrams();
+    out->set_payload(d.payload);
+    if (!d.peer.address.empty()) *out->mutable_peer() = d.peer.ToProto();
+  }
+  v1::SendBatchResponse resp;
+  if (absl::Status s = FromGrpc(c_->sockets->SendBatch(&ctx, req, &resp)); !s.ok()) return s;
+  return resp.queued();
+}
+
+absl::StatusOr<Datagram> RemoteSocket::Receive(absl::Duration timeout) {
+  if (absl::Status s = CheckOpen(); !s.ok()) return s;
+  if (receive_ == nullptr) receive_ = std::make_unique<client_internal::ReceiveStream>(c_, handle_);
+  return receive_->Next(timeout);
+}
+
+absl::StatusOr<v1::Socket> RemoteSocket::Get() {
+  if (absl::Status s = CheckOpen(); !s.ok()) return s;
+  grpc::ClientContext ctx;
+  c_->Prepare(ctx);
+  v1::GetRequest req;
+  req.set_socket(handle_);
+  v1::Socket resp;
+  if (absl::Status s = FromGrpc(c_->sockets->Get(&ctx, req, &resp)); !s.ok()) return s;
+  return resp;
+}
+
+absl::Status RemoteSocket::Close() {
+  if (handle_.empty() || c_ == nullptr) return absl::OkStatus();
+  grpc::ClientContext ctx;
+  c_->Prepare(ctx);
+  v1::CloseRequest req;
+  req.set_socket(std::exchange(handle_, ""));
+  v1::CloseResponse resp;
+  const absl::Status s = FromGrpc(c_->sockets->Close(&ctx, req, &resp));
+  receive_.reset();  // the stream has ended (or ends now)
+  return s;
+}
+
+std::string RemoteSocket::Release() {
+  receive_.reset();
+  return std::exchange(handle_, "");
+}
+
+}  // namespace quadsock
