@@ -61,7 +61,7 @@ int qsbench_gen(struct xdp_md *ctx) {
   if (config->interval_ns != 0) {
     const __u64 now = bpf_ktime_get_ns();
     if (now < state->next_ns) return XDP_DROP; /* ahead of schedule: not sent */
-    if (now - state->next_ns > QSB_GEN_MAX_BURST * config->interval_ns) {
+    if (now - state->next_ns > QSB_GEN_MAX_LAG_NS) {
       state->next_ns = now; /* after a gap: restart rather than burst */
     }
     state->next_ns += config->interval_ns;

@@ -32,7 +32,8 @@
  * has reached the next send time, which then moves on by interval_ns; the other runs return
  * XDP_DROP, which costs little (the frame goes back to the run's page pool). So the offered
  * rate is smooth down to the nanosecond while BPF_PROG_RUN itself runs flat out. After a gap
- * (between two BPF_PROG_RUN calls) the schedule restarts instead of bursting to catch up.
+ * longer than QSB_GEN_MAX_LAG_NS (between two BPF_PROG_RUN calls) the schedule restarts
+ * instead of bursting to catch up.
  *
  * Flow i (0 <= i < flows) has source address ip_base + i / ports_per_ip and source port
  * port_base + i % ports_per_ip; consecutive frames take consecutive flows. Host byte order
@@ -53,7 +54,8 @@ struct qsb_gen_state {
   __u64 next_ns;
 };
 
-/* Paced: how far the schedule may fall behind before it restarts (in intervals). */
-#define QSB_GEN_MAX_BURST 64
+/* Paced: how far (ns) the schedule may fall behind before it restarts. Until then the program
+ * catches up, at most one BPF_PROG_RUN batch (256 frames) at a time. */
+#define QSB_GEN_MAX_LAG_NS 5000000ull
 
 #endif /* QUADSOCK_BENCH_BENCH_XDP_COMMON_H_ */

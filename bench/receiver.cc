@@ -10,10 +10,10 @@
 //             One socket alone is read with recvmmsg; several with epoll + recvmmsg.
 //   quadsock  quadsock's AfXdpStack on --interface (AF_XDP copy mode), the same sockets, each
 //             with a zero-copy receive callback that counts (the in-process discard consumer);
-//             the poll loop is Stack::PollOnce on this thread. --hash4=false is the seed's
+//             the stack's own poll thread (Start()) runs on --cpu. --hash4=false is the seed's
 //             "without hash4".
 //   afxdp     the AF_XDP ceiling: quadsock's steering program and a bare AF_XDP socket (XskLink)
-//             that only gives frames back to the fill ring.
+//             that only gives frames back to the fill ring, sleeping in poll() when idle.
 //   xdpdrop   the XDP_DROP ceiling: a program that counts and drops (bench_xdp.h).
 //
 // Flow i of the generator comes from ip_base + i / ports_per_ip, port port_base + i %
@@ -24,12 +24,14 @@
 //   {"mode": "quadsock", "samples": [2101000, 2098000, ...], "details": {...}}
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sched.h>
 #include <sys/epoll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -198,8 +200,12 @@ class QuadsockReceiver : public Receiver {
     if (!s.ok()) return s.status();
     r->afxdp_ = std::move(*s);
     stack::Stack& st = r->afxdp_->stack();
-    uint64_t* delivered = &r->delivered_;
-    auto count = [delivered](const net::Endpoint&, std::span<const uint8_t>) { ++*delivered; };
+    // One writer (the poll thread), one reader (Step): a relaxed load and store suffice.
+    std::atomic<uint64_t>* delivered = &r->delivered_;
+    auto count = [delivered](const net::Endpoint&, std::span<const uint8_t>) {
+      delivered->store(delivered->load(std::memory_order_relaxed) + 1,
+                       std::memory_order_relaxed);
+    };
     const uint32_t total = c.sockets + (c.listener ? 1 : 0);
     for (uint32_t i = 0; i < total; ++i) {
       absl::StatusOr<stack::SocketId> id = st.Open(net::Family::kV4, {.reuse_port = true});
@@ -210,17 +216,27 @@ class QuadsockReceiver : public Receiver {
       }
       if (absl::Status cb = st.SetReceiveCallback(*id, count); !cb.ok()) return cb;
     }
+    // The stack's own poll thread (it inherits this thread's CPU and nice value), as in
+    // quadsockd: it spins while frames come and sleeps in poll() when idle.
+    if (absl::Status s = st.Start(); !s.ok()) return s;
     return r;
   }
 
+  ~QuadsockReceiver() override {
+    if (afxdp_ != nullptr) afxdp_->stack().Stop();
+  }
+
   uint64_t Step() override {
-    const uint64_t before = delivered_;
-    if (afxdp_->stack().PollOnce() == 0) sched_yield();
-    return delivered_ - before;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    const uint64_t now = delivered_.load(std::memory_order_relaxed);
+    const uint64_t delta = now - last_;
+    last_ = now;
+    return delta;
   }
 
   std::map<std::string, double> Details() override {
     stack::Stack& st = afxdp_->stack();
+    st.Stop();  // so that the frame accounting does not race with the poll thread
     const stack::StackCounters c = st.Counters();
     const demux::TableStats t = st.TableStats();
     std::map<std::string, double> d = {
@@ -244,7 +260,8 @@ class QuadsockReceiver : public Receiver {
  private:
   QuadsockReceiver() = default;
   std::unique_ptr<stack::AfXdpStack> afxdp_;
-  uint64_t delivered_ = 0;
+  std::atomic<uint64_t> delivered_{0};
+  uint64_t last_ = 0;
 };
 
 // The bare AF_XDP socket behind quadsock's steering program: receive, give back.
@@ -285,7 +302,11 @@ class AfXdpReceiver : public Receiver {
     const size_t n = link_->Receive(frames);
     link_->Release({frames, n});
     link_->Poll();
-    if (n == 0) sched_yield();
+    if (n == 0) {
+      // Idle: sleep until the kernel has frames (as the stack's poll thread does).
+      pollfd p = {link_->socket_fd(), POLLIN, 0};
+      poll(&p, 1, 1);
+    }
     return n;
   }
 
