@@ -476,6 +476,35 @@ TEST_F(ServiceTest, SendBatchAndExchange) {
   EXPECT_EQ(echo->payload, "via exchange");
 }
 
+TEST_F(ServiceTest, BatchRunsEachOperationAndReportsEach) {
+  ClientContext ctx;
+  Auth(ctx, session_);
+  v1::BatchRequest req;
+  req.add_ops()->mutable_open()->set_family(v1::FAMILY_IPV4);           // 0
+  v1::BindRequest* bind = req.add_ops()->mutable_bind();                 // 1
+  bind->set_socket("#0");
+  *bind->mutable_local() = Ep("0.0.0.0", 4700);
+  v1::ConnectRequest* conn = req.add_ops()->mutable_connect();          // 2
+  conn->set_socket("#0");
+  *conn->mutable_peer() = Ep("10.1.0.1", 5700);
+  v1::BindRequest* taken = req.add_ops()->mutable_bind();               // 3: no such socket
+  taken->set_socket("#7");
+  req.add_ops()->mutable_open()->set_family(v1::FAMILY_UNSPECIFIED);    // 4: bad family
+  req.add_ops()->mutable_close()->set_socket("#0");                     // 5
+  v1::BatchResponse resp;
+  ASSERT_TRUE(sockets_->Batch(&ctx, req, &resp).ok());
+  ASSERT_EQ(resp.results_size(), 6);
+  EXPECT_EQ(resp.results(0).code(), 0);
+  EXPECT_EQ(resp.results(0).socket().size(), 32u);
+  EXPECT_EQ(resp.results(1).local().port(), 4700u);
+  EXPECT_EQ(resp.results(2).code(), 0);
+  EXPECT_EQ(resp.results(2).local().address(), "10.1.0.2");
+  EXPECT_EQ(resp.results(3).code(), static_cast<int>(StatusCode::INVALID_ARGUMENT));
+  EXPECT_EQ(resp.results(4).code(), static_cast<int>(StatusCode::INVALID_ARGUMENT));
+  EXPECT_EQ(resp.results(5).code(), 0);
+  EXPECT_TRUE(stack_->List().empty());
+}
+
 TEST_F(ServiceTest, ListFiltersAndPages) {
   for (int i = 0; i < 5; ++i) OpenBound(session_, "10.1.0.2", 4500 + i);
   ClientContext ctx;

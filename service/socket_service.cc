@@ -2,6 +2,7 @@
 
 #include <thread>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "service/convert.h"
@@ -247,6 +248,120 @@ grpc::Status SocketServiceImpl::List(grpc::ServerContext* ctx, const v1::ListReq
       break;
     }
     *resp->add_sockets() = std::move(s);
+  }
+  return grpc::Status::OK;
+}
+
+v1::SocketOpResult SocketServiceImpl::RunOp(const std::string& token, const v1::SocketOp& op,
+                                           const std::vector<std::string>& opened) {
+  v1::SocketOpResult result;
+  auto fail = [&result](const absl::Status& s) {
+    result.set_code(static_cast<int32_t>(s.code()));
+    result.set_message(std::string(s.message()));
+    return result;
+  };
+  if (op.op_case() == v1::SocketOp::kOpen) {
+    const v1::OpenRequest& o = op.open();
+    absl::StatusOr<net::Family> family = ParseFamily(o.family());
+    if (!family.ok()) return fail(family.status());
+    if (o.v6only() && *family == net::Family::kV4) {
+      return fail(absl::InvalidArgumentError("v6only: only for FAMILY_IPV6 sockets"));
+    }
+    if (!o.bound_device().empty()) {
+      return fail(absl::InvalidArgumentError("bound_device: use Open for bound sockets"));
+    }
+    if (absl::Status s = c_.sessions.CheckQuota(token); !s.ok()) return fail(s);
+    absl::StatusOr<SocketId> id = c_.stack.Open(
+        *family, {.v6only = o.v6only(), .reuse_port = o.reuse_port(),
+                  .receive_queue_depth = o.receive_queue_depth()});
+    if (!id.ok()) return fail(id.status());
+    absl::StatusOr<std::string> handle = c_.sessions.AddSocket(token, *id);
+    if (!handle.ok()) {
+      (void)c_.stack.Close(*id);
+      return fail(handle.status());
+    }
+    result.set_socket(*handle);
+    return result;
+  }
+  // Every other operation names a socket: a handle, or "#N" for the batch's N-th operation.
+  std::string handle;
+  switch (op.op_case()) {
+    case v1::SocketOp::kBind: handle = op.bind().socket(); break;
+    case v1::SocketOp::kConnect: handle = op.connect().socket(); break;
+    case v1::SocketOp::kRehash: handle = op.rehash().socket(); break;
+    case v1::SocketOp::kDisconnect: handle = op.disconnect().socket(); break;
+    case v1::SocketOp::kClose: handle = op.close().socket(); break;
+    default: return fail(absl::InvalidArgumentError("ops: an operation is empty"));
+  }
+  if (!handle.empty() && handle[0] == '#') {
+    size_t index = 0;
+    if (!absl::SimpleAtoi(handle.substr(1), &index) || index >= opened.size() ||
+        opened[index].empty()) {
+      return fail(absl::InvalidArgumentError(
+          absl::StrCat("socket \"", handle.substr(0, 16), "\" names no socket opened earlier in the batch")));
+    }
+    handle = opened[index];
+  }
+  result.set_socket(handle);
+  absl::StatusOr<SocketId> id = c_.sessions.FindSocket(token, handle);
+  if (!id.ok()) return fail(id.status());
+  absl::StatusOr<net::Endpoint> local;
+  switch (op.op_case()) {
+    case v1::SocketOp::kBind: {
+      absl::StatusOr<net::Endpoint> at = ParseEndpoint(op.bind().local(), "local");
+      local = at.ok() ? c_.stack.Bind(*id, *at) : at;
+      break;
+    }
+    case v1::SocketOp::kConnect: {
+      absl::StatusOr<net::Endpoint> peer = ParseEndpoint(op.connect().peer(), "peer");
+      local = peer.ok() ? c_.stack.Connect(*id, *peer) : peer;
+      break;
+    }
+    case v1::SocketOp::kRehash: {
+      const v1::RehashRequest& r = op.rehash();
+      std::optional<net::IpAddress> address;
+      if (!r.local_address().empty()) {
+        absl::StatusOr<net::IpAddress> a = ParseAddress(r.local_address(), "local_address");
+        if (!a.ok()) return fail(a.status());
+        address = *a;
+      }
+      if (r.change_port() && r.local_port() > 65535) {
+        return fail(absl::InvalidArgumentError("local_port: not a port (0..65535)"));
+      }
+      std::optional<uint16_t> port;
+      if (r.change_port()) port = static_cast<uint16_t>(r.local_port());
+      local = c_.stack.Rehash(*id, address, port);
+      break;
+    }
+    case v1::SocketOp::kDisconnect:
+      if (absl::Status s = c_.stack.Disconnect(*id); !s.ok()) return fail(s);
+      return result;
+    case v1::SocketOp::kClose:
+      if (absl::Status s = c_.sessions.RemoveSocket(token, handle); !s.ok()) return fail(s);
+      if (absl::Status s = c_.stack.Close(*id); !s.ok()) return fail(s);
+      return result;
+    default:
+      break;
+  }
+  if (!local.ok()) return fail(local.status());
+  *result.mutable_local() = ToProto(*local);
+  return result;
+}
+
+grpc::Status SocketServiceImpl::Batch(grpc::ServerContext* ctx, const v1::BatchRequest* req,
+                                      v1::BatchResponse* resp) {
+  absl::StatusOr<std::string> token = c_.Session(ctx);
+  if (!token.ok()) return ToGrpc(token.status());
+  if (static_cast<size_t>(req->ops_size()) > c_.max_batch) {
+    return ToGrpc(absl::InvalidArgumentError(
+        absl::StrCat("ops: at most ", c_.max_batch, " in one batch")));
+  }
+  std::vector<std::string> opened;
+  opened.reserve(req->ops_size());
+  for (const v1::SocketOp& op : req->ops()) {
+    v1::SocketOpResult r = RunOp(*token, op, opened);
+    opened.push_back(op.op_case() == v1::SocketOp::kOpen && r.code() == 0 ? r.socket() : "");
+    *resp->add_results() = std::move(r);
   }
   return grpc::Status::OK;
 }

@@ -63,6 +63,8 @@ class SocketServiceImpl final : public v1::SocketService::Service {
                    v1::Socket* resp) override;
   grpc::Status List(grpc::ServerContext* ctx, const v1::ListRequest* req,
                     v1::ListResponse* resp) override;
+  grpc::Status Batch(grpc::ServerContext* ctx, const v1::BatchRequest* req,
+                     v1::BatchResponse* resp) override;
   grpc::Status Send(grpc::ServerContext* ctx, const v1::SendRequest* req,
                     v1::SendResponse* resp) override;
   grpc::Status SendBatch(grpc::ServerContext* ctx, const v1::SendBatchRequest* req,
@@ -78,6 +80,9 @@ class SocketServiceImpl final : public v1::SocketService::Service {
   absl::StatusOr<std::pair<std::string, SocketId>> Resolve(grpc::ServerContext* ctx,
                                                            const std::string& handle);
   absl::Status Describe(const std::string& handle, SocketId id, v1::Socket* out);
+  // One operation of a Batch; `opened` holds the handles of sockets opened earlier in it.
+  v1::SocketOpResult RunOp(const std::string& token, const v1::SocketOp& op,
+                           const std::vector<std::string>& opened);
   // Sends `d` (payload and, unless connected, peer) on `id`.
   absl::Status SendOne(SocketId id, const v1::Datagram& d);
 
