@@ -1,0 +1,241 @@
+// Throughput of quadsockd's gRPC layer, in one run: socket operations per second (open, bind,
+// connect, close) as unary calls and in Batch calls, and datagrams per second through one
+// Receive stream and through the Exchange stream. The server is the real one, over a Unix
+// socket; its stack runs over MemoryLink, with a second stack on the wire as the remote host,
+// so no root is needed and the network is not what is measured.
+//
+//   bazel run -c opt //service:service_benchmark [-- --seconds=3]
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <thread>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "quadsock/v1/socket.grpc.pb.h"
+#include "service/server.h"
+#include "stack/link/memory_link.h"
+
+ABSL_FLAG(double, seconds, 2.0, "How long each case runs.");
+ABSL_FLAG(int, batch, 256, "Socket lifecycles (4 operations each) per Batch call.");
+
+namespace quadsock {
+namespace {
+
+using grpc::ClientContext;
+
+v1::Endpoint Ep(const std::string& a, uint32_t port) {
+  v1::Endpoint e;
+  e.set_address(a);
+  e.set_port(port);
+  return e;
+}
+
+struct Bench {
+  std::unique_ptr<stack::Stack> stack, peer;
+  std::unique_ptr<service::Server> server;
+  std::unique_ptr<v1::SocketService::Stub> stub;
+  std::string session;
+
+  void Auth(ClientContext& c) const { c.AddMetadata("quadsock-session", session); }
+};
+
+Bench Make() {
+  Bench b;
+  auto [l1, l2] = link::MemoryLink::CreatePair(
+      {.name = "mem0", .mac = *net::MacAddress::Parse("02:00:00:00:00:0b"), .frames = 8192,
+       .rx_queue = 8192},
+      {.name = "peer0", .mac = *net::MacAddress::Parse("02:00:00:00:00:0a"), .frames = 8192});
+  std::vector<std::unique_ptr<link::Link>> a, c;
+  a.push_back(std::move(l1));
+  c.push_back(std::move(l2));
+  stack::StackOptions so;
+  so.addresses = {*net::IpPrefix::Parse("10.1.0.2/24")};
+  so.receive_queue_depth = 4096;
+  b.stack = stack::Stack::Create(so, std::move(a)).value();
+  stack::StackOptions po;
+  po.addresses = {*net::IpPrefix::Parse("10.1.0.1/24")};
+  b.peer = stack::Stack::Create(po, std::move(c)).value();
+  (void)b.stack->SetNeighbor(*net::IpAddress::Parse("10.1.0.1"), *net::MacAddress::Parse("02:00:00:00:00:0a"));
+  (void)b.peer->SetNeighbor(*net::IpAddress::Parse("10.1.0.2"), *net::MacAddress::Parse("02:00:00:00:00:0b"));
+  (void)b.stack->Start();
+  (void)b.peer->Start();
+  service::ServerOptions o;
+  o.listen = "unix:/tmp/quadsock-bench-" + std::to_string(getpid()) + ".sock";
+  o.sessions.max_sockets_per_session = 1 << 20;
+  o.max_batch = 4096;
+  b.server = service::Server::Start(o, *b.stack).value();
+  b.server->SetServing(true);
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(64 << 20);
+  b.stub = v1::SocketService::NewStub(
+      grpc::CreateCustomChannel(b.server->listening_on(), grpc::InsecureChannelCredentials(), args));
+  ClientContext ctx;
+  v1::CreateSessionResponse resp;
+  (void)b.stub->CreateSession(&ctx, v1::CreateSessionRequest(), &resp);
+  b.session = resp.session();
+  return b;
+}
+
+// Open, bind (ephemeral), connect, close: four unary calls.
+double UnaryOps(Bench& b, absl::Duration d) {
+  uint64_t ops = 0;
+  const absl::Time start = absl::Now();
+  uint32_t peer_port = 10000;
+  while (absl::Now() - start < d) {
+    ClientContext c1;
+    b.Auth(c1);
+    v1::OpenRequest open;
+    open.set_family(v1::FAMILY_IPV4);
+    v1::OpenResponse opened;
+    if (!b.stub->Open(&c1, open, &opened).ok()) break;
+    ClientContext c2;
+    b.Auth(c2);
+    v1::BindRequest bind;
+    bind.set_socket(opened.socket());
+    *bind.mutable_local() = Ep("0.0.0.0", 0);
+    v1::BindResponse bound;
+    if (!b.stub->Bind(&c2, bind, &bound).ok()) break;
+    ClientContext c3;
+    b.Auth(c3);
+    v1::ConnectRequest connect;
+    connect.set_socket(opened.socket());
+    *connect.mutable_peer() = Ep("10.1.0.1", peer_port++ % 50000 + 1);
+    v1::ConnectResponse connected;
+    if (!b.stub->Connect(&c3, connect, &connected).ok()) break;
+    ClientContext c4;
+    b.Auth(c4);
+    v1::CloseRequest close;
+    close.set_socket(opened.socket());
+    v1::CloseResponse closed;
+    if (!b.stub->Close(&c4, close, &closed).ok()) break;
+    ops += 4;
+  }
+  return ops / absl::ToDoubleSeconds(absl::Now() - start);
+}
+
+double BatchedOps(Bench& b, absl::Duration d, int lifecycles) {
+  uint64_t ops = 0;
+  uint32_t peer_port = 10000;
+  const absl::Time start = absl::Now();
+  while (absl::Now() - start < d) {
+    v1::BatchRequest req;
+    for (int i = 0; i < lifecycles; ++i) {
+      const std::string self = absl::StrCat("#", req.ops_size());
+      req.add_ops()->mutable_open()->set_family(v1::FAMILY_IPV4);
+      v1::BindRequest* bind = req.add_ops()->mutable_bind();
+      bind->set_socket(self);
+      *bind->mutable_local() = Ep("0.0.0.0", 0);
+      v1::ConnectRequest* connect = req.add_ops()->mutable_connect();
+      connect->set_socket(self);
+      *connect->mutable_peer() = Ep("10.1.0.1", peer_port++ % 50000 + 1);
+      req.add_ops()->mutable_close()->set_socket(self);
+    }
+    ClientContext ctx;
+    b.Auth(ctx);
+    v1::BatchResponse resp;
+    if (!b.stub->Batch(&ctx, req, &resp).ok()) break;
+    for (const v1::SocketOpResult& r : resp.results()) {
+      if (r.code() != 0) {
+        std::fprintf(stderr, "batch operation failed: %s\n", r.message().c_str());
+        return 0;
+      }
+    }
+    ops += resp.results_size();
+  }
+  return ops / absl::ToDoubleSeconds(absl::Now() - start);
+}
+
+// The peer blasts 64-byte datagrams at one socket while the client reads a stream.
+struct StreamResult {
+  double received_per_second;
+  double offered_per_second;
+};
+
+StreamResult Datagrams(Bench& b, absl::Duration d, bool exchange) {
+  ClientContext oc;
+  b.Auth(oc);
+  v1::OpenRequest open;
+  open.set_family(v1::FAMILY_IPV4);
+  open.set_receive_queue_depth(4096);
+  v1::OpenResponse opened;
+  (void)b.stub->Open(&oc, open, &opened);
+  ClientContext bc;
+  b.Auth(bc);
+  v1::BindRequest bind;
+  bind.set_socket(opened.socket());
+  const uint32_t port = exchange ? 7001 : 7000;
+  *bind.mutable_local() = Ep("10.1.0.2", port);
+  v1::BindResponse bound;
+  (void)b.stub->Bind(&bc, bind, &bound);
+
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> offered{0};
+  stack::SocketId src = b.peer->Open(net::Family::kV4).value();
+  std::thread blaster([&] {
+    const std::string payload(64, 'x');
+    const std::span<const uint8_t> bytes(reinterpret_cast<const uint8_t*>(payload.data()), payload.size());
+    const net::Endpoint to{*net::IpAddress::Parse("10.1.0.2"), static_cast<uint16_t>(port)};
+    while (!stop.load()) {
+      if (b.peer->Send(src, bytes, to).ok()) offered.fetch_add(1, std::memory_order_relaxed);
+      else std::this_thread::yield();
+    }
+  });
+  uint64_t received = 0;
+  ClientContext ctx;
+  b.Auth(ctx);
+  const absl::Time start = absl::Now();
+  if (!exchange) {
+    v1::ReceiveRequest req;
+    req.set_socket(opened.socket());
+    auto reader = b.stub->Receive(&ctx, req);
+    v1::Datagram dg;
+    while (absl::Now() - start < d && reader->Read(&dg)) ++received;
+    ctx.TryCancel();
+    (void)reader->Finish();
+  } else {
+    auto stream = b.stub->Exchange(&ctx);
+    v1::ExchangeRequest first;
+    first.set_socket(opened.socket());
+    stream->Write(first);
+    v1::ExchangeResponse resp;
+    while (absl::Now() - start < d && stream->Read(&resp)) received += resp.datagrams_size();
+    ctx.TryCancel();
+    (void)stream->Finish();
+  }
+  const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  stop = true;
+  blaster.join();
+  return {received / seconds, offered.load() / seconds};
+}
+
+int Main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  const absl::Duration d = absl::Seconds(absl::GetFlag(FLAGS_seconds));
+  Bench b = Make();
+  const double unary = UnaryOps(b, d);
+  const double batched = BatchedOps(b, d, absl::GetFlag(FLAGS_batch));
+  const StreamResult receive = Datagrams(b, d, false);
+  const StreamResult exchange = Datagrams(b, d, true);
+  std::printf("| case | per second |\n|---|---|\n");
+  std::printf("| socket operations, unary (open, bind, connect, close) | %.0f |\n", unary);
+  std::printf("| socket operations, Batch of %d lifecycles | %.0f |\n", absl::GetFlag(FLAGS_batch), batched);
+  std::printf("| datagrams through one Receive stream (offered %.0f/s) | %.0f |\n",
+              receive.offered_per_second, receive.received_per_second);
+  std::printf("| datagrams through one Exchange stream (offered %.0f/s) | %.0f |\n",
+              exchange.offered_per_second, exchange.received_per_second);
+  std::printf("\ntarget: >= 50000 socket operations per second batched: %s (%.1fx)\n",
+              batched >= 50000 ? "met" : "NOT met", batched / 50000);
+  b.server->Shutdown(absl::Seconds(1));
+  b.stack->Stop();
+  b.peer->Stop();
+  return 0;
+}
+
+}  // namespace
+}  // namespace quadsock
+
+int main(int argc, char** argv) { return quadsock::Main(argc, argv); }
