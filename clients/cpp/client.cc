@@ -392,6 +392,7 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(std::shared_ptr<grpc::Cha
 absl::Status Client::StartSession(const ClientOptions& options) {
   using Keep = ClientOptions::KeepSession;
   const bool attach = !options.session.empty();
+  if (!attach && !options.create_session) return absl::OkStatus();
   if (attach) {
     c_->session = options.session;
     c_->lease_seconds = options.lease_seconds;

@@ -86,6 +86,9 @@ struct ClientOptions {
   };
   // Default: kHold for a new session, kNone for an attached one.
   std::optional<KeepSession> keep;
+  // false (and no `session`): no session at all. Only Health works then; the rest is
+  // UNAUTHENTICATED. For health probes, which should not take a session slot.
+  bool create_session = true;
 
   // TCP targets ("host:port") always use TLS. PEM files; all optional: the CA defaults to the
   // system's roots; a client certificate and key (both or neither) make it mTLS.

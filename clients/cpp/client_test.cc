@@ -380,6 +380,13 @@ TEST_F(ClientTest, HealthFollowsTheServer) {
   server_->SetServing(false);
   EXPECT_EQ(client_->Health().value(), HealthStatus::kNotServing);
   EXPECT_EQ(HealthStatusName(HealthStatus::kNotServing), "NOT_SERVING");
+  // A probe without a session.
+  std::unique_ptr<Client> probe =
+      Client::Create(server_->InProcessChannel(), {.create_session = false}).value();
+  EXPECT_EQ(probe->session(), "");
+  EXPECT_EQ(probe->Health().value(), HealthStatus::kNotServing);
+  EXPECT_EQ(probe->Counters().status().code(), StatusCode::kUnauthenticated);
+  EXPECT_EQ(server_->sessions().size(), 1u);
 }
 
 TEST_F(ClientTest, ConnectOverUnixSocketAndShutdownEndsReceive) {
