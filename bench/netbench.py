@@ -393,7 +393,8 @@ def plot(report, path):
     if report.get("sweep"):
         ax2 = axes[0][1]
         for case in sorted({p["case"] for p in report["sweep"]}):
-            pts = [p for p in report["sweep"] if p["case"] == case]
+            pts = sorted((p for p in report["sweep"] if p["case"] == case),
+                         key=lambda p: p["offered_pps"])
             ax2.plot([p["offered_pps"] / 1e6 for p in pts], [p["delivered_pps"] / 1e6 for p in pts],
                      "o-", label=case)
         top = max(p["offered_pps"] for p in report["sweep"]) / 1e6
