@@ -119,7 +119,10 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerOptions options, sta
         "cannot listen on \"", o.listen, "\" (address in use, or not permitted)"));
   }
   if (!unix_path.empty()) chmod(unix_path.c_str(), 0660);
-  s->listening_on_ = unix_path.empty() ? o.listen : "unix:" + unix_path;
+  // With port 0 the kernel chose one: say which.
+  s->listening_on_ = unix_path.empty()
+                         ? absl::StrCat(o.listen.substr(0, o.listen.rfind(':')), ":", port)
+                         : "unix:" + unix_path;
   s->SetServing(false);
   Server* self = s.get();
   s->reaper_ = std::thread([self] {
@@ -132,7 +135,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerOptions options, sta
 }
 
 Server::~Server() {
-  if (!stopping_.load()) Shutdown(absl::Seconds(1));
+  // A server that failed to start has nothing to shut down.
+  if (server_ != nullptr && !stopping_.load()) Shutdown(absl::Seconds(1));
 }
 
 std::shared_ptr<grpc::Channel> Server::InProcessChannel() {

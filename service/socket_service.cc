@@ -23,8 +23,14 @@ std::span<const uint8_t> Bytes(const std::string& s) {
 std::string ServiceContext::Identity(grpc::ServerContext* ctx) {
   std::shared_ptr<const grpc::AuthContext> auth = ctx->auth_context();
   if (auth == nullptr || !auth->IsPeerAuthenticated()) return "";
+  // The certificate's whole subject: SANs alone can be shared by many client certificates.
   std::vector<std::string> parts;
-  for (const grpc::string_ref& r : auth->GetPeerIdentity()) parts.emplace_back(r.data(), r.size());
+  for (const grpc::string_ref& r : auth->FindPropertyValues("x509_subject")) {
+    parts.emplace_back(r.data(), r.size());
+  }
+  if (parts.empty()) {
+    for (const grpc::string_ref& r : auth->GetPeerIdentity()) parts.emplace_back(r.data(), r.size());
+  }
   return absl::StrJoin(parts, ",");
 }
 

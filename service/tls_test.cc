@@ -1,0 +1,131 @@
+// The TCP listener: TLS is required, and with a client CA, mutual TLS ties each session to the
+// client certificate's identity. Certificates are made for the test with openssl(1).
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "quadsock/v1/socket.grpc.pb.h"
+#include "service/server.h"
+#include "stack/link/memory_link.h"
+
+namespace quadsock::service {
+namespace {
+
+std::string Read(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+class TlsTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new std::string(std::string(getenv("TEST_TMPDIR")) + "/pki");
+    const std::string d = *dir_;
+    const std::string script =
+        "set -e; mkdir -p " + d + "; cd " + d + ";"
+        "openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 1 "
+        "  -subj /CN=quadsock-test-ca 2>/dev/null;"
+        "make() { openssl req -newkey rsa:2048 -nodes -keyout $1.key -out $1.csr -subj /CN=$1 "
+        "  2>/dev/null; printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\\n' > $1.ext;"
+        "  openssl x509 -req -in $1.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out $1.pem "
+        "  -days 1 -extfile $1.ext 2>/dev/null; };"
+        "make server; make alice; make bob";
+    ASSERT_EQ(std::system(script.c_str()), 0) << "openssl failed";
+  }
+
+  void SetUp() override {
+    link::MemoryLink::Pair p = link::MemoryLink::CreateWithTestEnd({.name = "mem0"});
+    wire_ = std::move(p.test_end);
+    std::vector<std::unique_ptr<link::Link>> links;
+    links.push_back(std::move(p.link));
+    stack::StackOptions so;
+    so.addresses = {*net::IpPrefix::Parse("10.1.0.2/24")};
+    stack_ = stack::Stack::Create(so, std::move(links)).value();
+  }
+
+  ServerOptions Tls(bool mutual) {
+    ServerOptions o;
+    o.listen = "127.0.0.1:0";
+    o.tls_cert = *dir_ + "/server.pem";
+    o.tls_key = *dir_ + "/server.key";
+    if (mutual) o.tls_client_ca = *dir_ + "/ca.pem";
+    return o;
+  }
+
+  std::unique_ptr<v1::SocketService::Stub> Connect(const Server& server, const std::string& who) {
+    grpc::SslCredentialsOptions ssl;
+    ssl.pem_root_certs = Read(*dir_ + "/ca.pem");
+    if (!who.empty()) {
+      ssl.pem_private_key = Read(*dir_ + "/" + who + ".key");
+      ssl.pem_cert_chain = Read(*dir_ + "/" + who + ".pem");
+    }
+    const std::string port = server.listening_on().substr(server.listening_on().rfind(':') + 1);
+    return v1::SocketService::NewStub(
+        grpc::CreateChannel("localhost:" + port, grpc::SslCredentials(ssl)));
+  }
+
+  static std::string* dir_;
+  std::unique_ptr<link::MemoryLink::TestEnd> wire_;
+  std::unique_ptr<stack::Stack> stack_;
+};
+std::string* TlsTest::dir_ = nullptr;
+
+TEST_F(TlsTest, TcpWithoutTlsIsRefused) {
+  ServerOptions o;
+  o.listen = "127.0.0.1:0";
+  EXPECT_EQ(Server::Start(o, *stack_).status().code(), absl::StatusCode::kFailedPrecondition);
+  o.tls_cert = "/nonexistent.pem";
+  o.tls_key = "/nonexistent.key";
+  EXPECT_EQ(Server::Start(o, *stack_).status().code(), absl::StatusCode::kFailedPrecondition);
+  o.listen = "no-port-here";
+  EXPECT_EQ(Server::Start(o, *stack_).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(TlsTest, MutualTlsTiesSessionsToTheCertificate) {
+  absl::StatusOr<std::unique_ptr<Server>> server = Server::Start(Tls(true), *stack_);
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto alice = Connect(**server, "alice");
+  grpc::ClientContext c1;
+  v1::CreateSessionResponse session;
+  ASSERT_TRUE(alice->CreateSession(&c1, v1::CreateSessionRequest(), &session).ok());
+  grpc::ClientContext c2;
+  c2.AddMetadata("quadsock-session", session.session());
+  v1::OpenRequest open;
+  open.set_family(v1::FAMILY_IPV4);
+  v1::OpenResponse opened;
+  ASSERT_TRUE(alice->Open(&c2, open, &opened).ok());
+
+  // Bob has a valid certificate, and Alice's token: not enough.
+  auto bob = Connect(**server, "bob");
+  grpc::ClientContext c3;
+  c3.AddMetadata("quadsock-session", session.session());
+  v1::KeepAliveResponse ka;
+  EXPECT_EQ(bob->KeepAlive(&c3, v1::KeepAliveRequest(), &ka).error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+
+  // No certificate: no connection at all.
+  auto anonymous = Connect(**server, "");
+  grpc::ClientContext c4;
+  c4.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(3));
+  v1::CreateSessionResponse none;
+  EXPECT_EQ(anonymous->CreateSession(&c4, v1::CreateSessionRequest(), &none).error_code(),
+            grpc::StatusCode::UNAVAILABLE);
+  (*server)->Shutdown(absl::Seconds(1));
+}
+
+TEST_F(TlsTest, ServerOnlyTlsServesAnyClient) {
+  absl::StatusOr<std::unique_ptr<Server>> server = Server::Start(Tls(false), *stack_);
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto client = Connect(**server, "");
+  grpc::ClientContext ctx;
+  v1::CreateSessionResponse session;
+  EXPECT_TRUE(client->CreateSession(&ctx, v1::CreateSessionRequest(), &session).ok());
+  (*server)->Shutdown(absl::Seconds(1));
+}
+
+}  // namespace
+}  // namespace quadsock::service
