@@ -75,8 +75,8 @@ enum class SessionUse {
   kCreate,     // session new
 };
 
-// A malformed command line (exit status 2). The one exception quadctl uses: it unwinds from
-// wherever an argument is read to Main, which prints it with the command's usage hint.
+// A malformed command line (exit status 2). quadctl's commands read their arguments where they
+// use them; this unwinds from there to Main, which prints it with the command's usage hint.
 class UsageError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
@@ -122,13 +122,31 @@ struct Command {
   std::function<absl::Status(Context&)> run;
 };
 
+// Connecting failed (exit status 1); unwinds to Main like UsageError.
+class ConnectError : public std::runtime_error {
+ public:
+  explicit ConnectError(absl::Status s) : std::runtime_error(s.ToString()), status(std::move(s)) {}
+  absl::Status status;
+};
+
 struct Context {
   Args args;
   bool json = false;
-  std::unique_ptr<Client> client;
+  std::string target;
+  ClientOptions options;
+  std::unique_ptr<Client> connected;
   int exit_code = 0;  // set by commands that fail without an RPC error (health)
 
   const std::string& Arg(size_t i) const { return args.positional[i]; }
+  // Connects on first use, so that commands read (and reject) their arguments first.
+  Client& client() {
+    if (connected == nullptr) {
+      absl::StatusOr<std::unique_ptr<Client>> c = Client::Connect(target, options);
+      if (!c.ok()) throw ConnectError(c.status());
+      connected = std::move(*c);
+    }
+    return *connected;
+  }
 };
 
 // Splits argv into positional arguments and options known to `command` (and the global ones).
@@ -309,8 +327,8 @@ Endpoint ParseEndpointArg(const std::string& text) {
 
 absl::Status SessionNew(Context& c) {
   v1::CreateSessionResponse r;
-  r.set_session(c.client->session());
-  r.set_lease_seconds(c.client->lease_seconds());
+  r.set_session(c.client().session());
+  r.set_lease_seconds(c.client().lease_seconds());
   if (c.json) {
     PrintJson(r);
   } else {
@@ -320,13 +338,13 @@ absl::Status SessionNew(Context& c) {
 }
 
 absl::Status SessionKeepAlive(Context& c) {
-  if (absl::Status s = c.client->KeepAlive(); !s.ok()) return s;
+  if (absl::Status s = c.client().KeepAlive(); !s.ok()) return s;
   if (c.json) PrintJson(v1::KeepAliveResponse());
   return absl::OkStatus();
 }
 
 absl::Status SessionEnd(Context& c) {
-  absl::StatusOr<uint32_t> n = c.client->EndSession();
+  absl::StatusOr<uint32_t> n = c.client().EndSession();
   if (!n.ok()) return n.status();
   v1::EndSessionResponse r;
   r.set_sockets_closed(*n);
@@ -352,7 +370,7 @@ absl::Status Open(Context& c) {
   o.reuse_port = c.args.Has("reuse_port");
   o.bound_device = c.args.Get("device");
   o.receive_queue_depth = c.args.GetUint("queue_depth", 0);
-  absl::StatusOr<RemoteSocket> s = c.client->Open(o);
+  absl::StatusOr<RemoteSocket> s = c.client().Open(o);
   if (!s.ok()) return s.status();
   v1::OpenResponse r;
   r.set_socket(s->Release());  // it lives on in the session
@@ -379,7 +397,7 @@ absl::Status PrintLocal(Context& c, const absl::StatusOr<Endpoint>& local) {
 
 absl::Status Bind(Context& c) {
   const Endpoint local = ParseEndpointArg(c.Arg(1));
-  RemoteSocket s = c.client->Attach(c.Arg(0));
+  RemoteSocket s = c.client().Attach(c.Arg(0));
   absl::StatusOr<Endpoint> r = s.Bind(local);
   s.Release();
   return PrintLocal(c, r);
@@ -387,7 +405,7 @@ absl::Status Bind(Context& c) {
 
 absl::Status ConnectCmd(Context& c) {
   const Endpoint peer = ParseEndpointArg(c.Arg(1));
-  RemoteSocket s = c.client->Attach(c.Arg(0));
+  RemoteSocket s = c.client().Attach(c.Arg(0));
   absl::StatusOr<Endpoint> r = s.Connect(peer);
   s.Release();
   return PrintLocal(c, r);
@@ -400,7 +418,7 @@ absl::Status Rehash(Context& c) {
   if (address.empty() && !port.has_value()) {
     throw UsageError("rehash: give --address, --port or both");
   }
-  RemoteSocket s = c.client->Attach(c.Arg(0));
+  RemoteSocket s = c.client().Attach(c.Arg(0));
   absl::StatusOr<Endpoint> r = s.Rehash(address, port);
   s.Release();
   return PrintLocal(c, r);
@@ -413,14 +431,14 @@ absl::Status PrintEmpty(Context& c, absl::Status s) {
 }
 
 absl::Status Disconnect(Context& c) {
-  RemoteSocket s = c.client->Attach(c.Arg(0));
+  RemoteSocket s = c.client().Attach(c.Arg(0));
   absl::Status st = s.Disconnect();
   s.Release();
   return PrintEmpty<v1::DisconnectResponse>(c, st);
 }
 
 absl::Status Close(Context& c) {
-  RemoteSocket s = c.client->Attach(c.Arg(0));
+  RemoteSocket s = c.client().Attach(c.Arg(0));
   return PrintEmpty<v1::CloseResponse>(c, s.Close());
 }
 
@@ -445,7 +463,7 @@ absl::Status Send(Context& c) {
       batch.push_back(std::move(d));
     }
   }
-  RemoteSocket s = c.client->Attach(c.Arg(0));
+  RemoteSocket s = c.client().Attach(c.Arg(0));
   v1::SendBatchResponse r;
   absl::Status st;
   if (batch.size() == 1) {
@@ -470,7 +488,7 @@ absl::Status Recv(Context& c) {
   const uint32_t count = c.args.GetUint("count", 1);
   const absl::Duration timeout = c.args.GetDuration("timeout", absl::Seconds(5));
   const absl::Time deadline = absl::Now() + timeout;
-  RemoteSocket s = c.client->Attach(c.Arg(0));
+  RemoteSocket s = c.client().Attach(c.Arg(0));
   absl::Status result;
   for (uint32_t i = 0; count == 0 || i < count; ++i) {
     absl::StatusOr<Datagram> d = s.Receive(std::max(deadline - absl::Now(), absl::ZeroDuration()));
@@ -513,7 +531,7 @@ absl::Status List(Context& c) {
     throw UsageError(absl::StrCat("--state=", state, ": expected open, bound or connected"));
   }
   o.local_port = static_cast<uint16_t>(c.args.GetUint("port", 0, 65535));
-  absl::StatusOr<std::vector<v1::Socket>> sockets = c.client->List(o);
+  absl::StatusOr<std::vector<v1::Socket>> sockets = c.client().List(o);
   if (!sockets.ok()) return sockets.status();
   if (c.json) {
     v1::ListResponse r;
@@ -537,7 +555,7 @@ absl::Status List(Context& c) {
 }
 
 absl::Status Get(Context& c) {
-  RemoteSocket s = c.client->Attach(c.Arg(0));
+  RemoteSocket s = c.client().Attach(c.Arg(0));
   absl::StatusOr<v1::Socket> info = s.Get();
   s.Release();
   if (!info.ok()) return info.status();
@@ -550,7 +568,7 @@ absl::Status Get(Context& c) {
 }
 
 absl::Status Stats(Context& c) {
-  absl::StatusOr<v1::Counters> counters = c.client->Counters();
+  absl::StatusOr<v1::Counters> counters = c.client().Counters();
   if (!counters.ok()) return counters.status();
   if (c.json) {
     PrintJson(*counters);
@@ -568,7 +586,7 @@ absl::Status Top(Context& c) {
   absl::Time then;
   for (uint32_t i = 0; count == 0 || i < count; ++i) {
     if (i > 0) absl::SleepFor(interval);
-    absl::StatusOr<v1::Counters> counters = c.client->Counters();
+    absl::StatusOr<v1::Counters> counters = c.client().Counters();
     if (!counters.ok()) return counters.status();
     const absl::Time now = absl::Now();
     if (c.json) {
@@ -611,7 +629,7 @@ absl::Status Top(Context& c) {
 }
 
 absl::Status NeighList(Context& c) {
-  absl::StatusOr<std::vector<v1::Neighbor>> n = c.client->Neighbors();
+  absl::StatusOr<std::vector<v1::Neighbor>> n = c.client().Neighbors();
   if (!n.ok()) return n.status();
   if (c.json) {
     v1::ListNeighborsResponse r;
@@ -629,15 +647,15 @@ absl::Status NeighList(Context& c) {
 }
 
 absl::Status NeighSet(Context& c) {
-  return PrintEmpty<v1::SetNeighborResponse>(c, c.client->SetNeighbor(c.Arg(0), c.Arg(1)));
+  return PrintEmpty<v1::SetNeighborResponse>(c, c.client().SetNeighbor(c.Arg(0), c.Arg(1)));
 }
 
 absl::Status NeighDel(Context& c) {
-  return PrintEmpty<v1::RemoveNeighborResponse>(c, c.client->RemoveNeighbor(c.Arg(0)));
+  return PrintEmpty<v1::RemoveNeighborResponse>(c, c.client().RemoveNeighbor(c.Arg(0)));
 }
 
 absl::Status Routes(Context& c) {
-  absl::StatusOr<std::vector<v1::Route>> routes = c.client->Routes();
+  absl::StatusOr<std::vector<v1::Route>> routes = c.client().Routes();
   if (!routes.ok()) return routes.status();
   if (c.json) {
     v1::ListRoutesResponse r;
@@ -655,7 +673,7 @@ absl::Status Routes(Context& c) {
 }
 
 absl::Status Addresses(Context& c) {
-  absl::StatusOr<std::vector<std::string>> a = c.client->Addresses();
+  absl::StatusOr<std::vector<std::string>> a = c.client().Addresses();
   if (!a.ok()) return a.status();
   if (c.json) {
     v1::ListAddressesResponse r;
@@ -668,7 +686,7 @@ absl::Status Addresses(Context& c) {
 }
 
 absl::Status Interfaces(Context& c) {
-  absl::StatusOr<std::vector<v1::Interface>> ifs = c.client->Interfaces();
+  absl::StatusOr<std::vector<v1::Interface>> ifs = c.client().Interfaces();
   if (!ifs.ok()) return ifs.status();
   if (c.json) {
     v1::ListInterfacesResponse r;
@@ -700,7 +718,7 @@ absl::Status Interfaces(Context& c) {
 }
 
 absl::Status Health(Context& c) {
-  absl::StatusOr<HealthStatus> h = c.client->Health(c.args.Get("service"));
+  absl::StatusOr<HealthStatus> h = c.client().Health(c.args.Get("service"));
   if (!h.ok()) return h.status();
   const std::string name(HealthStatusName(*h));
   if (c.json) {
@@ -713,7 +731,7 @@ absl::Status Health(Context& c) {
 }
 
 absl::Status Check(Context& c) {
-  absl::Status s = c.client->CheckFrameAccounting();
+  absl::Status s = c.client().CheckFrameAccounting();
   if (!s.ok()) return s;
   v1::CheckFrameAccountingResponse r;
   r.set_ok(true);
@@ -879,7 +897,7 @@ int Main(int argc, char** argv) {
     }
     c.json = c.args.Has("json");
 
-    ClientOptions o;
+    ClientOptions& o = c.options;
     o.client_name = "quadctl";
     o.call_timeout = c.args.GetDuration("timeout", absl::Seconds(10));
     o.tls_ca = c.args.Get("tls_ca");
@@ -911,14 +929,14 @@ int Main(int argc, char** argv) {
         break;
     }
     const char* env_target = std::getenv("QUADSOCK_TARGET");
-    const std::string target = c.args.Get("target", env_target ? env_target : kDefaultTarget);
-    absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(target, o);
-    absl::Status result = client.status();
-    if (client.ok()) {
-      c.client = std::move(*client);
+    c.target = c.args.Get("target", env_target ? env_target : kDefaultTarget);
+    absl::Status result;
+    try {
       result = command->run(c);
-      c.client.reset();
+    } catch (const ConnectError& e) {
+      result = e.status;
     }
+    c.connected.reset();
     std::cout.flush();
     if (!result.ok()) {
       std::cerr << "quadctl: " << absl::StatusCodeToString(result.code()) << ": "

@@ -1,0 +1,439 @@
+// quadctl end to end: the real quadsockd on one end of a veth pair (AF_XDP, in this process's
+// private network namespace), kernel UDP sockets on the other end (a peer namespace), and every
+// quadctl subcommand between them, with --json output parsed back into the API's messages.
+// Needs root.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "absl/time/clock.h"
+#include "google/protobuf/util/json_util.h"
+#include "quadsock/v1/admin.pb.h"
+#include "quadsock/v1/socket.pb.h"
+
+namespace quadsock {
+namespace {
+
+constexpr char kLocalDev[] = "qctl0";
+constexpr char kPeerDev[] = "qctl1";
+constexpr char kStackV4[] = "10.8.0.2";
+constexpr char kPeerV4[] = "10.8.0.1";
+constexpr char kStackV6[] = "fd00:8::2";
+constexpr char kPeerV6[] = "fd00:8::1";
+
+int Shell(const std::string& command) {
+  const int status = std::system(command.c_str());
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::string Runfile(const std::string& path) {
+  const char* srcdir = std::getenv("TEST_SRCDIR");
+  const char* workspace = std::getenv("TEST_WORKSPACE");
+  EXPECT_NE(srcdir, nullptr) << "run under bazel test";
+  return absl::StrCat(srcdir ? srcdir : ".", "/", workspace ? workspace : "quadsock", "/", path);
+}
+
+struct Outcome {
+  int rc = -1;
+  std::string out;
+  std::string err;
+};
+
+template <typename Message>
+Message ParseJson(const std::string& text) {
+  Message m;
+  const auto s = google::protobuf::util::JsonStringToMessage(text, &m);
+  EXPECT_TRUE(s.ok()) << s.ToString() << " in: " << text;
+  return m;
+}
+
+// A sockaddr for a kernel socket call.
+struct SockAddr {
+  sockaddr_storage ss{};
+  socklen_t len = 0;
+  SockAddr(const char* ip, uint16_t port) {
+    if (inet_pton(AF_INET, ip, &reinterpret_cast<sockaddr_in*>(&ss)->sin_addr) == 1) {
+      auto* a = reinterpret_cast<sockaddr_in*>(&ss);
+      a->sin_family = AF_INET;
+      a->sin_port = htons(port);
+      len = sizeof(sockaddr_in);
+    } else {
+      auto* a = reinterpret_cast<sockaddr_in6*>(&ss);
+      EXPECT_EQ(inet_pton(AF_INET6, ip, &a->sin6_addr), 1) << ip;
+      a->sin6_family = AF_INET6;
+      a->sin6_port = htons(port);
+      len = sizeof(sockaddr_in6);
+    }
+  }
+  const sockaddr* get() const { return reinterpret_cast<const sockaddr*>(&ss); }
+};
+
+// The whole suite shares one network and one quadsockd: starting them is most of the runtime.
+class QuadctlTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    ASSERT_EQ(unshare(CLONE_NEWNET), 0)
+        << "unshare(CLONE_NEWNET) needs root (this test runs as root in CI): "
+        << std::strerror(errno);
+    ASSERT_EQ(Shell("ip link set lo up"), 0);
+    ns_ = absl::StrCat("qctl-peer-", getpid());
+    ASSERT_EQ(Shell("ip netns add " + ns_), 0);
+    ASSERT_EQ(Shell(absl::StrCat("ip link add ", kLocalDev, " type veth peer name ", kPeerDev,
+                                 " netns ", ns_)),
+              0);
+    ASSERT_EQ(Shell(absl::StrCat("ip link set ", kLocalDev, " up")), 0);
+    // The kernel computes its checksums itself (a veth would leave them to offload).
+    ASSERT_EQ(PeerShell(absl::StrCat("ip link set lo up && ip link set ", kPeerDev,
+                                     " up && ip addr add ", kPeerV4, "/24 dev ", kPeerDev,
+                                     " && ip addr add ", kPeerV6, "/64 dev ", kPeerDev,
+                                     " nodad && ethtool -K ", kPeerDev, " tx off >/dev/null")),
+              0);
+    ns_fd_ = open(("/run/netns/" + ns_).c_str(), O_RDONLY | O_CLOEXEC);
+    ASSERT_GE(ns_fd_, 0) << std::strerror(errno);
+
+    socket_path_ = absl::StrCat("/tmp/quadctl-e2e-", getpid(), ".sock");
+    const char* tmp = std::getenv("TEST_TMPDIR");
+    log_path_ = absl::StrCat(tmp ? tmp : "/tmp", "/quadsockd.log");
+    setenv("QUADSOCK_TARGET", ("unix:" + socket_path_).c_str(), 1);
+    unsetenv("QUADSOCK_SESSION");
+    const std::string daemon = Runfile("service/quadsockd");
+    const std::vector<std::string> args = {
+        daemon, absl::StrCat("--interface=", kLocalDev),
+        absl::StrCat("--address=", kStackV4, "/24,", kStackV6, "/64"),
+        "--listen=unix:" + socket_path_, "--umem_frames=2048", "--ring_size=512"};
+    daemon_ = fork();
+    ASSERT_GE(daemon_, 0);
+    if (daemon_ == 0) {
+      const int fd = open(log_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+      dup2(fd, STDOUT_FILENO);
+      dup2(fd, STDERR_FILENO);
+      std::vector<char*> argv;
+      for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+      argv.push_back(nullptr);
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+    // Up when health says SERVING.
+    const absl::Time deadline = absl::Now() + absl::Seconds(15);
+    Outcome h;
+    while (absl::Now() < deadline) {
+      h = Quadctl({"health"});
+      if (h.rc == 0) break;
+      int status = 0;
+      ASSERT_EQ(waitpid(daemon_, &status, WNOHANG), 0) << "quadsockd exited:\n" << ReadAll(log_path_);
+      absl::SleepFor(absl::Milliseconds(100));
+    }
+    ASSERT_EQ(h.rc, 0) << h.err << "\nquadsockd log:\n" << ReadAll(log_path_);
+  }
+
+  static void TearDownTestSuite() {
+    if (daemon_ > 0) {
+      kill(daemon_, SIGTERM);
+      int status = 0;
+      EXPECT_EQ(waitpid(daemon_, &status, 0), daemon_);
+      EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+          << "quadsockd did not stop cleanly:\n" << ReadAll(log_path_);
+      // No XDP program is left on the interface.
+      EXPECT_EQ(Shell(absl::StrCat("ip link show ", kLocalDev, " | grep -q xdp")), 1);
+    }
+    if (ns_fd_ >= 0) close(ns_fd_);
+    Shell(absl::StrCat("ip link del ", kLocalDev, " 2>/dev/null"));
+    if (!ns_.empty()) {
+      EXPECT_EQ(Shell("ip netns del " + ns_), 0);
+    }
+  }
+
+  static int PeerShell(const std::string& command) {
+    return Shell("ip netns exec " + ns_ + " sh -c '" + command + "'");
+  }
+
+  // Runs quadctl with `args`; stdout and stderr apart.
+  static Outcome Quadctl(const std::vector<std::string>& args) {
+    const char* tmp = std::getenv("TEST_TMPDIR");
+    const std::string base = absl::StrCat(tmp ? tmp : "/tmp", "/quadctl");
+    std::string command = Runfile("clients/quadctl/quadctl");
+    for (const std::string& a : args) absl::StrAppend(&command, " '", a, "'");
+    Outcome r;
+    r.rc = Shell(absl::StrCat(command, " >", base, ".out 2>", base, ".err"));
+    r.out = ReadAll(base + ".out");
+    r.err = ReadAll(base + ".err");
+    return r;
+  }
+  // Runs quadctl, expects success, returns stdout without its last newline.
+  static std::string Ok(const std::vector<std::string>& args) {
+    Outcome r = Quadctl(args);
+    EXPECT_EQ(r.rc, 0) << "quadctl " << absl::StrJoin(args, " ") << ":\n" << r.err;
+    return std::string(absl::StripSuffix(r.out, "\n"));
+  }
+
+  // A kernel UDP socket in the peer namespace, bound, with a receive timeout.
+  int PeerUdp(const char* ip, uint16_t port) {
+    const int family = std::strchr(ip, ':') ? AF_INET6 : AF_INET;
+    int fd = -1;
+    std::thread t([&] {
+      if (setns(ns_fd_, CLONE_NEWNET) == 0) fd = socket(family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    });
+    t.join();
+    EXPECT_GE(fd, 0) << std::strerror(errno);
+    timeval tv{3, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    SockAddr a(ip, port);
+    EXPECT_EQ(bind(fd, a.get(), a.len), 0) << std::strerror(errno);
+    fds_.push_back(fd);
+    return fd;
+  }
+  void PeerSend(int fd, const std::string& payload, const char* ip, uint16_t port) {
+    SockAddr to(ip, port);
+    EXPECT_EQ(sendto(fd, payload.data(), payload.size(), 0, to.get(), to.len),
+              static_cast<ssize_t>(payload.size()))
+        << std::strerror(errno);
+  }
+  std::string PeerRecv(int fd) {
+    char buf[2048];
+    const ssize_t n = recv(fd, buf, sizeof(buf), 0);
+    if (n < 0) return "error: " + std::string(std::strerror(errno));
+    return std::string(buf, static_cast<size_t>(n));
+  }
+
+  void TearDown() override {
+    for (int fd : fds_) close(fd);
+    unsetenv("QUADSOCK_SESSION");
+  }
+
+  static inline std::string ns_;
+  static inline int ns_fd_ = -1;
+  static inline pid_t daemon_ = -1;
+  static inline std::string socket_path_;
+  static inline std::string log_path_;
+  std::vector<int> fds_;
+};
+
+TEST_F(QuadctlTest, SocketsAgainstAKernelPeer) {
+  const std::string token = Ok({"session", "new", "--lease=60", "--name=e2e"});
+  ASSERT_EQ(token.size(), 32u) << token;
+  setenv("QUADSOCK_SESSION", token.c_str(), 1);
+
+  const std::string s =
+      ParseJson<v1::OpenResponse>(Ok({"--json", "open", "--family=4"})).socket();
+  ASSERT_FALSE(s.empty());
+  EXPECT_EQ(Ok({"bind", s, "0.0.0.0:4000"}), "0.0.0.0:4000");
+
+  // Kernel -> quadsock, read back with recv --json.
+  const int peer = PeerUdp(kPeerV4, 5000);
+  PeerSend(peer, "ping1", kStackV4, 4000);
+  const v1::Datagram d =
+      ParseJson<v1::Datagram>(Ok({"recv", s, "--json", "--count=1", "--timeout=5s"}));
+  EXPECT_EQ(d.payload(), "ping1");
+  EXPECT_EQ(d.peer().address(), kPeerV4);
+  EXPECT_EQ(d.peer().port(), 5000u);
+  EXPECT_EQ(d.local().address(), kStackV4);
+  EXPECT_EQ(d.sequence(), 1u);
+  PeerSend(peer, "ping2", kStackV4, 4000);
+  const std::string line = Ok({"recv", s});
+  EXPECT_TRUE(absl::StartsWith(line, "10.8.0.1:5000 -> 10.8.0.2:4000 #2 5 bytes: ping2")) << line;
+
+  // quadsock -> kernel: unconnected, connected, a batch.
+  EXPECT_EQ(Ok({"send", s, "--to=10.8.0.1:5000", "hello"}), "queued 1");
+  EXPECT_EQ(PeerRecv(peer), "hello");
+  EXPECT_EQ(Ok({"connect", s, "10.8.0.1:5000"}), "10.8.0.2:4000");
+  EXPECT_EQ(Ok({"send", s, "a", "b", "c"}), "queued 3");
+  for (const char* p : {"a", "b", "c"}) EXPECT_EQ(PeerRecv(peer), p);
+  EXPECT_EQ(ParseJson<v1::SendBatchResponse>(Ok({"--json", "send", s, "--hex", "6869"})).queued(),
+            1u);
+  EXPECT_EQ(PeerRecv(peer), "hi");
+
+  v1::Socket info = ParseJson<v1::Socket>(Ok({"get", s, "--json"}));
+  EXPECT_EQ(info.state(), v1::SOCKET_STATE_CONNECTED);
+  EXPECT_TRUE(info.in_hash4());
+  EXPECT_EQ(info.peer().port(), 5000u);
+  EXPECT_EQ(info.counters().tx_datagrams(), 5u);
+  EXPECT_EQ(info.counters().rx_datagrams(), 2u);
+  const std::string table = Ok({"get", s});
+  EXPECT_NE(table.find("counters.tx_datagrams"), std::string::npos) << table;
+
+  // Rehash live: the kernel's datagrams to the new port arrive.
+  EXPECT_EQ(Ok({"rehash", s, "--port=4001"}), "10.8.0.2:4001");
+  PeerSend(peer, "moved", kStackV4, 4001);
+  EXPECT_EQ(ParseJson<v1::Datagram>(Ok({"--json", "recv", s})).payload(), "moved");
+  EXPECT_EQ(Ok({"disconnect", s}), "");
+  EXPECT_EQ(ParseJson<v1::Socket>(Ok({"--json", "get", s})).state(), v1::SOCKET_STATE_BOUND);
+
+  // IPv6.
+  const std::string s6 = Ok({"open", "--family=6"});
+  EXPECT_EQ(Ok({"bind", s6, "[fd00:8::2]:4100"}), "[fd00:8::2]:4100");
+  const int peer6 = PeerUdp(kPeerV6, 5100);
+  PeerSend(peer6, "six", kStackV6, 4100);
+  const v1::Datagram d6 = ParseJson<v1::Datagram>(Ok({"--json", "recv", s6}));
+  EXPECT_EQ(d6.payload(), "six");
+  EXPECT_EQ(d6.peer().address(), kPeerV6);
+  EXPECT_EQ(Ok({"send", s6, "--to=[fd00:8::1]:5100", "back"}), "queued 1");
+  EXPECT_EQ(PeerRecv(peer6), "back");
+
+  const v1::ListResponse list = ParseJson<v1::ListResponse>(Ok({"list", "--json"}));
+  EXPECT_EQ(list.sockets_size(), 2);
+  EXPECT_EQ(ParseJson<v1::ListResponse>(Ok({"list", "--json", "--port=4100"})).sockets_size(), 1);
+  const std::string human = Ok({"list", "--state=bound"});
+  EXPECT_NE(human.find(s6), std::string::npos) << human;
+  EXPECT_NE(human.find("[fd00:8::2]:4100"), std::string::npos) << human;
+
+  // Errors carry the gRPC code and the server's message; exit status 1.
+  Outcome r = Quadctl({"recv", s6, "--timeout=300ms"});
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_TRUE(absl::StartsWith(r.err, "quadctl: DEADLINE_EXCEEDED: ")) << r.err;
+  const std::string s2 = Ok({"open"});
+  r = Quadctl({"bind", s2, "10.8.0.2:4001"});  // s has it
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_TRUE(absl::StartsWith(r.err, "quadctl: ALREADY_EXISTS: ")) << r.err;
+  r = Quadctl({"send", s6, "nowhere"});
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_TRUE(absl::StartsWith(r.err, "quadctl: FAILED_PRECONDITION: ")) << r.err;
+  EXPECT_EQ(Ok({"close", s}), "");
+  r = Quadctl({"get", s});
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_TRUE(absl::StartsWith(r.err, "quadctl: NOT_FOUND: ")) << r.err;
+
+  EXPECT_EQ(Ok({"session", "keepalive"}), "");
+  EXPECT_EQ(ParseJson<v1::EndSessionResponse>(Ok({"--json", "session", "end"})).sockets_closed(),
+            2u);  // s6 and s2
+  r = Quadctl({"list"});
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_TRUE(absl::StartsWith(r.err, "quadctl: UNAUTHENTICATED: ")) << r.err;
+}
+
+TEST_F(QuadctlTest, AdministrationAndHealth) {
+  EXPECT_EQ(Ok({"health"}), "SERVING");
+  EXPECT_EQ(Ok({"health", "--json", "--service=quadsock.v1.SocketService"}),
+            "{\"status\":\"SERVING\"}");
+  Outcome r = Quadctl({"health", "--service=no.such.Service"});
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_TRUE(absl::StartsWith(r.err, "quadctl: NOT_FOUND: ")) << r.err;
+
+  const v1::ListAddressesResponse addrs =
+      ParseJson<v1::ListAddressesResponse>(Ok({"addr", "--json"}));
+  ASSERT_EQ(addrs.prefixes_size(), 2);
+  EXPECT_EQ(addrs.prefixes(0), "10.8.0.2/24");
+  EXPECT_EQ(addrs.prefixes(1), "fd00:8::2/64");
+  EXPECT_EQ(Ok({"addr"}), "10.8.0.2/24\nfd00:8::2/64");
+
+  const v1::ListInterfacesResponse ifs =
+      ParseJson<v1::ListInterfacesResponse>(Ok({"iface", "--json"}));
+  ASSERT_EQ(ifs.interfaces_size(), 1);
+  EXPECT_EQ(ifs.interfaces(0).name(), kLocalDev);
+  EXPECT_TRUE(ifs.interfaces(0).xdp_mode() == "native" || ifs.interfaces(0).xdp_mode() == "generic")
+      << ifs.interfaces(0).xdp_mode();
+  EXPECT_GE(ifs.interfaces(0).queues_size(), 1);
+  EXPECT_NE(Ok({"iface"}).find(kLocalDev), std::string::npos);
+
+  const v1::ListRoutesResponse routes = ParseJson<v1::ListRoutesResponse>(Ok({"route", "--json"}));
+  EXPECT_GE(routes.routes_size(), 2);
+  EXPECT_NE(Ok({"route"}).find("connected"), std::string::npos);
+
+  // Neighbours: set, list, delete.
+  EXPECT_EQ(Ok({"neigh", "set", "10.8.0.77", "02:00:00:00:00:77"}), "");
+  v1::ListNeighborsResponse n = ParseJson<v1::ListNeighborsResponse>(Ok({"neigh", "--json"}));
+  bool found = false;
+  for (const v1::Neighbor& x : n.neighbors()) {
+    if (x.address() == "10.8.0.77") {
+      found = true;
+      EXPECT_EQ(x.mac(), "02:00:00:00:00:77");
+      EXPECT_EQ(x.state(), "permanent");
+    }
+  }
+  EXPECT_TRUE(found) << n.DebugString();
+  EXPECT_NE(Ok({"neigh", "list"}).find("02:00:00:00:00:77"), std::string::npos);
+  EXPECT_EQ(Ok({"neigh", "del", "10.8.0.77"}), "");
+  r = Quadctl({"neigh", "del", "10.8.0.77"});
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_TRUE(absl::StartsWith(r.err, "quadctl: NOT_FOUND: ")) << r.err;
+  r = Quadctl({"neigh", "set", "10.8.0.78", "not-a-mac"});
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_TRUE(absl::StartsWith(r.err, "quadctl: INVALID_ARGUMENT: ")) << r.err;
+
+  // Counters: traffic from the kernel to a port nobody has shows up in udp_no_socket.
+  const v1::Counters before = ParseJson<v1::Counters>(Ok({"stats", "--json"}));
+  const int peer = PeerUdp(kPeerV4, 5200);
+  PeerSend(peer, "to nobody", kStackV4, 4999);
+  absl::SleepFor(absl::Milliseconds(300));
+  const v1::Counters after = ParseJson<v1::Counters>(Ok({"stats", "--json"}));
+  EXPECT_GT(after.stack().rx_frames(), before.stack().rx_frames());
+  EXPECT_EQ(after.stack().udp_no_socket(), before.stack().udp_no_socket() + 1);
+  EXPECT_TRUE(after.has_xdp());
+  EXPECT_NE(Ok({"stats"}).find("stack.rx_frames"), std::string::npos);
+
+  // top: bounded by --count; --json gives one Counters per refresh.
+  const std::string top = Ok({"top", "--count=2", "--interval=200ms"});
+  EXPECT_NE(top.find("COUNTER"), std::string::npos) << top;
+  EXPECT_NE(top.find("hash4 hit ratio"), std::string::npos) << top;
+  const std::vector<std::string> lines =
+      absl::StrSplit(Ok({"top", "--json", "--count=3", "--interval=100ms"}), '\n');
+  ASSERT_EQ(lines.size(), 3u);
+  for (const std::string& l : lines) EXPECT_TRUE(ParseJson<v1::Counters>(l).has_stack());
+
+  EXPECT_EQ(Ok({"check"}), "frame accounting ok");
+}
+
+TEST_F(QuadctlTest, UsageErrorsAndHelp) {
+  for (const char* command :
+       {"session new", "session keepalive", "session end", "open", "bind", "connect", "rehash",
+        "disconnect", "send", "recv", "close", "list", "get", "stats", "top", "neigh list",
+        "neigh set", "neigh del", "route", "addr", "iface", "check", "health"}) {
+    std::vector<std::string> args = absl::StrSplit(command, ' ');
+    args.push_back("--help");
+    Outcome r = Quadctl(args);
+    EXPECT_EQ(r.rc, 0) << command;
+    EXPECT_TRUE(absl::StartsWith(r.out, absl::StrCat("quadctl ", command))) << r.out;
+  }
+  Outcome r = Quadctl({"--help"});
+  EXPECT_EQ(r.rc, 0);
+  EXPECT_NE(r.out.find("neigh set ADDRESS MAC"), std::string::npos) << r.out;
+  for (const std::vector<std::string>& bad : std::vector<std::vector<std::string>>{
+           {"frobnicate"},
+           {"bind", "x"},
+           {"open"},  // no session
+           {"open", "--session=abc", "--family=5"},
+           {"bind", "--session=abc", "S", "10.8.0.2"},
+           {"stats", "--bogus"},
+           {"top", "--interval=soon"}}) {
+    r = Quadctl(bad);
+    EXPECT_EQ(r.rc, 2) << absl::StrJoin(bad, " ") << ": " << r.err;
+    EXPECT_TRUE(absl::StartsWith(r.err, "quadctl: ")) << r.err;
+  }
+  // A session the server does not know: the call fails (1), it is no usage error.
+  r = Quadctl({"list", "--session=00000000000000000000000000000000"});
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_TRUE(absl::StartsWith(r.err, "quadctl: UNAUTHENTICATED: ")) << r.err;
+  // Nobody listening.
+  r = Quadctl({"health", "--target=unix:/tmp/quadctl-e2e-nobody.sock"});
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_TRUE(absl::StartsWith(r.err, "quadctl: UNAVAILABLE: ")) << r.err;
+}
+
+}  // namespace
+}  // namespace quadsock
