@@ -122,8 +122,8 @@ struct Connection {
   }
 };
 
-// The Receive stream of one socket. A thread reads the stream, but only while a caller waits
-// for a datagram, so that little is pulled from the server's queue and lost at close.
+// The Receive stream of one socket. A thread reads the stream only while a caller waits for a
+// datagram; what the server has already pushed waits in gRPC's buffers meanwhile.
 class ReceiveStream {
  public:
   ReceiveStream(std::shared_ptr<Connection> c, const std::string& handle) : c_(std::move(c)) {

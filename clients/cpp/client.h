@@ -151,9 +151,11 @@ class RemoteSocket {
   // Stops at the first failure, whose message says which datagram. Returns how many queued.
   absl::StatusOr<uint32_t> SendBatch(const std::vector<Datagram>& datagrams);
   // The next datagram, waiting at most `timeout` (DEADLINE_EXCEEDED then). The first call
-  // opens the Receive stream, which stays open until Close; it pulls datagrams only while a
-  // Receive waits, so at most one may be in flight when the socket closes. When the socket is
-  // closed (by anyone) the stream ends: NOT_FOUND; the server's error otherwise.
+  // opens the Receive stream, which stays open until Close or Release. The server pushes
+  // datagrams into it as they arrive (up to gRPC's flow-control window), so datagrams already
+  // streamed but not yet returned here are lost when the stream ends. When the socket is closed
+  // (by anyone) the stream ends: NOT_FOUND; the server's error otherwise (UNAVAILABLE when it
+  // shuts down).
   absl::StatusOr<Datagram> Receive(absl::Duration timeout);
 
   absl::StatusOr<v1::Socket> Get();
