@@ -61,9 +61,8 @@ grpc::Status AdminServiceImpl::ListRoutes(grpc::ServerContext* ctx, const v1::Li
   if (absl::Status s = c_.Session(ctx).status(); !s.ok()) return ToGrpc(s);
   for (const net::IpPrefix& p : c_.stack.Addresses()) {
     // The connected network of each address.
-    const net::IpPrefix network = *net::IpPrefix::Make(p.address(), p.length());
     v1::Route* r = resp->add_routes();
-    r->set_destination(network.ToString());
+    r->set_destination(p.Network().ToString());
     r->set_source(p.address().ToString());
   }
   for (net::Family f : {net::Family::kV4, net::Family::kV6}) {

@@ -559,6 +559,16 @@ TEST_F(ServiceTest, AdminReportsAndChanges) {
   {
     ClientContext ctx;
     Auth(ctx, session_);
+    v1::ListRoutesResponse resp;
+    ASSERT_TRUE(admin_->ListRoutes(&ctx, v1::ListRoutesRequest(), &resp).ok());
+    ASSERT_EQ(resp.routes_size(), 2);
+    EXPECT_EQ(resp.routes(0).destination(), "10.1.0.0/24");
+    EXPECT_EQ(resp.routes(0).source(), "10.1.0.2");
+    EXPECT_EQ(resp.routes(1).destination(), "fd00:1::/64");
+  }
+  {
+    ClientContext ctx;
+    Auth(ctx, session_);
     v1::SetNeighborRequest req;
     req.set_address("10.1.0.9");
     req.set_mac("02:00:00:00:00:99");

@@ -29,6 +29,7 @@ using net::Endpoint;
 using stack::SocketId;
 using testing::PeerNetwork;
 using testing::Shell;
+using testing::SockAddr;
 
 constexpr char kStackV4[] = "10.7.0.2";
 constexpr char kStackV6[] = "fd00:7::2";
@@ -41,28 +42,6 @@ std::span<const uint8_t> Bytes(const std::string& s) {
 }
 Endpoint Ep(const std::string& text) { return *Endpoint::Parse(text); }
 
-// A sockaddr for a kernel socket call.
-struct SockAddr {
-  sockaddr_storage ss{};
-  socklen_t len = 0;
-  SockAddr(const char* ip, uint16_t port) {
-    if (inet_pton(AF_INET, ip, &reinterpret_cast<sockaddr_in*>(&ss)->sin_addr) == 1) {
-      auto* a = reinterpret_cast<sockaddr_in*>(&ss);
-      a->sin_family = AF_INET;
-      a->sin_port = htons(port);
-      len = sizeof(sockaddr_in);
-    } else {
-      auto* a = reinterpret_cast<sockaddr_in6*>(&ss);
-      EXPECT_EQ(inet_pton(AF_INET6, ip, &a->sin6_addr), 1) << ip;
-      a->sin6_family = AF_INET6;
-      a->sin6_port = htons(port);
-      len = sizeof(sockaddr_in6);
-    }
-  }
-  const sockaddr* get() const { return reinterpret_cast<const sockaddr*>(&ss); }
-};
-
-// The whole test binary runs in a private network namespace of its own.
 class PrivateNamespace : public ::testing::Environment {
  public:
   void SetUp() override { PeerNetwork::EnterPrivateNamespace(); }
@@ -363,8 +342,7 @@ TEST(AfXdpKillTest, SigkillLeavesNoProgramAndTheKernelAnswers) {
   PeerNetwork net("qs2", "qs3");
   net.PeerShell(std::string("ip addr add ") + kPeerV4 + "/24 dev qs3");
   ASSERT_EQ(Shell(std::string("ip addr add ") + kKernelV4 + "/24 dev qs2"), 0);
-  const std::string holder = std::string(getenv("TEST_SRCDIR")) + "/" + getenv("TEST_WORKSPACE") +
-                             "/tests/afxdp_holder";
+  const std::string holder = testing::Runfile("tests/afxdp_holder");
   int out[2];
   ASSERT_EQ(pipe2(out, O_CLOEXEC), 0);
   const pid_t pid = fork();

@@ -8,7 +8,9 @@
 #ifndef QUADSOCK_TESTS_PEER_NETNS_H_
 #define QUADSOCK_TESTS_PEER_NETNS_H_
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <sched.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -22,6 +24,36 @@
 #include <gtest/gtest.h>
 
 namespace quadsock::testing {
+
+// A file of the test's runfiles ("service/quadsockd"), for tests that start binaries.
+inline std::string Runfile(const std::string& path) {
+  const char* srcdir = std::getenv("TEST_SRCDIR");
+  const char* workspace = std::getenv("TEST_WORKSPACE");
+  EXPECT_NE(srcdir, nullptr) << "run under bazel test";
+  return std::string(srcdir ? srcdir : ".") + "/" + (workspace ? workspace : "quadsock") + "/" +
+         path;
+}
+
+// A sockaddr for a kernel socket call, from text: SockAddr a("10.7.0.2", 4000); bind(fd, a.get(), a.len).
+struct SockAddr {
+  sockaddr_storage ss{};
+  socklen_t len = 0;
+  SockAddr(const char* ip, uint16_t port) {
+    if (inet_pton(AF_INET, ip, &reinterpret_cast<sockaddr_in*>(&ss)->sin_addr) == 1) {
+      auto* a = reinterpret_cast<sockaddr_in*>(&ss);
+      a->sin_family = AF_INET;
+      a->sin_port = htons(port);
+      len = sizeof(sockaddr_in);
+    } else {
+      auto* a = reinterpret_cast<sockaddr_in6*>(&ss);
+      EXPECT_EQ(inet_pton(AF_INET6, ip, &a->sin6_addr), 1) << ip;
+      a->sin6_family = AF_INET6;
+      a->sin6_port = htons(port);
+      len = sizeof(sockaddr_in6);
+    }
+  }
+  const sockaddr* get() const { return reinterpret_cast<const sockaddr*>(&ss); }
+};
 
 // Runs `command` with /bin/sh; returns its exit status.
 inline int Shell(const std::string& command) {

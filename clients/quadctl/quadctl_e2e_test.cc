@@ -30,9 +30,15 @@
 #include "google/protobuf/util/json_util.h"
 #include "quadsock/v1/admin.pb.h"
 #include "quadsock/v1/socket.pb.h"
+#include "tests/peer_netns.h"
 
 namespace quadsock {
 namespace {
+
+using testing::PeerNetwork;
+using testing::Runfile;
+using testing::Shell;
+using testing::SockAddr;
 
 constexpr char kLocalDev[] = "qctl0";
 constexpr char kPeerDev[] = "qctl1";
@@ -41,23 +47,11 @@ constexpr char kPeerV4[] = "10.8.0.1";
 constexpr char kStackV6[] = "fd00:8::2";
 constexpr char kPeerV6[] = "fd00:8::1";
 
-int Shell(const std::string& command) {
-  const int status = std::system(command.c_str());
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
 std::string ReadAll(const std::string& path) {
   std::ifstream in(path);
   std::stringstream s;
   s << in.rdbuf();
   return s.str();
-}
-
-std::string Runfile(const std::string& path) {
-  const char* srcdir = std::getenv("TEST_SRCDIR");
-  const char* workspace = std::getenv("TEST_WORKSPACE");
-  EXPECT_NE(srcdir, nullptr) << "run under bazel test";
-  return absl::StrCat(srcdir ? srcdir : ".", "/", workspace ? workspace : "quadsock", "/", path);
 }
 
 struct Outcome {
@@ -74,49 +68,15 @@ Message ParseJson(const std::string& text) {
   return m;
 }
 
-// A sockaddr for a kernel socket call.
-struct SockAddr {
-  sockaddr_storage ss{};
-  socklen_t len = 0;
-  SockAddr(const char* ip, uint16_t port) {
-    if (inet_pton(AF_INET, ip, &reinterpret_cast<sockaddr_in*>(&ss)->sin_addr) == 1) {
-      auto* a = reinterpret_cast<sockaddr_in*>(&ss);
-      a->sin_family = AF_INET;
-      a->sin_port = htons(port);
-      len = sizeof(sockaddr_in);
-    } else {
-      auto* a = reinterpret_cast<sockaddr_in6*>(&ss);
-      EXPECT_EQ(inet_pton(AF_INET6, ip, &a->sin6_addr), 1) << ip;
-      a->sin6_family = AF_INET6;
-      a->sin6_port = htons(port);
-      len = sizeof(sockaddr_in6);
-    }
-  }
-  const sockaddr* get() const { return reinterpret_cast<const sockaddr*>(&ss); }
-};
-
 // The whole suite shares one network and one quadsockd: starting them is most of the runtime.
 class QuadctlTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    ASSERT_EQ(unshare(CLONE_NEWNET), 0)
-        << "unshare(CLONE_NEWNET) needs root (this test runs as root in CI): "
-        << std::strerror(errno);
-    ASSERT_EQ(Shell("ip link set lo up"), 0);
-    ns_ = absl::StrCat("qctl-peer-", getpid());
-    ASSERT_EQ(Shell("ip netns add " + ns_), 0);
-    ASSERT_EQ(Shell(absl::StrCat("ip link add ", kLocalDev, " type veth peer name ", kPeerDev,
-                                 " netns ", ns_)),
+    PeerNetwork::EnterPrivateNamespace();
+    net_ = new PeerNetwork(kLocalDev, kPeerDev);
+    ASSERT_EQ(PeerShell(absl::StrCat("ip addr add ", kPeerV4, "/24 dev ", kPeerDev,
+                                     " && ip addr add ", kPeerV6, "/64 dev ", kPeerDev, " nodad")),
               0);
-    ASSERT_EQ(Shell(absl::StrCat("ip link set ", kLocalDev, " up")), 0);
-    // The kernel computes its checksums itself (a veth would leave them to offload).
-    ASSERT_EQ(PeerShell(absl::StrCat("ip link set lo up && ip link set ", kPeerDev,
-                                     " up && ip addr add ", kPeerV4, "/24 dev ", kPeerDev,
-                                     " && ip addr add ", kPeerV6, "/64 dev ", kPeerDev,
-                                     " nodad && ethtool -K ", kPeerDev, " tx off >/dev/null")),
-              0);
-    ns_fd_ = open(("/run/netns/" + ns_).c_str(), O_RDONLY | O_CLOEXEC);
-    ASSERT_GE(ns_fd_, 0) << std::strerror(errno);
 
     socket_path_ = absl::StrCat("/tmp/quadctl-e2e-", getpid(), ".sock");
     const char* tmp = std::getenv("TEST_TMPDIR");
@@ -163,16 +123,11 @@ class QuadctlTest : public ::testing::Test {
       // No XDP program is left on the interface.
       EXPECT_EQ(Shell(absl::StrCat("ip link show ", kLocalDev, " | grep -q xdp")), 1);
     }
-    if (ns_fd_ >= 0) close(ns_fd_);
-    Shell(absl::StrCat("ip link del ", kLocalDev, " 2>/dev/null"));
-    if (!ns_.empty()) {
-      EXPECT_EQ(Shell("ip netns del " + ns_), 0);
-    }
+    delete net_;
+    net_ = nullptr;
   }
 
-  static int PeerShell(const std::string& command) {
-    return Shell("ip netns exec " + ns_ + " sh -c '" + command + "'");
-  }
+  static int PeerShell(const std::string& command) { return net_->PeerShell(command, false); }
 
   // Runs quadctl with `args`; stdout and stderr apart.
   static Outcome Quadctl(const std::vector<std::string>& args) {
@@ -196,12 +151,7 @@ class QuadctlTest : public ::testing::Test {
   // A kernel UDP socket in the peer namespace, bound, with a receive timeout.
   int PeerUdp(const char* ip, uint16_t port) {
     const int family = std::strchr(ip, ':') ? AF_INET6 : AF_INET;
-    int fd = -1;
-    std::thread t([&] {
-      if (setns(ns_fd_, CLONE_NEWNET) == 0) fd = socket(family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    });
-    t.join();
-    EXPECT_GE(fd, 0) << std::strerror(errno);
+    const int fd = net_->PeerSocket(family, SOCK_DGRAM);
     timeval tv{3, 0};
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
     SockAddr a(ip, port);
@@ -227,8 +177,7 @@ class QuadctlTest : public ::testing::Test {
     unsetenv("QUADSOCK_SESSION");
   }
 
-  static inline std::string ns_;
-  static inline int ns_fd_ = -1;
+  static inline PeerNetwork* net_ = nullptr;
   static inline pid_t daemon_ = -1;
   static inline std::string socket_path_;
   static inline std::string log_path_;

@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "absl/strings/ascii.h"
@@ -138,6 +139,18 @@ bool IpPrefix::Contains(const IpAddress& a) const {
   if (rest == 0) return true;
   const uint8_t mask = static_cast<uint8_t>(0xff << (8 - rest));
   return (x[i] & mask) == (y[i] & mask);
+}
+
+IpPrefix IpPrefix::Network() const {
+  IpAddress::Bytes b = address_.bytes16();
+  const int bits = (address_.is_v4() ? 96 : 0) + length_;
+  for (int i = 0; i < 16; ++i) {
+    const int keep = std::clamp(bits - i * 8, 0, 8);
+    b[i] &= static_cast<uint8_t>(0xff00 >> keep);
+  }
+  const IpAddress network =
+      address_.is_v4() ? IpAddress::V4Bytes(b.data() + 12) : IpAddress::V6Bytes(b.data());
+  return IpPrefix(network, length_);
 }
 
 std::string IpPrefix::ToString() const { return absl::StrCat(address_.ToString(), "/", length_); }

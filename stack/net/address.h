@@ -97,6 +97,8 @@ class IpPrefix {
 
   const IpAddress& address() const { return address_; }
   int length() const { return length_; }
+  // The network itself: host bits cleared ("10.1.0.2/24" -> "10.1.0.0/24").
+  IpPrefix Network() const;
   // Whether `a` (same family) falls within the prefix.
   bool Contains(const IpAddress& a) const;
   std::string ToString() const;

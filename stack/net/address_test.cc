@@ -88,6 +88,14 @@ TEST(IpPrefixTest, ParsesAndContains) {
   EXPECT_EQ(p.ToString(), "10.1.0.2/24");
 }
 
+TEST(IpPrefixTest, NetworkClearsHostBits) {
+  EXPECT_EQ(IpPrefix::Parse("10.1.0.2/24")->Network().ToString(), "10.1.0.0/24");
+  EXPECT_EQ(IpPrefix::Parse("10.1.7.2/13")->Network().ToString(), "10.0.0.0/13");
+  EXPECT_EQ(IpPrefix::Parse("10.1.0.2/32")->Network().ToString(), "10.1.0.2/32");
+  EXPECT_EQ(IpPrefix::Parse("fd00:1::2/64")->Network().ToString(), "fd00:1::/64");
+  EXPECT_EQ(IpPrefix::Parse("fd00:1::2/0")->Network().ToString(), "::/0");
+}
+
 TEST(IpPrefixTest, RejectsBadLengths) {
   for (const char* text : {"10.1.0.2", "10.1.0.2/33", "10.1.0.2/-1", "10.1.0.2/", "fd00::/129",
                            "10.1.0.2/+8", "10.1.0.2/8x", "/8"}) {
