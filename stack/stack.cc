@@ -553,7 +553,7 @@ absl::StatusOr<SocketId> Stack::Open(net::Family family, const OpenOptions& opti
     return absl::ResourceExhaustedError(
         absl::StrFormat("the stack has its maximum of %u sockets", options_.max_sockets));
   }
-  auto socket = std::make_shared<UdpSocket>(depth);
+  auto socket = std::make_shared<UdpSocket>(family, depth);
   demux::SocketOptions o;
   o.family = family;
   o.v6only = options.v6only;
@@ -659,6 +659,8 @@ absl::Status Stack::Send(SocketId id, std::span<const uint8_t> payload,
     return absl::InvalidArgumentError(absl::StrCat("cannot send to ", dst.ToString()));
   }
   const bool v6_socket = info->options.family == net::Family::kV6;
+  // A dual-stack IPv6 socket may be given an IPv4 destination, as Linux's udpv6_sendmsg allows.
+  if (v6_socket && !info->options.v6only && dst.address.is_v4()) dst.address = dst.address.ToV6();
   if ((!v6_socket && !dst.address.is_v4()) ||
       (v6_socket && dst.address.is_v4()) ||
       (v6_socket && info->options.v6only && dst.address.IsV4Mapped())) {

@@ -118,13 +118,20 @@ TEST_F(TwoStacksTest, DualStackSocketReceivesIpv4AsMapped) {
   std::optional<ReceivedDatagram> d = b_->Receive(server).value();
   ASSERT_TRUE(d.has_value());
   EXPECT_EQ(d->payload, "mapped");
-  // The v6 socket answers through the v4-mapped address: IPv4 on the wire.
-  ASSERT_EQ(b_->Send(server, Bytes("reply"), Endpoint{d->source.address.ToV6(), d->source.port}),
+  // As in Linux, the IPv6 socket sees the IPv4 peer and address v4-mapped.
+  EXPECT_EQ(d->source.address, Ip("::ffff:10.1.0.1"));
+  EXPECT_EQ(d->destination, Ep("[::ffff:10.1.0.2]:4000"));
+  // It answers through that address: IPv4 on the wire.
+  ASSERT_EQ(b_->Send(server, Bytes("reply"), d->source), absl::OkStatus());
+  // A plain IPv4 destination works too on a dual-stack socket (udpv6_sendmsg allows it).
+  ASSERT_EQ(b_->Send(server, Bytes("plain"), Endpoint{Ip("10.1.0.1"), d->source.port}),
             absl::OkStatus());
   Pump();
   std::optional<ReceivedDatagram> back = a_->Receive(client).value();
   ASSERT_TRUE(back.has_value());
   EXPECT_EQ(back->payload, "reply");
+  EXPECT_EQ(back->source, Ep("10.1.0.2:4000"));
+  EXPECT_EQ(a_->Receive(client).value()->payload, "plain");
 }
 
 TEST_F(TwoStacksTest, ConnectedSocketsEachGetTheirOwnFlow) {

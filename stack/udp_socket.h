@@ -53,16 +53,23 @@ struct SocketCounters {
 
 class UdpSocket {
  public:
-  explicit UdpSocket(size_t queue_depth) : queue_(queue_depth) {}
+  UdpSocket(net::Family family, size_t queue_depth) : family_(family), queue_(queue_depth) {}
   ~UdpSocket() {
     while (std::optional<ReceivedDatagram*> d = queue_.TryPop()) delete *d;
     delete callback_.load();
     if (event_fd_ >= 0) close(event_fd_);
   }
 
-  // Poll thread: hands one datagram to the consumer.
-  void Deliver(const net::Endpoint& source, const net::Endpoint& destination,
+  // Poll thread: hands one datagram to the consumer. An IPv6 socket sees IPv4 datagrams with
+  // v4-mapped addresses (::ffff:a.b.c.d), as in Linux, so that it can answer them.
+  void Deliver(const net::Endpoint& wire_source, const net::Endpoint& wire_destination,
                std::span<const uint8_t> payload, absl::Time now) {
+    const bool map = family_ == net::Family::kV6 && wire_source.address.is_v4();
+    const net::Endpoint source =
+        map ? net::Endpoint{wire_source.address.ToV6(), wire_source.port} : wire_source;
+    const net::Endpoint destination =
+        map ? net::Endpoint{wire_destination.address.ToV6(), wire_destination.port}
+            : wire_destination;
     const uint64_t seq = next_sequence_.fetch_add(1, std::memory_order_relaxed);
     if (const ReceiveCallback* cb = callback_.load(std::memory_order_acquire)) {
       (*cb)(source, payload);
@@ -150,6 +157,7 @@ class UdpSocket {
     (void)!write(event_fd_, &one, sizeof(one));
   }
 
+  const net::Family family_;
   BoundedQueue<ReceivedDatagram*> queue_;
   std::mutex wait_mu_;  // guards creating event_fd_ (only waiters and wakers take it)
   int event_fd_ = -1;

@@ -2,7 +2,7 @@
 namespaces, driven over gRPC by the Python client (an implementation in another language than
 the server), exchanging datagrams with the kernel's own UDP sockets on the peer side.
 
-Usage (Bazel passes these): quadsockd_e2e_test.py QUADSOCKD
+Usage (Bazel passes these): quadsockd_e2e_test.py QUADSOCKD ECHO_SERVER
 """
 
 import os
@@ -21,6 +21,7 @@ import netns
 import quadsock
 
 QUADSOCKD = None
+ECHO_SERVER = None
 STACK4, STACK6 = "10.8.0.2", "fd00:8::2"
 PEER4, PEER6 = "10.8.0.1", "fd00:8::1"
 
@@ -215,6 +216,18 @@ class QuadsockdTest(unittest.TestCase):
         with quadsock.Client(self.daemon.target) as c:
             self.assertEqual(c.health(), "SERVING")
 
+    def test_echo_server_example(self):
+        echo = subprocess.Popen([ECHO_SERVER, "--target", self.daemon.target, "--port", "7",
+                                 "--seconds", "5"], stdout=subprocess.PIPE, text=True)
+        self.assertIn("echoing on", echo.stdout.readline())
+        for family, addr in ((socket.AF_INET, STACK4), (socket.AF_INET6, STACK6)):
+            peer = self.peer_udp(family, PEER4 if family == socket.AF_INET else PEER6, 0)
+            peer.sendto(b"echo me", (addr, 7))
+            self.assertEqual(peer.recv(2048), b"echo me")
+        echo.wait(timeout=10)
+        self.assertEqual(echo.returncode, 0)
+        self.assertIn("echoed 2 datagrams", echo.stdout.read())
+
     def test_a_client_that_goes_away_leaves_no_sockets(self):
         other = quadsock.Client(self.daemon.target, name="leaver")
         s = other.open("ipv4")
@@ -229,4 +242,5 @@ class QuadsockdTest(unittest.TestCase):
 
 if __name__ == "__main__":
     QUADSOCKD = os.path.abspath(sys.argv.pop(1))
+    ECHO_SERVER = os.path.abspath(sys.argv.pop(1))
     unittest.main(verbosity=2)
