@@ -1,0 +1,392 @@
+// The data path: one poll loop per link (see stack.h for the picture).
+#include "stack/stack.h"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <future>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "stack/demux/rcu.h"
+#include "stack/internal/engine.h"
+#include "stack/net/frame.h"
+#include "stack/net/frame_builder.h"
+#include "stack/net/ip.h"
+#include "stack/net/udp.h"
+
+namespace quadsock::stack {
+
+void Stack::RunEngine(Engine& engine) {
+  demux::RcuReaderThread reader;
+  demux::LookupContext ctx(*table_);
+  pollfd fds[2] = {{engine.link->wait_fd(), POLLIN, 0}, {engine.wake_fd, POLLIN, 0}};
+  while (running_.load(std::memory_order_relaxed)) {
+    const size_t n = Turn(engine, ctx);
+    reader.Quiescent();
+    if (engine.check_pending.load(std::memory_order_acquire)) {
+      std::lock_guard<std::mutex> lock(engine.check_mu);
+      if (engine.check_request != nullptr) {  // unless the asker gave up meanwhile
+        engine.check_request->set_value(engine.link->CheckFrameAccounting());
+        engine.check_request = nullptr;
+      }
+      engine.check_pending.store(false);
+    }
+    if (n > 0) continue;
+    // Idle: sleep until frames arrive, a send is queued, or the timers are due. Offline, so that
+    // writers' grace periods do not wait for a sleeping thread.
+    engine.sleeping.store(true, std::memory_order_seq_cst);
+    if (engine.sends.SizeApprox() == 0) {
+      reader.Offline();
+      poll(fds, 2, kIdleWaitMs);
+      reader.Online();
+    }
+    engine.sleeping.store(false, std::memory_order_relaxed);
+    uint64_t drain;
+    (void)!read(engine.wake_fd, &drain, sizeof(drain));
+  }
+  engine.link->Poll();
+}
+
+size_t Stack::PollOnce() {
+  thread_local std::unique_ptr<demux::RcuReaderThread> reader;
+  if (reader == nullptr) {
+    reader = std::make_unique<demux::RcuReaderThread>();
+  } else {
+    reader->Online();
+  }
+  size_t n = 0;
+  for (auto& e : engines_) {
+    if (e->manual_lookup == nullptr) e->manual_lookup = std::make_unique<demux::LookupContext>(*table_);
+    n += Turn(*e, *e->manual_lookup);
+  }
+  reader->Offline();
+  return n;
+}
+
+size_t Stack::Turn(Engine& engine, demux::LookupContext& ctx) {
+  const absl::Time now = options_.clock();
+  link::FrameBuffer frames[kRxBatch];
+  const size_t n = engine.link->Receive(frames);
+  engine.Bump(kRxFrames, n);
+  const LocalAddresses& local = *local_.load(std::memory_order_acquire);
+  for (size_t i = 0; i < n; ++i) {
+    HandleFrame(engine, ctx, local, frames[i], now);
+  }
+  engine.link->Release({frames, n});
+  SendQueued(engine, now);
+  FlushTx(engine);
+  engine.link->Poll();
+  if (now >= engine.next_timer) {
+    engine.next_timer = now + kTimerPeriod;
+    std::vector<net::IpAddress> probes;
+    {
+      std::lock_guard<std::mutex> lock(net_mu_);
+      probes = neighbors_.Tick(now);
+    }
+    for (const net::IpAddress& target : probes) SendProbe(engine, target);
+    FlushTx(engine);
+  }
+  return n;
+}
+
+void Stack::FlushTx(Engine& engine) {
+  if (engine.tx_batch.empty()) return;
+  const size_t sent = engine.link->Transmit(engine.tx_batch);
+  if (sent < engine.tx_batch.size()) {
+    // The TX ring is full: these frames are dropped (the link counted tx_ring_full).
+    engine.link->Release(std::span(engine.tx_batch).subspan(sent));
+  }
+  engine.tx_batch.clear();
+}
+
+std::optional<link::FrameBuffer> Stack::NewTxFrame(Engine& engine) {
+  if (engine.tx_batch.size() >= kTxBatch) FlushTx(engine);
+  std::optional<link::FrameBuffer> f = engine.link->AllocateTx();
+  if (!f.has_value()) engine.Bump(kTxNoBuffer);
+  return f;
+}
+
+void Stack::QueueTx(Engine& engine, link::FrameBuffer frame, std::optional<size_t> length) {
+  if (!length.has_value()) {
+    engine.link->Release({&frame, 1});  // did not fit: cannot happen for MTU-checked frames
+    engine.Bump(kTxNoBuffer);
+    return;
+  }
+  frame.length = static_cast<uint32_t>(*length);
+  engine.tx_batch.push_back(frame);
+}
+
+void Stack::HandleFrame(Engine& engine, demux::LookupContext& ctx, const LocalAddresses& local,
+                        const link::FrameBuffer& frame, absl::Time now) {
+  const std::span<const uint8_t> bytes(frame.data, frame.length);
+  net::ParsedFrame f;
+  if (const net::ParseError e = net::ParseFrame(bytes, f); e != net::ParseError::kOk) {
+    engine.BumpParse(e);
+    return;
+  }
+  const net::MacAddress& our_mac = engine.link->info().mac;
+  if (!f.eth.dst.IsMulticast() && f.eth.dst != our_mac) {
+    engine.Bump(kNotForUs);
+    return;
+  }
+  switch (f.l3) {
+    case net::L3::kArp:
+      HandleArp(engine, f, local, now);
+      return;
+    case net::L3::kIpv4:
+    case net::L3::kIpv6:
+      break;
+    case net::L3::kOther:
+      engine.Bump(kUnhandled);
+      return;
+  }
+  if (f.l4 == net::L4::kIcmpv6 && (f.icmp.type == net::kIcmpv6NeighborSolicitation ||
+                                   f.icmp.type == net::kIcmpv6NeighborAdvertisement)) {
+    HandleNdp(engine, f, local, now);
+    return;
+  }
+  if (!local.Contains(f.dst)) {
+    engine.Bump(kNotForUs);
+    return;
+  }
+  if (f.fragment) {
+    engine.Bump(kFragments);
+    return;
+  }
+  switch (f.l4) {
+    case net::L4::kUdp: {
+      const demux::FlowKey key{f.src, f.udp.src_port, f.dst, f.udp.dst_port,
+                               engine.link->info().ifindex};
+      if (std::optional<demux::LookupResult> r = table_->Lookup(ctx, key)) {
+        reinterpret_cast<UdpSocket*>(r->cookie)
+            ->Deliver({f.src, f.udp.src_port}, {f.dst, f.udp.dst_port}, f.payload(bytes), now);
+        engine.Bump(kUdpDelivered);
+        return;
+      }
+      engine.Bump(kUdpNoSocket);
+      SendPortUnreachable(engine, f, bytes, now);
+      return;
+    }
+    case net::L4::kIcmpv4:
+      if (f.icmp.type == net::kIcmpv4EchoRequest) return SendEchoReply(engine, f, bytes);
+      break;
+    case net::L4::kIcmpv6:
+      if (f.icmp.type == net::kIcmpv6EchoRequest) return SendEchoReply(engine, f, bytes);
+      break;
+    default:
+      break;
+  }
+  engine.Bump(kUnhandled);
+}
+
+void Stack::HandleArp(Engine& engine, const net::ParsedFrame& f, const LocalAddresses& local,
+                      absl::Time now) {
+  const net::ArpPacket& arp = f.arp;
+  const bool for_us = local.Contains(arp.target_ip);
+  std::vector<PendingDatagram> ready;
+  if (!arp.sender_ip.IsUnspecified()) {
+    std::lock_guard<std::mutex> lock(net_mu_);
+    // RFC 826: merge the sender into an existing entry; create one if the packet is for us.
+    ready = neighbors_.Learn(arp.sender_ip, arp.sender_mac, now, for_us);
+  }
+  for (const PendingDatagram& d : ready) TransmitPending(engine, d);
+  if (!for_us || arp.op != net::ArpPacket::kRequest) return;
+  std::optional<link::FrameBuffer> out = NewTxFrame(engine);
+  if (!out.has_value()) return;
+  net::ArpPacket reply;
+  reply.op = net::ArpPacket::kReply;
+  reply.sender_mac = engine.link->info().mac;
+  reply.sender_ip = arp.target_ip;
+  reply.target_mac = arp.sender_mac;
+  reply.target_ip = arp.sender_ip;
+  QueueTx(engine, *out,
+          net::BuildArp({engine.link->info().mac, arp.sender_mac, VlanOf(f)}, reply,
+                        {out->data, out->capacity}));
+  engine.Bump(kArpReplies);
+}
+
+void Stack::HandleNdp(Engine& engine, const net::ParsedFrame& f, const LocalAddresses& local,
+                      absl::Time now) {
+  const net::NdpMessage& m = f.ndp;
+  const bool for_us = local.Contains(m.target);
+  std::vector<PendingDatagram> ready;
+  if (m.link_address.has_value()) {
+    // A solicitation teaches us its sender; an advertisement, its target.
+    const net::IpAddress& who = f.icmp.type == net::kIcmpv6NeighborSolicitation ? f.src : m.target;
+    if (!who.IsUnspecified()) {
+      std::lock_guard<std::mutex> lock(net_mu_);
+      ready = neighbors_.Learn(who, *m.link_address, now,
+                               f.icmp.type == net::kIcmpv6NeighborSolicitation && for_us);
+    }
+  }
+  for (const PendingDatagram& d : ready) TransmitPending(engine, d);
+  if (f.icmp.type != net::kIcmpv6NeighborSolicitation || !for_us) return;
+  std::optional<link::FrameBuffer> out = NewTxFrame(engine);
+  if (!out.has_value()) return;
+  net::NdpMessage advert;
+  advert.target = m.target;
+  advert.link_address = engine.link->info().mac;
+  // To the soliciting node, or to all nodes when it had no address yet (RFC 4861 7.2.4).
+  const bool dad = f.src.IsUnspecified();
+  const net::IpAddress dst = dad ? *net::IpAddress::Parse("ff02::1") : f.src;
+  const net::MacAddress dst_mac = dad ? net::MacAddress::Ipv6Multicast(dst) : f.eth.src;
+  const uint32_t flags = (dad ? 0 : net::NdpMessage::kFlagSolicited) | net::NdpMessage::kFlagOverride;
+  QueueTx(engine, *out,
+          net::BuildNdp({engine.link->info().mac, dst_mac, VlanOf(f)}, m.target, dst,
+                        net::kIcmpv6NeighborAdvertisement, advert, {out->data, out->capacity},
+                        flags));
+  engine.Bump(kNdpAdverts);
+}
+
+void Stack::SendEchoReply(Engine& engine, const net::ParsedFrame& f,
+                          std::span<const uint8_t> bytes) {
+  std::optional<link::FrameBuffer> out = NewTxFrame(engine);
+  if (!out.has_value()) return;
+  net::IcmpHeader reply = f.icmp;
+  reply.type = f.l3 == net::L3::kIpv4 ? net::kIcmpv4EchoReply : net::kIcmpv6EchoReply;
+  QueueTx(engine, *out,
+          net::BuildIcmp({engine.link->info().mac, f.eth.src, VlanOf(f)}, f.dst, f.src, reply,
+                         f.payload(bytes), {out->data, out->capacity}));
+  engine.Bump(kEchoReplies);
+}
+
+void Stack::SendPortUnreachable(Engine& engine, const net::ParsedFrame& f,
+                                std::span<const uint8_t> bytes, absl::Time now) {
+  // Never about a datagram sent to a broadcast or multicast address (RFC 1122 3.2.2).
+  if (f.eth.dst.IsMulticast() || f.dst.IsMulticast() || f.src.IsUnspecified()) return;
+  {
+    std::lock_guard<std::mutex> lock(net_mu_);
+    if (!TakeIcmpErrorToken(now)) {
+      engine.Bump(kIcmpRateLimited);
+      return;
+    }
+  }
+  std::optional<link::FrameBuffer> out = NewTxFrame(engine);
+  if (!out.has_value()) return;
+  net::IcmpHeader h;
+  const bool v4 = f.l3 == net::L3::kIpv4;
+  h.type = v4 ? net::kIcmpv4DestUnreachable : net::kIcmpv6DestUnreachable;
+  h.code = v4 ? net::kIcmpv4CodePortUnreachable : net::kIcmpv6CodePortUnreachable;
+  // Quote the offending IP packet, as much as fits in the minimum MTU.
+  const size_t ip_length = f.l4_offset + f.l4_length - f.l3_offset;
+  const size_t quote = std::min(ip_length, net::IcmpQuoteLimit(f.src.family()));
+  QueueTx(engine, *out,
+          net::BuildIcmp({engine.link->info().mac, f.eth.src, VlanOf(f)}, f.dst, f.src, h,
+                         bytes.subspan(f.l3_offset, quote), {out->data, out->capacity}));
+  engine.Bump(kIcmpErrorsSent);
+}
+
+bool Stack::TakeIcmpErrorToken(absl::Time now) {
+  // A token bucket, as the kernel's icmp_global_allow: errors_per_second, with a burst.
+  icmp_tokens_ = std::min<double>(options_.icmp_error_burst,
+                                  icmp_tokens_ + absl::ToDoubleSeconds(now - icmp_refill_) *
+                                                     options_.icmp_errors_per_second);
+  icmp_refill_ = now;
+  if (icmp_tokens_ < 1) return false;
+  icmp_tokens_ -= 1;
+  return true;
+}
+
+std::optional<net::VlanTag> Stack::VlanOf(const net::ParsedFrame& f) {
+  if (f.eth.vlan_count == 0) return std::nullopt;
+  return f.eth.vlans[f.eth.vlan_count - 1];
+}
+
+void Stack::SendQueued(Engine& engine, absl::Time now) {
+  for (size_t i = 0; i < kSendsPerTurn; ++i) {
+    std::optional<SendRequest*> r = engine.sends.TryPop();
+    if (!r.has_value()) return;
+    std::unique_ptr<SendRequest> request(*r);
+    SendDatagram(engine, *request, now);
+  }
+}
+
+void Stack::SendDatagram(Engine& engine, const SendRequest& request, absl::Time now) {
+  // On the wire a v4-mapped IPv6 socket speaks IPv4.
+  net::Endpoint dst{request.dst.address.Unmapped(), request.dst.port};
+  net::Endpoint src{request.src.address.Unmapped(), request.src.port};
+  std::optional<net::MacAddress> mac;
+  bool probe = false;
+  net::IpAddress next_hop;
+  {
+    std::lock_guard<std::mutex> lock(net_mu_);
+    absl::StatusOr<Route> route = routes_.Lookup(dst.address);
+    if (!route.ok()) {
+      engine.Bump(kTxNoRoute);
+      request.socket->CountSendDrop();
+      return;
+    }
+    if (src.address.IsUnspecified()) src.address = route->source;
+    next_hop = route->next_hop;
+    mac = neighbors_.Lookup(next_hop, now);
+    // No MAC yet: the datagram waits for the neighbour (and is counted there if it cannot).
+    if (!mac.has_value()) probe = neighbors_.Queue({src, dst, next_hop, request.payload}, now);
+  }
+  if (!mac.has_value()) {
+    if (probe) SendProbe(engine, next_hop);
+    return;
+  }
+  if (TransmitUdp(engine, src, dst, *mac, AsBytes(request.payload))) {
+    request.socket->CountSent(request.payload.size());
+  } else {
+    request.socket->CountSendDrop();
+  }
+}
+
+void Stack::TransmitPending(Engine& engine, const PendingDatagram& d) {
+  std::optional<net::MacAddress> mac;
+  {
+    std::lock_guard<std::mutex> lock(net_mu_);
+    mac = neighbors_.Lookup(d.next_hop, options_.clock());
+  }
+  if (mac.has_value()) TransmitUdp(engine, d.src, d.dst, *mac, AsBytes(d.payload));
+}
+
+bool Stack::TransmitUdp(Engine& engine, const net::Endpoint& src, const net::Endpoint& dst,
+                        const net::MacAddress& dst_mac, std::span<const uint8_t> payload) {
+  std::optional<link::FrameBuffer> out = NewTxFrame(engine);
+  if (!out.has_value()) return false;
+  std::optional<size_t> n = net::BuildUdp({engine.link->info().mac, dst_mac, std::nullopt},
+                                          {src, dst}, payload, {out->data, out->capacity});
+  QueueTx(engine, *out, n);
+  return n.has_value();
+}
+
+void Stack::SendProbe(Engine& engine, const net::IpAddress& target) {
+  net::IpAddress source;
+  {
+    std::lock_guard<std::mutex> lock(net_mu_);
+    absl::StatusOr<net::IpAddress> s = routes_.SourceFor(target);
+    if (!s.ok()) return;
+    source = *s;
+  }
+  std::optional<link::FrameBuffer> out = NewTxFrame(engine);
+  if (!out.has_value()) return;
+  const net::MacAddress& mac = engine.link->info().mac;
+  if (target.is_v4()) {
+    net::ArpPacket request;
+    request.op = net::ArpPacket::kRequest;
+    request.sender_mac = mac;
+    request.sender_ip = source;
+    request.target_ip = target;
+    QueueTx(engine, *out,
+            net::BuildArp({mac, net::MacAddress::Broadcast(), std::nullopt}, request,
+                          {out->data, out->capacity}));
+    return;
+  }
+  const net::IpAddress group = net::SolicitedNodeMulticast(target);
+  net::NdpMessage solicitation;
+  solicitation.target = target;
+  solicitation.link_address = mac;
+  QueueTx(engine, *out,
+          net::BuildNdp({mac, net::MacAddress::Ipv6Multicast(group), std::nullopt}, source, group,
+                        net::kIcmpv6NeighborSolicitation, solicitation,
+                        {out->data, out->capacity}));
+}
+
+
+}  // namespace quadsock::stack
