@@ -17,7 +17,7 @@
 #include "absl/time/clock.h"
 #include "quadsock/v1/socket.grpc.pb.h"
 #include "service/server.h"
-#include "stack/link/memory_link.h"
+#include "service/testing/two_stacks.h"
 
 ABSL_FLAG(double, seconds, 2.0, "How long each case runs.");
 ABSL_FLAG(int, batch, 256, "Socket lifecycles (4 operations each) per Batch call.");
@@ -35,8 +35,7 @@ v1::Endpoint Ep(const std::string& a, uint32_t port) {
 }
 
 struct Bench {
-  std::unique_ptr<stack::Stack> stack, peer;
-  std::unique_ptr<service::Server> server;
+  std::unique_ptr<service::testing::TwoStacks> t;
   std::unique_ptr<v1::SocketService::Stub> stub;
   std::string session;
 
@@ -45,34 +44,17 @@ struct Bench {
 
 Bench Make() {
   Bench b;
-  auto [l1, l2] = link::MemoryLink::CreatePair(
-      {.name = "mem0", .mac = *net::MacAddress::Parse("02:00:00:00:00:0b"), .frames = 8192,
-       .rx_queue = 8192},
-      {.name = "peer0", .mac = *net::MacAddress::Parse("02:00:00:00:00:0a"), .frames = 8192});
-  std::vector<std::unique_ptr<link::Link>> a, c;
-  a.push_back(std::move(l1));
-  c.push_back(std::move(l2));
-  stack::StackOptions so;
-  so.addresses = {*net::IpPrefix::Parse("10.1.0.2/24")};
-  so.receive_queue_depth = 4096;
-  b.stack = stack::Stack::Create(so, std::move(a)).value();
-  stack::StackOptions po;
-  po.addresses = {*net::IpPrefix::Parse("10.1.0.1/24")};
-  b.peer = stack::Stack::Create(po, std::move(c)).value();
-  (void)b.stack->SetNeighbor(*net::IpAddress::Parse("10.1.0.1"), *net::MacAddress::Parse("02:00:00:00:00:0a"));
-  (void)b.peer->SetNeighbor(*net::IpAddress::Parse("10.1.0.2"), *net::MacAddress::Parse("02:00:00:00:00:0b"));
-  (void)b.stack->Start();
-  (void)b.peer->Start();
   service::ServerOptions o;
-  o.listen = "unix:/tmp/quadsock-bench-" + std::to_string(getpid()) + ".sock";
   o.sessions.max_sockets_per_session = 1 << 20;
   o.max_batch = 4096;
-  b.server = service::Server::Start(o, *b.stack).value();
-  b.server->SetServing(true);
+  b.t = service::testing::TwoStacks::Start(
+            o, {.frames = 8192, .rx_queue = 8192, .receive_queue_depth = 4096,
+                .known_neighbors = true})
+            .value();
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(64 << 20);
-  b.stub = v1::SocketService::NewStub(
-      grpc::CreateCustomChannel(b.server->listening_on(), grpc::InsecureChannelCredentials(), args));
+  b.stub = v1::SocketService::NewStub(grpc::CreateCustomChannel(
+      b.t->server->listening_on(), grpc::InsecureChannelCredentials(), args));
   ClientContext ctx;
   v1::CreateSessionResponse resp;
   (void)b.stub->CreateSession(&ctx, v1::CreateSessionRequest(), &resp);
@@ -174,13 +156,13 @@ StreamResult Datagrams(Bench& b, absl::Duration d, bool exchange) {
 
   std::atomic<bool> stop{false};
   std::atomic<uint64_t> offered{0};
-  stack::SocketId src = b.peer->Open(net::Family::kV4).value();
+  stack::SocketId src = b.t->peer->Open(net::Family::kV4).value();
   std::thread blaster([&] {
     const std::string payload(64, 'x');
     const std::span<const uint8_t> bytes(reinterpret_cast<const uint8_t*>(payload.data()), payload.size());
     const net::Endpoint to{*net::IpAddress::Parse("10.1.0.2"), static_cast<uint16_t>(port)};
     while (!stop.load()) {
-      if (b.peer->Send(src, bytes, to).ok()) offered.fetch_add(1, std::memory_order_relaxed);
+      if (b.t->peer->Send(src, bytes, to).ok()) offered.fetch_add(1, std::memory_order_relaxed);
       else std::this_thread::yield();
     }
   });
@@ -229,9 +211,7 @@ int Main(int argc, char** argv) {
               exchange.offered_per_second, exchange.received_per_second);
   std::printf("\ntarget: >= 50000 socket operations per second batched: %s (%.1fx)\n",
               batched >= 50000 ? "met" : "NOT met", batched / 50000);
-  b.server->Shutdown(absl::Seconds(1));
-  b.stack->Stop();
-  b.peer->Stop();
+  (void)b.t->Stop();
   return 0;
 }
 

@@ -11,16 +11,13 @@
 #include "quadsock/v1/admin.grpc.pb.h"
 #include "quadsock/v1/socket.grpc.pb.h"
 #include "service/server.h"
-#include "stack/link/memory_link.h"
+#include "service/testing/two_stacks.h"
 
 namespace quadsock::service {
 namespace {
 
 using grpc::ClientContext;
 using grpc::StatusCode;
-
-const net::MacAddress kMacServer = *net::MacAddress::Parse("02:00:00:00:00:0b");
-const net::MacAddress kMacPeer = *net::MacAddress::Parse("02:00:00:00:00:0a");
 
 v1::Endpoint Ep(const std::string& address, uint32_t port) {
   v1::Endpoint e;
@@ -29,47 +26,28 @@ v1::Endpoint Ep(const std::string& address, uint32_t port) {
   return e;
 }
 
-std::span<const uint8_t> Bytes(const std::string& s) {
-  return {reinterpret_cast<const uint8_t*>(s.data()), s.size()};
-}
-
 class ServiceTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto [server_link, peer_link] = link::MemoryLink::CreatePair(
-        {.name = "mem0", .mac = kMacServer}, {.name = "peer0", .mac = kMacPeer});
-    std::vector<std::unique_ptr<link::Link>> ls, lp;
-    ls.push_back(std::move(server_link));
-    lp.push_back(std::move(peer_link));
-    stack::StackOptions so;
-    so.addresses = {*net::IpPrefix::Parse("10.1.0.2/24"), *net::IpPrefix::Parse("fd00:1::2/64")};
-    stack_ = stack::Stack::Create(so, std::move(ls)).value();
-    stack::StackOptions po;
-    po.addresses = {*net::IpPrefix::Parse("10.1.0.1/24")};
-    peer_ = stack::Stack::Create(po, std::move(lp)).value();
-    ASSERT_EQ(stack_->Start(), absl::OkStatus());
-    ASSERT_EQ(peer_->Start(), absl::OkStatus());
     ServerOptions o;
-    // Unix socket paths are short (108 bytes); Bazel's TEST_TMPDIR is not.
-    o.listen = "unix:/tmp/quadsock-service-test-" + std::to_string(getpid()) + ".sock";
     o.sessions.max_sockets_per_session = 8;
     o.sessions.max_sessions = 4;
     o.clock = [this] { return absl::Now() + clock_offset_.load() * absl::Seconds(1); };
-    absl::StatusOr<std::unique_ptr<Server>> server = Server::Start(o, *stack_);
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = std::move(*server);
-    server_->SetServing(true);
+    absl::StatusOr<std::unique_ptr<testing::TwoStacks>> t = testing::TwoStacks::Start(o);
+    ASSERT_TRUE(t.ok()) << t.status();
+    t_ = std::move(*t);
+    stack_ = t_->stack.get();
+    peer_ = t_->peer.get();
+    server_ = t_->server.get();
     channel_ = server_->InProcessChannel();
     sockets_ = v1::SocketService::NewStub(channel_);
     admin_ = v1::AdminService::NewStub(channel_);
     session_ = NewSession("test");
   }
   void TearDown() override {
-    if (server_ == nullptr) return;
-    server_->Shutdown(absl::Seconds(1));
-    stack_->Stop();
-    peer_->Stop();
-    EXPECT_EQ(stack_->CheckFrameAccounting(), absl::OkStatus());
+    if (t_ != nullptr) {
+      EXPECT_EQ(t_->Stop(), absl::OkStatus());
+    }
   }
 
   std::string NewSession(const std::string& name, uint32_t lease = 0) {
@@ -107,14 +85,9 @@ class ServiceTest : public ::testing::Test {
     return handle;
   }
   // The peer host's socket, sending to the server stack.
-  stack::SocketId PeerSocket(uint16_t port) {
-    stack::SocketId s = peer_->Open(net::Family::kV4).value();
-    EXPECT_TRUE(peer_->Bind(s, net::Endpoint{*net::IpAddress::Parse("10.1.0.1"), port}).ok());
-    return s;
-  }
+  stack::SocketId PeerSocket(uint16_t port) { return t_->PeerSocket(port).value(); }
   void PeerSend(stack::SocketId s, const std::string& payload, uint16_t port) {
-    EXPECT_EQ(peer_->Send(s, Bytes(payload), *net::Endpoint::Parse("10.1.0.2:" + std::to_string(port))),
-              absl::OkStatus());
+    EXPECT_EQ(t_->PeerSend(s, payload, port), absl::OkStatus());
   }
   v1::Socket Get(const std::string& handle) {
     ClientContext ctx;
@@ -126,8 +99,10 @@ class ServiceTest : public ::testing::Test {
     return resp;
   }
 
-  std::unique_ptr<stack::Stack> stack_, peer_;
-  std::unique_ptr<Server> server_;
+  std::unique_ptr<testing::TwoStacks> t_;
+  stack::Stack* stack_ = nullptr;  // the server's stack
+  stack::Stack* peer_ = nullptr;   // the remote host
+  Server* server_ = nullptr;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::SocketService::Stub> sockets_;
   std::unique_ptr<v1::AdminService::Stub> admin_;

@@ -12,45 +12,26 @@
 #include "absl/strings/match.h"
 
 #include "service/server.h"
-#include "stack/link/memory_link.h"
+#include "service/testing/two_stacks.h"
 
 namespace quadsock {
 namespace {
 
 using absl::StatusCode;
 
-const net::MacAddress kMacServer = *net::MacAddress::Parse("02:00:00:00:00:0b");
-const net::MacAddress kMacPeer = *net::MacAddress::Parse("02:00:00:00:00:0a");
-
-std::span<const uint8_t> Bytes(const std::string& s) {
-  return {reinterpret_cast<const uint8_t*>(s.data()), s.size()};
-}
-
 class ClientTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto [server_link, peer_link] = link::MemoryLink::CreatePair(
-        {.name = "mem0", .mac = kMacServer}, {.name = "peer0", .mac = kMacPeer});
-    std::vector<std::unique_ptr<link::Link>> ls, lp;
-    ls.push_back(std::move(server_link));
-    lp.push_back(std::move(peer_link));
-    stack::StackOptions so;
-    so.addresses = {*net::IpPrefix::Parse("10.1.0.2/24"), *net::IpPrefix::Parse("fd00:1::2/64")};
-    stack_ = stack::Stack::Create(so, std::move(ls)).value();
-    stack::StackOptions po;
-    po.addresses = {*net::IpPrefix::Parse("10.1.0.1/24")};
-    peer_ = stack::Stack::Create(po, std::move(lp)).value();
-    ASSERT_EQ(stack_->Start(), absl::OkStatus());
-    ASSERT_EQ(peer_->Start(), absl::OkStatus());
     service::ServerOptions o;
-    // Unix socket paths are short (108 bytes); Bazel's TEST_TMPDIR is not.
-    o.listen = "unix:/tmp/quadsock-client-test-" + std::to_string(getpid()) + ".sock";
     o.sessions.max_sockets_per_session = 8;
     o.clock = [this] { return absl::Now() + clock_offset_.load() * absl::Seconds(1); };
-    absl::StatusOr<std::unique_ptr<service::Server>> server = service::Server::Start(o, *stack_);
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = std::move(*server);
-    server_->SetServing(true);
+    absl::StatusOr<std::unique_ptr<service::testing::TwoStacks>> t =
+        service::testing::TwoStacks::Start(o);
+    ASSERT_TRUE(t.ok()) << t.status();
+    t_ = std::move(*t);
+    stack_ = t_->stack.get();
+    peer_ = t_->peer.get();
+    server_ = t_->server.get();
     absl::StatusOr<std::unique_ptr<Client>> client =
         Client::Create(server_->InProcessChannel(), {.client_name = "client_test"});
     ASSERT_TRUE(client.ok()) << client.status();
@@ -58,22 +39,14 @@ class ClientTest : public ::testing::Test {
   }
   void TearDown() override {
     client_.reset();  // before the server: the in-process transport does not outlive it
-    if (server_ == nullptr) return;
-    server_->Shutdown(absl::Seconds(1));
-    stack_->Stop();
-    peer_->Stop();
-    EXPECT_EQ(stack_->CheckFrameAccounting(), absl::OkStatus());
+    if (t_ != nullptr) {
+      EXPECT_EQ(t_->Stop(), absl::OkStatus());
+    }
   }
 
-  stack::SocketId PeerSocket(uint16_t port) {
-    stack::SocketId s = peer_->Open(net::Family::kV4).value();
-    EXPECT_TRUE(peer_->Bind(s, net::Endpoint{*net::IpAddress::Parse("10.1.0.1"), port}).ok());
-    return s;
-  }
+  stack::SocketId PeerSocket(uint16_t port) { return t_->PeerSocket(port).value(); }
   void PeerSend(stack::SocketId s, const std::string& payload, uint16_t port) {
-    EXPECT_EQ(peer_->Send(s, Bytes(payload),
-                          *net::Endpoint::Parse("10.1.0.2:" + std::to_string(port))),
-              absl::OkStatus());
+    EXPECT_EQ(t_->PeerSend(s, payload, port), absl::OkStatus());
   }
   std::optional<std::string> PeerReceive(stack::SocketId s) {
     const absl::Time deadline = absl::Now() + absl::Seconds(3);
@@ -93,8 +66,10 @@ class ClientTest : public ::testing::Test {
     return stack_->List().size() == n;
   }
 
-  std::unique_ptr<stack::Stack> stack_, peer_;
-  std::unique_ptr<service::Server> server_;
+  std::unique_ptr<service::testing::TwoStacks> t_;
+  stack::Stack* stack_ = nullptr;  // the server's stack
+  stack::Stack* peer_ = nullptr;   // the remote host
+  service::Server* server_ = nullptr;
   std::unique_ptr<Client> client_;
   std::atomic<int> clock_offset_{0};
 };
