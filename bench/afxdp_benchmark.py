@@ -2,7 +2,9 @@
 callback, polled with Stack::PollOnce on CPU 0) with 1 unconnected socket and with 500
 connected sockets, next to the AF_XDP rxdrop ceiling (a bare AF_XDP socket behind the same
 steering program that only recycles frames), all on one veth in copy mode in the same run,
-with the project's XDP generator on CPU 1. Target: quadsock >= 80% of the ceiling.
+with the project's XDP generator on CPU 1. Target: quadsock >= 80% of the ceiling. Measured as
+capacities (the highest offered rate delivered at >= 95%; `--full-load` for the unpaced
+medians).
 
     bazel run -c opt //bench:afxdp_benchmark                 # as root
     bazel run -c opt //bench:afxdp_benchmark -- --smoke --out=/tmp/afxdp.json

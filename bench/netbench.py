@@ -6,8 +6,13 @@ Each case starts `receiver` (bench/receiver.cc) in the receiving namespace, wait
 pins the receiving veth's NAPI kthread to CPU 0 (threaded NAPI: the kernel's receive work for
 the veth runs there, next to the receiver, so the receiver's whole cost is on one CPU), starts
 `trafficgen` (bench/trafficgen.cc) in the sending namespace, and reads the receiver's samples
-(packets per second over fixed windows). Cases run in rounds, so that a burst of other load on
-the shared machine spreads over all of them.
+(packets per second over fixed windows). Two methods:
+
+- capacity (the default): per case, one receiver in --serve mode, and a coarse-to-fine search
+  over the paced generator's rate for the highest offered rate it delivers at >= 95% (see
+  CAPACITY and search_capacity); every (offered, delivered) point is kept.
+- full load (--full-load): the unpaced generator, cases in rounds (so that a burst of other
+  load on the shared machine spreads over all of them), then the offered-load sweep.
 
     sudo /usr/bin/python3 bench/netbench.py --bin-dir=DIR --out=/tmp/t.json   # all cases
     (bench/seed_table builds the tools and calls this; `--smoke` runs ~1 s per case.)
@@ -62,6 +67,10 @@ CASES = {
     "ceiling_afxdp": (["--mode=afxdp"], 500, CONNECTED_BASE, False),
 }
 ALL_CASES = list(CASES)
+# Not a case of the table: a receiver that gets nothing (500 connected sockets, traffic from
+# flows none of them is connected to, no listener), for the smoke test to see that a broken
+# case fails the run. `--cases=broken_selftest` only.
+CASES["broken_selftest"] = (["--mode=quadsock", "--sockets=500"], MISS_FLOWS, MISS_BASE, False)
 
 # Offered-load sweep: the receivers, and the offered rates (pps).
 SWEEP_CASES = ["kernel_conn500", "quadsock_conn500"]
@@ -248,6 +257,229 @@ def run_case(tb, bins, name, timing, rate=0.0):
         stop(rx)
 
 
+# --- Capacity: the highest offered rate a receiver delivers at >= CAPACITY_FRACTION.
+#
+# One receiver per case runs in --serve mode for the whole search (it keeps a running count);
+# each point runs the paced generator for a fixed time at a requested rate and compares what
+# the receiver counted over that time (plus a short drain) with the frames the generator sent.
+# The generator's own pps, not the rate asked for, is the offered rate recorded.
+CAPACITY_FRACTION = 0.95
+CAPACITY = {
+    "point_seconds": 1.0,   # generator run per point
+    "drain_seconds": 0.3,   # after the generator ends, before the count is read
+    "start_pps": 50e3,      # first paced rate; doubled until a point fails
+    "floor_pps": 5e3,       # halved down to this when even the first fails
+    "coarse_points": 8,     # at most, doubling (or halving) from start_pps
+    "bisections": 4,        # then log-space bisection: 2 ** (1 / 16), about 4.4% apart
+    "repeats": 2,           # runs that must all pass for a bisection point to pass
+    "runs_at_capacity": 3,  # runs at the rate found, all passing (else it is lowered)
+    "case_budget_seconds": 40.0,
+}
+GENERATOR_EXTRA = []  # more trafficgen arguments for the capacity points
+SMOKE_CAPACITY = dict(CAPACITY, point_seconds=0.5, drain_seconds=0.2, coarse_points=1,
+                      bisections=0, repeats=1, runs_at_capacity=1, case_budget_seconds=15.0)
+
+
+class ServedReceiver:
+    """A receiver in --serve mode: counts until its stdin closes; count() reads the total."""
+
+    def __init__(self, tb, bins, name, wait):
+        rx_args, self.flows, self.base, kernel = CASES[name]
+        self.name = name
+        tb.set_kernel_address(kernel)
+        cmd = ["ip", "netns", "exec", tb.rx_ns, *NICE, os.path.join(bins, "receiver"), *rx_args,
+               f"--interface={tb.rx_dev}", f"--local={LOCAL}", f"--port={PORT}",
+               f"--ip_base={CONNECTED_BASE}", f"--port_base={PORT_BASE}",
+               f"--ports_per_ip={PORTS_PER_IP}", f"--cpu={RECEIVER_CPU}", "--serve"]
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True)
+        try:
+            if read_line(self.proc, "READY", timeout=wait) is None:
+                self.proc.wait(timeout=5)
+                raise HarnessError(f"{name}: receiver failed: {self.proc.stderr.read().strip()}")
+            if tb.pin_napi() == 0:
+                raise HarnessError(f"{name}: no NAPI kthread for {tb.rx_dev} to pin")
+        except BaseException:
+            self.close()
+            raise
+
+    def count(self):
+        try:
+            self.proc.stdin.write("COUNT\n")
+            self.proc.stdin.flush()
+        except OSError as e:
+            raise HarnessError(f"{self.name}: receiver gone: {e}")
+        line = read_line(self.proc, "COUNT", timeout=10)
+        if line is None:
+            raise HarnessError(f"{self.name}: receiver ended: {self.proc.stderr.read().strip()}")
+        return int(line.split()[1])
+
+    def close(self):
+        """Stops the receiver; returns its final JSON (None if it gave none)."""
+        result = None
+        if self.proc.poll() is None:
+            try:
+                self.proc.stdin.close()
+                line = read_line(self.proc, "{", timeout=10)
+                result = json.loads(line) if line else None
+            except (OSError, HarnessError, ValueError):
+                pass
+        stop(self.proc)
+        return result
+
+
+def run_generator(tb, bins, flows, base, seconds, rate):
+    cmd = ["ip", "netns", "exec", tb.gen_ns, *NICE, os.path.join(bins, "trafficgen"),
+           f"--interface={tb.gen_dev}", f"--dst_mac={tb.rx_mac}", f"--dst={LOCAL}:{PORT}",
+           f"--flows={flows}", f"--ports_per_ip={PORTS_PER_IP}", f"--ip_base={base}",
+           f"--port_base={PORT_BASE}", f"--duration={seconds}", f"--rate={rate}",
+           f"--cpu={GENERATOR_CPU}", *GENERATOR_EXTRA]
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 30)
+    except subprocess.TimeoutExpired:
+        raise HarnessError("generator did not end")
+    lines = [l for l in p.stdout.splitlines() if l.startswith("{")]
+    if p.returncode != 0 or not lines:
+        raise HarnessError(f"generator failed: {p.stderr.strip()}")
+    return json.loads(lines[-1])
+
+
+def capacity_point(tb, bins, rx, rate, cfg, phase):
+    """One point: the generator at `rate` (0: unpaced) for point_seconds; what arrived."""
+    before = rx.count()
+    gen = run_generator(tb, bins, rx.flows, rx.base, cfg["point_seconds"], rate)
+    time.sleep(cfg["drain_seconds"])
+    received = rx.count() - before
+    frames, seconds = gen["frames"], gen["seconds"]
+    fraction = received / frames if frames else 0.0
+    return {"phase": phase, "requested_pps": rate, "offered_pps": gen["pps"],
+            "delivered_pps": received / seconds if seconds else 0.0, "frames": frames,
+            "received": received, "fraction": fraction,
+            "passed": frames > 0 and fraction >= CAPACITY_FRACTION}
+
+
+def search_capacity(tb, bins, name, cfg, log):
+    """Coarse-to-fine search for case `name`; returns the case's capacity entry."""
+    started = time.monotonic()
+    points = []
+    rx = ServedReceiver(tb, bins, name, wait=120)
+    load = os.getloadavg()[0]
+
+    def over_budget():
+        return time.monotonic() - started > cfg["case_budget_seconds"]
+
+    def point(rate, phase):
+        p = capacity_point(tb, bins, rx, rate, cfg, phase)
+        points.append(p)
+        log(f"{name}: {phase} asked {rate / 1e6:.3f} -> offered {p['offered_pps'] / 1e6:.3f}, "
+            f"delivered {p['delivered_pps'] / 1e6:.3f} Mpps ({p['fraction']:.3f})")
+        return p
+
+    def all_pass(r):
+        at = [p for p in points if p["requested_pps"] == r]
+        return bool(at) and all(p["passed"] for p in at)
+
+    def decide(rate, phase, runs):
+        """Whether `runs` runs at `rate` all pass (stops at the first that fails)."""
+        return all(point(rate, phase)["passed"] for _ in range(max(runs, 0)))
+
+    final = None
+    try:
+        # The generator's unpaced rate bounds the search; a receiver that keeps up with it
+        # is limited by the generator (capacity at least that).
+        top = point(0, "unpaced")
+        lo, hi = None, None  # highest passing, lowest failing requested rate
+        found = None
+        if top["passed"] and decide(0, "confirm", cfg["runs_at_capacity"] - 1):
+            found = 0
+        else:
+            rate = cfg["start_pps"]
+            first = point(rate, "coarse")
+            if first["passed"]:
+                lo = rate
+                for _ in range(cfg["coarse_points"] - 1):
+                    if over_budget():
+                        break
+                    rate *= 2
+                    if rate >= top["offered_pps"]:
+                        hi = rate
+                        break
+                    if point(rate, "coarse")["passed"]:
+                        lo = rate
+                    else:
+                        hi = rate
+                        break
+            else:
+                hi = rate
+                for _ in range(cfg["coarse_points"] - 1):
+                    if rate / 2 < cfg["floor_pps"] or over_budget():
+                        break
+                    rate /= 2
+                    if point(rate, "coarse")["passed"]:
+                        lo = rate
+                        break
+                    hi = rate
+            # Fine: log-space bisection; a rate passes when `repeats` runs in a row do.
+            if lo is not None and hi is not None:
+                for _ in range(cfg["bisections"]):
+                    if over_budget():
+                        break
+                    mid = (lo * hi) ** 0.5
+                    if decide(mid, "fine", cfg["repeats"]):
+                        lo = mid
+                    else:
+                        hi = mid
+            # Confirmation: the rate found must have passed `runs_at_capacity` times, and
+            # never failed. If it fails, it becomes the upper bound: back to the highest rate
+            # below it that never failed, and bisect once more from there.
+            while lo is not None and cfg["runs_at_capacity"] > 1 and not over_budget():
+                done = sum(1 for p in points if p["requested_pps"] == lo)
+                if all_pass(lo) and decide(lo, "confirm", cfg["runs_at_capacity"] - done):
+                    break
+                hi = lo
+                below = [p["requested_pps"] for p in points
+                         if 0 < p["requested_pps"] < lo and all_pass(p["requested_pps"])]
+                lo = max(below) if below else None
+                if lo is not None and hi / lo > 2 ** (1 / 16) and not over_budget():
+                    mid = (lo * hi) ** 0.5
+                    if decide(mid, "fine", cfg["repeats"]):
+                        lo = mid
+            found = lo
+        # The capacity is at a rate where every point passed; if the search ran out of time
+        # on a failing rate, the highest all-passing rate below it.
+        if found is not None and not all_pass(found):
+            below = [p["requested_pps"] for p in points
+                     if 0 < p["requested_pps"] < found and all_pass(p["requested_pps"])]
+            found = max(below) if below else None
+        if found is not None:
+            final = [p for p in points if p["requested_pps"] == found]
+        else:
+            # Nothing passed: the points at the lowest rate tried (a broken case gives zeros).
+            paced = [p["requested_pps"] for p in points if p["requested_pps"] > 0]
+            lowest = min(paced) if paced else 0
+            final = [p for p in points if p["requested_pps"] == lowest]
+    finally:
+        details = rx.close()
+    samples = [p["delivered_pps"] for p in final]
+    failing = [p for p in points if not p["passed"]]
+    entry = {"name": name,
+             "median_pps": statistics.median(samples) if samples else 0.0,
+             "min_pps": min(samples) if samples else 0.0,
+             "max_pps": max(samples) if samples else 0.0,
+             "samples": samples,
+             "capacity_pps": (statistics.median(p["offered_pps"] for p in final)
+                              if found is not None else 0.0),
+             "capacity_requested_pps": found,
+             "generator_limited": found == 0,
+             "first_failing": (min(failing, key=lambda p: p["offered_pps"])
+                               if failing else None),
+             "points": points,
+             "details": [details["details"]] if details else [],
+             "loadavg": [load],
+             "seconds": round(time.monotonic() - started, 1)}
+    return entry
+
+
 def summarize(name, samples, runs):
     samples = [float(s) for s in samples]
     entry = {"name": name, "median_pps": statistics.median(samples) if samples else 0.0,
@@ -259,9 +491,9 @@ def summarize(name, samples, runs):
     return entry
 
 
-def ratio(results, a, b):
-    if a in results and b in results and results[b]["median_pps"] > 0:
-        return results[a]["median_pps"] / results[b]["median_pps"]
+def ratio(results, a, b, key="median_pps"):
+    if a in results and b in results and results[b].get(key, 0) > 0:
+        return results[a].get(key, 0) / results[b][key]
     return None
 
 
@@ -303,16 +535,18 @@ TARGETS = [
 ]
 
 
-def evaluate(results):
-    ratios = {label: ratio(results, a, b) for label, a, b in RATIOS if ratio(results, a, b)}
+def evaluate(results, key="median_pps"):
+    """Ratios and targets on `key`: median_pps (full load) or capacity_pps."""
+    ratios = {label: ratio(results, a, b, key) for label, a, b in RATIOS
+              if ratio(results, a, b, key) is not None}
     targets = []
     for issue, label, a, b, minimum in TARGETS:
-        r = ratio(results, a, b)
+        r = ratio(results, a, b, key)
         if r is not None:
             targets.append({"issue": issue, "target": label, "ratio": r, "minimum": minimum,
                             "met": r >= minimum})
     # hash4 off shows the collapse (the seed: 0.29 / 1.83 = 0.16 of the unconnected rate).
-    r = ratio(results, "quadsock_conn500_hash4off", "quadsock_unconnected")
+    r = ratio(results, "quadsock_conn500_hash4off", "quadsock_unconnected", key)
     if r is not None:
         targets.append({"issue": 7, "target": "hash4 off, 500 connected, collapses "
                         "(< 0.5x the unconnected rate)", "ratio": r, "maximum": 0.5,
@@ -352,7 +586,7 @@ def markdown(report):
     return "\n".join(out) + "\n"
 
 
-def plot(report, path):
+def plot(report, path, key="median_pps"):
     """Writes the PNG; returns None, or why it could not."""
     try:
         import matplotlib
@@ -361,7 +595,9 @@ def plot(report, path):
     except ImportError:
         return ("matplotlib is missing: apt-get install -y python3-matplotlib "
                 "(Debian's, for /usr/bin/python3)")
-    res = {c["name"]: c["median_pps"] / 1e6 for c in report["cases"]}
+    res = {c["name"]: c.get(key, 0) / 1e6 for c in report["cases"]}
+    what = "capacity, Mpps delivered at >= 95%" if key == "capacity_pps" else \
+        "received Mpps at full load"
     fig, axes = plt.subplots(1, 2 if report.get("sweep") else 1, figsize=(12, 4.8),
                              squeeze=False)
     ax = axes[0][0]
@@ -386,7 +622,7 @@ def plot(report, path):
             ax.axhline(res[name], linestyle=style, color="gray", label=label)
     ax.set_xticks(list(xs.values()), [f"{k}" for k in xs])
     ax.set_xlabel("connected sockets on the port")
-    ax.set_ylabel("received Mpps (one CPU)")
+    ax.set_ylabel(f"{what} (one CPU)")
     ax.set_ylim(bottom=0)
     ax.set_title("64-byte UDP over veth (copy mode)")
     ax.legend(fontsize=8)
@@ -401,8 +637,12 @@ def plot(report, path):
         ax2.plot([0, top], [0, top], ":", color="gray", label="delivered = offered")
         ax2.set_xlabel("offered Mpps")
         ax2.set_ylabel("delivered Mpps")
-        ax2.set_title("offered-load sweep, 500 connected")
-        ax2.legend(fontsize=8)
+        ax2.set_title("offered-load sweep" if key == "median_pps" else
+                      "capacity search: every point (log-log)")
+        if key == "capacity_pps":
+            ax2.set_xscale("log")
+            ax2.set_yscale("log")
+        ax2.legend(fontsize=6 if key == "capacity_pps" else 8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -440,8 +680,114 @@ def parse_args(argv, default_cases):
     p.add_argument("--windows", type=int, default=3, help="sample windows per round")
     p.add_argument("--window", type=float, default=1.0, help="seconds per sample window")
     p.add_argument("--no-sweep", action="store_true")
+    p.add_argument("--full-load", action="store_true",
+                   help="the unpaced medians in rounds and the sweep, instead of the capacity "
+                        "search")
     p.add_argument("--command", default=None, help="the command line to record")
     return p.parse_args(argv)
+
+
+def run_full_load(tb, args, cases, title, failures):
+    """Full offered load: every case in rounds, then the offered-load sweep."""
+    if args.smoke:
+        timing = {"warmup": 0.2, "window": 1.0, "windows": 1, "wait": 5}
+        rounds = 1
+        rates = SMOKE_SWEEP_RATES
+    else:
+        timing = {"warmup": 0.5, "window": args.window, "windows": args.windows, "wait": 10}
+        rounds = args.rounds
+        rates = SWEEP_RATES
+    sweep_cases = [] if args.no_sweep else [c for c in SWEEP_CASES if c in cases]
+    runs = {c: [] for c in cases}
+    sweep = []
+    for r in range(rounds):
+        for c in cases:
+            try:
+                result = run_case(tb, args.bin_dir, c, timing)
+            except HarnessError as e:
+                failures.append(str(e))
+                print(f"[{title}] {c}: FAILED: {e}", file=sys.stderr, flush=True)
+                continue
+            runs[c].append(result)
+            med = statistics.median(result["samples"]) if result["samples"] else 0
+            print(f"[{title}] round {r + 1}/{rounds} {c}: {med / 1e6:.3f} Mpps "
+                  f"(offered {result['generator']['pps'] / 1e6:.3f})", file=sys.stderr,
+                  flush=True)
+    sweep_timing = dict(timing, windows=1 if args.smoke else 2)
+    for c in sweep_cases:
+        for rate in rates:
+            try:
+                result = run_case(tb, args.bin_dir, c, sweep_timing, rate=rate)
+            except HarnessError as e:
+                failures.append(str(e))
+                continue
+            delivered = statistics.median(result["samples"]) if result["samples"] else 0
+            sweep.append({"case": c, "target_pps": rate,
+                          "offered_pps": result["generator"]["pps"],
+                          "delivered_pps": delivered, "samples": result["samples"]})
+            print(f"[{title}] sweep {c}: offered {result['generator']['pps'] / 1e6:.3f} "
+                  f"-> delivered {delivered / 1e6:.3f} Mpps", file=sys.stderr, flush=True)
+    entries = [summarize(c, [s for r in runs[c] for s in r["samples"]], runs[c])
+               for c in cases]
+    return entries, sweep, dict(timing, rounds=rounds)
+
+
+def run_capacity(tb, args, cases, title, failures):
+    """The capacity search, case after case."""
+    cfg = SMOKE_CAPACITY if args.smoke else CAPACITY
+    entries = []
+
+    def log(msg):
+        print(f"[{title}] {msg}", file=sys.stderr, flush=True)
+
+    for c in cases:
+        try:
+            e = search_capacity(tb, args.bin_dir, c, cfg, log)
+        except HarnessError as err:
+            failures.append(str(err))
+            log(f"{c}: FAILED: {err}")
+            e = {"name": c, "median_pps": 0.0, "min_pps": 0.0, "max_pps": 0.0, "samples": [],
+                 "capacity_pps": 0.0, "points": [], "error": str(err)}
+        entries.append(e)
+        log(f"{c}: capacity {e['capacity_pps'] / 1e6:.3f} Mpps"
+            + (" (the generator's rate: at least)" if e.get("generator_limited") else "")
+            + f" in {e.get('seconds', 0)} s")
+    # The points of every case, as a sweep (delivered against offered).
+    sweep = [{"case": e["name"], "target_pps": p["requested_pps"],
+              "offered_pps": p["offered_pps"], "delivered_pps": p["delivered_pps"]}
+             for e in entries for p in e["points"]]
+    return entries, sweep, dict(cfg, fraction=CAPACITY_FRACTION)
+
+
+def capacity_markdown(report):
+    out = [f"Date {report['date']}; {report['machine']['description']}; "
+           f"command `{report['command']}`.", "",
+           f"Capacity: the highest offered rate delivered at >= "
+           f"{CAPACITY_FRACTION:.0%} (paced generator; offered = what it sent).", "",
+           "| case | capacity Mpps | delivered Mpps at capacity (median, min, max) | runs "
+           "| first failing point: offered -> delivered Mpps | points | seconds |",
+           "| --- | --- | --- | --- | --- | --- | --- |"]
+    for c in report["cases"]:
+        cap = fmt_pps(c["capacity_pps"])
+        if c.get("generator_limited"):
+            cap = f">= {cap} (generator)"
+        elif not c["capacity_pps"]:
+            cap = "none found"
+        f = c.get("first_failing")
+        fail = (f"{fmt_pps(f['offered_pps'])} -> {fmt_pps(f['delivered_pps'])} "
+                f"({f['fraction']:.2f})" if f else "-")
+        out.append(f"| `{c['name']}` | {cap} | {fmt_pps(c['median_pps'])}, "
+                   f"{fmt_pps(c['min_pps'])}, {fmt_pps(c['max_pps'])} | {len(c['samples'])} | "
+                   f"{fail} | {len(c.get('points', []))} | {c.get('seconds', '-')} |")
+    out += ["", "| ratio (capacities) | value |", "| --- | --- |"]
+    for label, value in report["ratios"].items():
+        out.append(f"| {label} | {value:.2f}x |")
+    if report["targets"]:
+        out += ["", "| issue | target (on capacities) | measured | |", "| --- | --- | --- | --- |"]
+        for t in report["targets"]:
+            out.append(f"| {t['issue']} | {t['target']} | {t['ratio']:.2f}x | "
+                       f"{'met' if t['met'] else 'NOT met'} |")
+    return "\n".join(out) + "\n"
 
 
 def main(argv, default_cases=ALL_CASES, title="seed table"):
@@ -457,68 +803,36 @@ def main(argv, default_cases=ALL_CASES, title="seed table"):
     if unknown:
         print(f"unknown cases: {unknown}; known: {ALL_CASES}", file=sys.stderr)
         return 2
-    if args.smoke:
-        timing = {"warmup": 0.2, "window": 1.0, "windows": 1, "wait": 5}
-        rounds = 1
-        rates = SMOKE_SWEEP_RATES
-    else:
-        timing = {"warmup": 0.5, "window": args.window, "windows": args.windows, "wait": 10}
-        rounds = args.rounds
-        rates = SWEEP_RATES
-    sweep_cases = [] if args.no_sweep else [c for c in SWEEP_CASES if c in cases]
 
     # SIGTERM unwinds like Ctrl-C, so the namespaces go.
     signal.signal(signal.SIGTERM, _interrupt)
     started = time.monotonic()
-    runs = {c: [] for c in cases}
-    sweep = []
     failures = []
+    method = "full_load" if args.full_load else "capacity"
     with Testbed() as tb:
-        for r in range(rounds):
-            for c in cases:
-                try:
-                    result = run_case(tb, args.bin_dir, c, timing)
-                except HarnessError as e:
-                    failures.append(str(e))
-                    print(f"[{title}] {c}: FAILED: {e}", file=sys.stderr, flush=True)
-                    continue
-                runs[c].append(result)
-                med = statistics.median(result["samples"]) if result["samples"] else 0
-                print(f"[{title}] round {r + 1}/{rounds} {c}: {med / 1e6:.3f} Mpps "
-                      f"(offered {result['generator']['pps'] / 1e6:.3f})", file=sys.stderr,
-                      flush=True)
-        sweep_timing = dict(timing, windows=1 if args.smoke else 2)
-        for c in sweep_cases:
-            for rate in rates:
-                try:
-                    result = run_case(tb, args.bin_dir, c, sweep_timing, rate=rate)
-                except HarnessError as e:
-                    failures.append(str(e))
-                    continue
-                delivered = statistics.median(result["samples"]) if result["samples"] else 0
-                sweep.append({"case": c, "target_pps": rate,
-                              "offered_pps": result["generator"]["pps"],
-                              "delivered_pps": delivered, "samples": result["samples"]})
-                print(f"[{title}] sweep {c}: offered {result['generator']['pps'] / 1e6:.3f} "
-                      f"-> delivered {delivered / 1e6:.3f} Mpps", file=sys.stderr, flush=True)
+        if args.full_load:
+            entries, sweep, timing = run_full_load(tb, args, cases, title, failures)
+        else:
+            entries, sweep, timing = run_capacity(tb, args, cases, title, failures)
 
     report = {
         "title": title,
+        "method": method,
         "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
         "machine": machine(),
         "command": args.command or " ".join([sys.argv[0]] + argv),
         "smoke": args.smoke,
-        "timing": dict(timing, rounds=rounds),
+        "timing": timing,
         "seconds": round(time.monotonic() - started, 1),
-        "cases": [summarize(c, [s for r in runs[c] for s in r["samples"]], runs[c])
-                  for c in cases],
+        "cases": entries,
         "sweep": sweep,
         "failures": failures,
     }
     results = {c["name"]: c for c in report["cases"]}
-    report["ratios"], targets = evaluate(results)
+    key = "median_pps" if args.full_load else "capacity_pps"
+    report["ratios"], targets = evaluate(results, key)
     report["targets"] = [] if args.smoke else targets
-    md = markdown(report)
+    md = markdown(report) if args.full_load else capacity_markdown(report)
     print(md)
     if args.out:
         os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
@@ -527,11 +841,13 @@ def main(argv, default_cases=ALL_CASES, title="seed table"):
         stem = os.path.splitext(args.out)[0]
         with open(stem + ".md", "w") as f:
             f.write(md)
-        why = plot(report, stem + ".png")
+        why = plot(report, stem + ".png", key)
         if why:
             print(f"[{title}] no plot: {why}", file=sys.stderr)
         print(f"[{title}] wrote {args.out}, {stem}.md" + ("" if why else f", {stem}.png"),
               file=sys.stderr)
+    # A case that received nothing fails the run (at full load: no packets; capacity: none at
+    # the lowest rate tried, or no points at all).
     empty = [c["name"] for c in report["cases"] if c["median_pps"] <= 0]
     if failures or empty:
         print(f"[{title}] FAILED: {len(failures)} failed runs; cases without packets: {empty}",

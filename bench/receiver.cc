@@ -22,6 +22,12 @@
 //   ip netns exec rx receiver --mode=quadsock --interface=qsb-r0 --sockets=500 --cpu=0
 //   READY
 //   {"mode": "quadsock", "samples": [2101000, 2098000, ...], "details": {...}}
+//
+// --serve (the capacity search of bench/netbench.py): after READY the receiver receives until
+// its stdin ends, keeping a running count of the packets received; each line "COUNT" on stdin
+// is answered with "COUNT <packets so far>" (a thread that sleeps in read() answers, so the
+// receive loop does not poll stdin). At the end it prints
+//   {"mode": ..., "total": N, "details": {...}}
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -373,6 +379,30 @@ std::vector<double> Measure(const Config& c, Receiver& r) {
   return samples;
 }
 
+// --serve: receives until stdin ends, answering "COUNT" lines with the running count.
+uint64_t Serve(Receiver& r) {
+  std::atomic<uint64_t> total{0};
+  std::atomic<bool> quit{false};
+  std::thread commands([&] {
+    char line[64];
+    while (std::fgets(line, sizeof(line), stdin) != nullptr) {
+      if (std::strncmp(line, "COUNT", 5) == 0) {
+        std::printf("COUNT %llu\n", static_cast<unsigned long long>(total.load()));
+        std::fflush(stdout);
+      } else if (std::strncmp(line, "QUIT", 4) == 0) {
+        break;
+      }
+    }
+    quit.store(true);
+  });
+  // One writer: a relaxed load and store suffice.
+  while (!quit.load(std::memory_order_relaxed)) {
+    total.store(total.load(std::memory_order_relaxed) + r.Step(), std::memory_order_relaxed);
+  }
+  commands.join();
+  return total.load();
+}
+
 int Fail(const absl::Status& s) {
   std::fprintf(stderr, "receiver: %s\n", s.ToString().c_str());
   return 1;
@@ -398,6 +428,7 @@ int Main(int argc, char** argv) {
   c.window = args.Double("window", 1);
   c.samples = args.Int("samples", 5);
   const int cpu = args.Int("cpu", 0);
+  const bool serve = args.Bool("serve", false);
   if (!args.Unused().empty() || c.mode.empty()) {
     std::fprintf(stderr, "usage: %s --mode=kernel|quadsock|afxdp|xdpdrop [options; see the "
                  "header of bench/receiver.cc]\nunknown: %s\n", argv[0],
@@ -444,10 +475,22 @@ int Main(int argc, char** argv) {
   std::printf("READY\n");
   std::fflush(stdout);
 
-  const std::vector<double> samples = Measure(c, *r);
+  std::vector<double> samples;
+  uint64_t total = 0;
+  if (serve) {
+    total = Serve(*r);
+  } else {
+    samples = Measure(c, *r);
+  }
   std::string details = absl::StrCat("\"setup_seconds\": ", setup_seconds);
   for (const auto& [name, value] : r->Details()) {
     absl::StrAppend(&details, ", \"", name, "\": ", value);
+  }
+  if (serve) {
+    std::printf("{\"mode\": \"%s\", \"total\": %llu, \"details\": {%s}}\n", c.mode.c_str(),
+                static_cast<unsigned long long>(total), details.c_str());
+    std::fflush(stdout);
+    return 0;
   }
   std::printf("{\"mode\": \"%s\", \"samples\": [%s], \"details\": {%s}}\n", c.mode.c_str(),
               absl::StrJoin(samples, ", ",

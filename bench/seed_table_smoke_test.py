@@ -1,7 +1,9 @@
-"""The seed table's smoke run, so that the harness cannot rot: every case of bench/seed_table
-for about a second (no targets), then checks that each produced packets and that the JSON has
-the shape issue 7 asks for. Root, no sandbox (namespaces, veth, BPF, AF_XDP), exclusive (it
-pins to CPUs 0 and 1 and wants them).
+"""The seed table's smoke runs, so that the harness cannot rot: every case of bench/seed_table
+briefly, both ways (the capacity search reduced to two points per case, and the full-load
+rounds and sweep at about a second per case; no targets), then checks that each case produced
+packets and that the JSON has the shape issue 7 asks for; and a deliberately broken case (a
+receiver that gets nothing) must fail the run. Root, no sandbox (namespaces, veth, BPF,
+AF_XDP), exclusive (it pins to CPUs 0 and 1 and wants them).
 
     bazel test -c opt //bench:seed_table_smoke_test
 """
@@ -25,25 +27,34 @@ EXPECTED = [
 ]
 
 
-class SeedTableSmokeTest(unittest.TestCase):
-
-    def test_every_case_receives_and_the_report_is_well_formed(self):
-        self.assertEqual(os.geteuid(), 0, "needs root: namespaces, veth, BPF, AF_XDP")
-        out_dir = os.environ.get("TEST_UNDECLARED_OUTPUTS_DIR") or tempfile.mkdtemp()
-        out = os.path.join(out_dir, "seed_table_smoke.json")
-        p = subprocess.run([sys.executable, os.path.join(HERE, "netbench.py"), "--smoke",
-                            f"--bin-dir={HERE}", f"--out={out}"], capture_output=True,
-                           text=True, timeout=280)
-        sys.stderr.write(p.stderr)
-        self.assertEqual(p.returncode, 0, "the smoke run failed:\n" + p.stderr[-3000:])
-
+def run(name, *args):
+    """Runs netbench.py --smoke; returns (exit code, stderr, report or None)."""
+    out_dir = os.environ.get("TEST_UNDECLARED_OUTPUTS_DIR") or tempfile.mkdtemp()
+    out = os.path.join(out_dir, f"{name}.json")
+    if os.path.exists(out):
+        os.remove(out)
+    p = subprocess.run([sys.executable, os.path.join(HERE, "netbench.py"), "--smoke",
+                        f"--bin-dir={HERE}", f"--out={out}", *args], capture_output=True,
+                       text=True, timeout=280)
+    sys.stderr.write(p.stderr)
+    report = None
+    if os.path.exists(out):
         with open(out) as f:
             report = json.load(f)
+    return p.returncode, p.stderr, report, os.path.splitext(out)[0] + ".md"
+
+
+class SeedTableSmokeTest(unittest.TestCase):
+
+    def setUp(self):
+        self.assertEqual(os.geteuid(), 0, "needs root: namespaces, veth, BPF, AF_XDP")
+
+    def check_cases(self, report, md_path, extra_fields=()):
         self.assertEqual([c["name"] for c in report["cases"]], EXPECTED)
         for c in report["cases"]:
             with self.subTest(case=c["name"]):
-                self.assertEqual(set(c) >= {"name", "median_pps", "min_pps", "max_pps",
-                                            "samples"}, True)
+                self.assertTrue(set(c) >= {"name", "median_pps", "min_pps", "max_pps",
+                                           "samples", *extra_fields}, sorted(c))
                 self.assertTrue(c["samples"], "no samples")
                 for s in c["samples"]:
                     self.assertIsInstance(s, (int, float))
@@ -54,16 +65,45 @@ class SeedTableSmokeTest(unittest.TestCase):
         self.assertTrue(report["smoke"])
         self.assertEqual(report["targets"], [])
         self.assertEqual(report["failures"], [])
+        # The Markdown table names every case.
+        with open(md_path) as f:
+            md = f.read()
+        for name in EXPECTED:
+            self.assertIn(f"`{name}`", md)
+
+    def test_capacity_every_case_receives_and_the_report_is_well_formed(self):
+        code, err, report, md = run("seed_table_smoke_capacity")
+        self.assertEqual(code, 0, "the smoke run failed:\n" + err[-3000:])
+        self.assertEqual(report["method"], "capacity")
+        self.check_cases(report, md, extra_fields=("capacity_pps", "points"))
+        for c in report["cases"]:
+            with self.subTest(case=c["name"]):
+                self.assertTrue(c["points"], "no points")
+                for p in c["points"]:
+                    self.assertGreater(p["offered_pps"], 0)
+                    self.assertTrue(set(p) >= {"requested_pps", "offered_pps",
+                                               "delivered_pps", "fraction", "passed"})
+                self.assertGreaterEqual(c["capacity_pps"], 0)
+
+    def test_full_load_every_case_receives_and_the_report_is_well_formed(self):
+        code, err, report, md = run("seed_table_smoke_full_load", "--full-load")
+        self.assertEqual(code, 0, "the smoke run failed:\n" + err[-3000:])
+        self.assertEqual(report["method"], "full_load")
+        self.check_cases(report, md)
         sweep_cases = {s["case"] for s in report["sweep"]}
         self.assertEqual(sweep_cases, set(netbench.SWEEP_CASES))
         for s in report["sweep"]:
             self.assertGreater(s["offered_pps"], 0)
             self.assertGreater(s["delivered_pps"], 0)
-        # The Markdown table names every case.
-        with open(os.path.splitext(out)[0] + ".md") as f:
-            md = f.read()
-        for name in EXPECTED:
-            self.assertIn(f"`{name}`", md)
+
+    def test_a_case_that_receives_nothing_fails_the_run(self):
+        for method in ([], ["--full-load", "--no-sweep"]):
+            with self.subTest(method=method or "capacity"):
+                code, err, report, _ = run("seed_table_smoke_broken", "--cases=broken_selftest",
+                                           *method)
+                self.assertEqual(code, 1, err[-3000:])
+                self.assertIn("cases without packets: ['broken_selftest']", err)
+                self.assertEqual(report["cases"][0]["median_pps"], 0)
 
 
 if __name__ == "__main__":

@@ -44,6 +44,7 @@ int main(int argc, char** argv) {
   o.port_base = args.Int("port_base", 10000);
   o.batch_size = args.Int("batch", 256);
   o.chunk_frames = args.Int("chunk", 1 << 16);
+  o.threads = args.Int("threads", 3);
   const double duration = args.Double("duration", 5);
   const double rate = args.Double("rate", 0);
   const int cpu = args.Int("cpu", 1);
@@ -51,7 +52,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr,
                  "usage: %s --interface=DEV --dst_mac=MAC --dst=IP:PORT [--flows=N] "
                  "[--ports_per_ip=N] [--ip_base=IP] [--port_base=P] [--duration=S] [--rate=PPS] "
-                 "[--cpu=N] [--batch=N] [--chunk=N]\n",
+                 "[--cpu=N] [--batch=N] [--chunk=N] [--threads=N]\n",
                  argv[0]);
     return 2;
   }
