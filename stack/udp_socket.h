@@ -53,9 +53,13 @@ struct SocketCounters {
 
 class UdpSocket {
  public:
-  UdpSocket(net::Family family, size_t queue_depth) : family_(family), queue_(queue_depth) {}
+  UdpSocket(net::Family family, size_t queue_depth)
+      : family_(family), queue_depth_(queue_depth) {}
   ~UdpSocket() {
-    while (std::optional<ReceivedDatagram*> d = queue_.TryPop()) delete *d;
+    if (Queue* q = queue_.load()) {
+      while (std::optional<ReceivedDatagram*> d = q->TryPop()) delete *d;
+      delete q;
+    }
     delete callback_.load();
     if (event_fd_ >= 0) close(event_fd_);
   }
@@ -76,7 +80,7 @@ class UdpSocket {
     } else {
       auto* d = new ReceivedDatagram{source, destination, now, seq,
                                      std::string(payload.begin(), payload.end())};
-      if (!queue_.TryPush(d)) {
+      if (!MakeQueue().TryPush(d)) {
         delete d;
         rx_dropped_.fetch_add(1, std::memory_order_relaxed);
         return;
@@ -90,7 +94,9 @@ class UdpSocket {
   }
 
   std::optional<ReceivedDatagram> Pop() {
-    std::optional<ReceivedDatagram*> d = queue_.TryPop();
+    Queue* q = queue_.load(std::memory_order_acquire);
+    if (q == nullptr) return std::nullopt;
+    std::optional<ReceivedDatagram*> d = q->TryPop();
     if (!d.has_value()) return std::nullopt;
     std::unique_ptr<ReceivedDatagram> owned(*d);
     return std::move(*owned);
@@ -99,23 +105,23 @@ class UdpSocket {
   // Blocks until a datagram is queued, the socket is shut down, or `timeout` passes. Returns
   // whether a datagram is (probably) there. One waiter at a time; any thread but a poll thread.
   bool WaitForData(int timeout_ms) {
-    if (queue_.SizeApprox() > 0) return true;
+    if (Queued() > 0) return true;
     int fd;
     {
       std::lock_guard<std::mutex> lock(wait_mu_);
       if (event_fd_ < 0) event_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
       fd = event_fd_;
     }
-    if (fd < 0) return queue_.SizeApprox() > 0;
+    if (fd < 0) return Queued() > 0;
     waiting_.store(true, std::memory_order_seq_cst);
-    if (queue_.SizeApprox() == 0 && !shut_down_.load()) {
+    if (Queued() == 0 && !shut_down_.load()) {
       pollfd p{fd, POLLIN, 0};
       poll(&p, 1, timeout_ms);
     }
     waiting_.store(false, std::memory_order_relaxed);
     uint64_t drain;
     (void)!read(fd, &drain, sizeof(drain));
-    return queue_.SizeApprox() > 0;
+    return Queued() > 0;
   }
   // Wakes waiters for good: the socket is closing.
   void Shutdown() {
@@ -145,7 +151,7 @@ class UdpSocket {
     c.tx_datagrams = tx_datagrams_.load(std::memory_order_relaxed);
     c.tx_bytes = tx_bytes_.load(std::memory_order_relaxed);
     c.tx_dropped = tx_dropped_.load(std::memory_order_relaxed);
-    c.queued = queue_.SizeApprox();
+    c.queued = Queued();
     return c;
   }
 
@@ -157,8 +163,28 @@ class UdpSocket {
     (void)!write(event_fd_, &one, sizeof(one));
   }
 
+  using Queue = BoundedQueue<ReceivedDatagram*>;
+
+  size_t Queued() const {
+    const Queue* q = queue_.load(std::memory_order_acquire);
+    return q == nullptr ? 0 : q->SizeApprox();
+  }
+  // The receive queue is made on the first datagram that needs it: a socket read through a
+  // callback never has one, and a table of 100k idle sockets is not 100k queues of cells (each
+  // several KiB) scattered between the sockets' hot fields. Poll threads race to make it; one
+  // wins, the others free theirs.
+  Queue& MakeQueue() {
+    Queue* q = queue_.load(std::memory_order_acquire);
+    if (q != nullptr) return *q;
+    auto* fresh = new Queue(queue_depth_);
+    if (queue_.compare_exchange_strong(q, fresh, std::memory_order_acq_rel)) return *fresh;
+    delete fresh;
+    return *q;
+  }
+
   const net::Family family_;
-  BoundedQueue<ReceivedDatagram*> queue_;
+  const size_t queue_depth_;
+  std::atomic<Queue*> queue_{nullptr};
   std::mutex wait_mu_;  // guards creating event_fd_ (only waiters and wakers take it)
   int event_fd_ = -1;
   std::atomic<bool> waiting_{false};
