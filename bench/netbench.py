@@ -25,15 +25,16 @@ import argparse
 import datetime
 import json
 import os
-import platform
 import re
 import selectors
-import shutil
 import signal
 import statistics
 import subprocess
 import sys
 import time
+
+from netbench_report import (CAPACITY_FRACTION, capacity_markdown, evaluate, machine, markdown,
+                             plot)
 
 RECEIVER_CPU = 0
 GENERATOR_CPU = 1
@@ -264,7 +265,6 @@ def run_case(tb, bins, name, timing, rate=0.0):
 # the receiver counted while it ran (not what it drains from its queues afterwards) with the
 # frames the generator sent.
 # The generator's own pps, not the rate asked for, is the offered rate recorded.
-CAPACITY_FRACTION = 0.95
 CAPACITY = {
     "point_seconds": 1.0,   # generator run per point
     "drain_seconds": 0.1,   # the count is read this often until it stops moving (drained)
@@ -510,188 +510,6 @@ def summarize(name, samples, runs):
     return entry
 
 
-def ratio(results, a, b, key="median_pps"):
-    if a in results and b in results and results[b].get(key, 0) > 0:
-        return results[a].get(key, 0) / results[b][key]
-    return None
-
-
-RATIOS = [
-    # (label, numerator, denominator)
-    ("quadsock/kernel, unconnected", "quadsock_unconnected", "kernel_unconnected"),
-    ("quadsock/kernel, 500 connected", "quadsock_conn500", "kernel_conn500"),
-    ("quadsock/kernel, 500 connected, traffic missing hash4 (quadsock: new flows, 100k)",
-     "quadsock_newflow_conn100k", "kernel_conn500_miss"),
-    ("quadsock unconnected / AF_XDP ceiling", "quadsock_unconnected", "ceiling_afxdp"),
-    ("quadsock 500 connected / AF_XDP ceiling", "quadsock_conn500", "ceiling_afxdp"),
-    ("quadsock 100k connected / AF_XDP ceiling", "quadsock_conn100k", "ceiling_afxdp"),
-    ("AF_XDP ceiling / XDP_DROP ceiling", "ceiling_afxdp", "ceiling_xdp_drop"),
-    ("kernel 500 connected / unconnected", "kernel_conn500", "kernel_unconnected"),
-    ("kernel 500 connected, misses / unconnected", "kernel_conn500_miss", "kernel_unconnected"),
-    ("quadsock 500 connected, hash4 off / unconnected", "quadsock_conn500_hash4off",
-     "quadsock_unconnected"),
-    ("quadsock 500 connected / unconnected", "quadsock_conn500", "quadsock_unconnected"),
-    ("quadsock 10k connected / unconnected", "quadsock_conn10k", "quadsock_unconnected"),
-    ("quadsock 100k connected / unconnected", "quadsock_conn100k", "quadsock_unconnected"),
-    ("quadsock new flows, 100k connected / unconnected", "quadsock_newflow_conn100k",
-     "quadsock_unconnected"),
-]
-
-TARGETS = [
-    # (issue, label, numerator, denominator, minimum)
-    (4, "quadsock unconnected >= 80% of the AF_XDP ceiling", "quadsock_unconnected",
-     "ceiling_afxdp", 0.8),
-    (4, "quadsock 500 connected >= 80% of the AF_XDP ceiling", "quadsock_conn500",
-     "ceiling_afxdp", 0.8),
-    (7, "quadsock 500 connected >= 3x kernel 500 connected", "quadsock_conn500",
-     "kernel_conn500", 3.0),
-    (7, "quadsock 100k connected >= 80% of the AF_XDP ceiling", "quadsock_conn100k",
-     "ceiling_afxdp", 0.8),
-    (7, "quadsock hash4 on, 500 connected >= 1.0x its unconnected rate", "quadsock_conn500",
-     "quadsock_unconnected", 1.0),
-    (7, "new flows with 100k connected >= 80% of the unconnected rate",
-     "quadsock_newflow_conn100k", "quadsock_unconnected", 0.8),
-]
-
-
-def evaluate(results, key="median_pps"):
-    """Ratios and targets on `key`: median_pps (full load) or capacity_pps."""
-    ratios = {label: ratio(results, a, b, key) for label, a, b in RATIOS
-              if ratio(results, a, b, key) is not None}
-    targets = []
-    for issue, label, a, b, minimum in TARGETS:
-        r = ratio(results, a, b, key)
-        if r is not None:
-            targets.append({"issue": issue, "target": label, "ratio": r, "minimum": minimum,
-                            "met": r >= minimum})
-    # hash4 off shows the collapse (the seed: 0.29 / 1.83 = 0.16 of the unconnected rate).
-    r = ratio(results, "quadsock_conn500_hash4off", "quadsock_unconnected", key)
-    if r is not None:
-        targets.append({"issue": 7, "target": "hash4 off, 500 connected, collapses "
-                        "(< 0.5x the unconnected rate)", "ratio": r, "maximum": 0.5,
-                        "met": r < 0.5})
-    return ratios, targets
-
-
-def fmt_pps(v):
-    return f"{v / 1e6:.3f}"
-
-
-def markdown(report):
-    out = [f"Date {report['date']}; {report['machine']['description']}; "
-           f"command `{report['command']}`.", ""]
-    out += ["| case | median Mpps | min | max | samples | offered Mpps (median) |",
-            "| --- | --- | --- | --- | --- | --- |"]
-    for c in report["cases"]:
-        offered = statistics.median(c["offered_pps"]) if c["offered_pps"] else 0
-        out.append(f"| `{c['name']}` | {fmt_pps(c['median_pps'])} | {fmt_pps(c['min_pps'])} | "
-                   f"{fmt_pps(c['max_pps'])} | {len(c['samples'])} | {fmt_pps(offered)} |")
-    out += ["", "| ratio (medians) | value |", "| --- | --- |"]
-    for label, value in report["ratios"].items():
-        out.append(f"| {label} | {value:.2f}x |")
-    if report["targets"]:
-        out += ["", "| issue | target | measured | |", "| --- | --- | --- | --- |"]
-        for t in report["targets"]:
-            out.append(f"| {t['issue']} | {t['target']} | {t['ratio']:.2f}x | "
-                       f"{'met' if t['met'] else 'NOT met'} |")
-    if report.get("sweep"):
-        out += ["", "Offered-load sweep (paced generator; delivered = receiver's median):", "",
-                "| receiver | offered Mpps | delivered Mpps | delivered/offered |",
-                "| --- | --- | --- | --- |"]
-        for p in report["sweep"]:
-            frac = p["delivered_pps"] / p["offered_pps"] if p["offered_pps"] else 0
-            out.append(f"| `{p['case']}` | {fmt_pps(p['offered_pps'])} | "
-                       f"{fmt_pps(p['delivered_pps'])} | {frac:.2f} |")
-    return "\n".join(out) + "\n"
-
-
-def plot(report, path, key="median_pps"):
-    """Writes the PNG; returns None, or why it could not."""
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return ("matplotlib is missing: apt-get install -y python3-matplotlib "
-                "(Debian's, for /usr/bin/python3)")
-    res = {c["name"]: c.get(key, 0) / 1e6 for c in report["cases"]}
-    what = "capacity, Mpps delivered at >= 95%" if key == "capacity_pps" else \
-        "received Mpps at full load"
-    fig, axes = plt.subplots(1, 2 if report.get("sweep") else 1, figsize=(12, 4.8),
-                             squeeze=False)
-    ax = axes[0][0]
-    xs = {"unconnected": 0, "500": 1, "10k": 2, "100k": 3}
-    series = [
-        ("quadsock, hash4 on", [("unconnected", "quadsock_unconnected"), ("500", "quadsock_conn500"),
-                                ("10k", "quadsock_conn10k"), ("100k", "quadsock_conn100k")], "o-"),
-        ("quadsock, hash4 off", [("unconnected", "quadsock_unconnected"),
-                                 ("500", "quadsock_conn500_hash4off")], "s--"),
-        ("Linux kernel (hash4)", [("unconnected", "kernel_unconnected"),
-                                  ("500", "kernel_conn500")], "^-"),
-        ("quadsock new flows", [("100k", "quadsock_newflow_conn100k")], "D"),
-        ("kernel, traffic missing hash4", [("500", "kernel_conn500_miss")], "v"),
-    ]
-    for label, points, style in series:
-        pts = [(xs[x], res[n]) for x, n in points if n in res]
-        if pts:
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], style, label=label)
-    for name, label, style in (("ceiling_afxdp", "AF_XDP ceiling (rxdrop)", ":"),
-                               ("ceiling_xdp_drop", "XDP_DROP ceiling", "-.")):
-        if name not in res:
-            continue
-        if key == "capacity_pps" and name == "ceiling_xdp_drop":
-            # The generator's rate (>= 10 Mpps): off the scale of the others.
-            ax.plot([], [], " ", label=f"XDP_DROP ceiling: >= {res[name]:.1f} (off scale)")
-            continue
-        ax.axhline(res[name], linestyle=style, color="gray", label=label)
-    ax.set_xticks(list(xs.values()), [f"{k}" for k in xs])
-    ax.set_xlabel("connected sockets on the port")
-    ax.set_ylabel(f"{what} (one CPU)")
-    ax.set_ylim(bottom=0)
-    ax.set_title("64-byte UDP over veth (copy mode)")
-    ax.legend(fontsize=8)
-    if report.get("sweep"):
-        ax2 = axes[0][1]
-        colors = plt.get_cmap("tab20").colors
-        for i, case in enumerate(sorted({p["case"] for p in report["sweep"]})):
-            pts = sorted((p for p in report["sweep"] if p["case"] == case),
-                         key=lambda p: p["offered_pps"])
-            ax2.plot([p["offered_pps"] / 1e6 for p in pts], [p["delivered_pps"] / 1e6 for p in pts],
-                     "o-" if key == "median_pps" else "o:", label=case,
-                     color=colors[(2 * i) % 20 + (2 * i) // 20], markersize=4, linewidth=0.8)
-        top = max(p["offered_pps"] for p in report["sweep"]) / 1e6
-        ax2.plot([0, top], [0, top], ":", color="gray", label="delivered = offered")
-        ax2.set_xlabel("offered Mpps")
-        ax2.set_ylabel("delivered Mpps")
-        ax2.set_title("offered-load sweep" if key == "median_pps" else
-                      "capacity search: every point (log-log)")
-        if key == "capacity_pps":
-            ax2.set_xscale("log")
-            ax2.set_yscale("log")
-        ax2.legend(fontsize=6 if key == "capacity_pps" else 8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return None
-
-
-def machine():
-    cpus = os.cpu_count()
-    model = ""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    model = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    return {"kernel": platform.release(), "cpus": cpus, "cpu_model": model,
-            "description": f"{cpus}-core shared VM ({model}), kernel {platform.release()}, "
-                           f"veth (AF_XDP copy mode), receiver on CPU {RECEIVER_CPU}, "
-                           f"generator on CPU {GENERATOR_CPU}"}
-
-
 def _interrupt(signum, frame):
     raise KeyboardInterrupt(f"signal {signum}")
 
@@ -785,37 +603,6 @@ def run_capacity(tb, args, cases, title, failures):
     return entries, sweep, dict(cfg, fraction=CAPACITY_FRACTION)
 
 
-def capacity_markdown(report):
-    out = [f"Date {report['date']}; {report['machine']['description']}; "
-           f"command `{report['command']}`.", "",
-           f"Capacity: the highest offered rate delivered at >= "
-           f"{CAPACITY_FRACTION:.0%} (paced generator; offered = what it sent).", "",
-           "| case | capacity Mpps | delivered Mpps at capacity (median, min, max) | runs "
-           "| first failing point: offered -> delivered Mpps | points | seconds |",
-           "| --- | --- | --- | --- | --- | --- | --- |"]
-    for c in report["cases"]:
-        cap = fmt_pps(c["capacity_pps"])
-        if c.get("generator_limited"):
-            cap = f">= {cap} (generator)"
-        elif not c["capacity_pps"]:
-            cap = "none found"
-        f = c.get("first_failing")
-        fail = (f"{fmt_pps(f['offered_pps'])} -> {fmt_pps(f['delivered_pps'])} "
-                f"({f['fraction']:.2f})" if f else "-")
-        out.append(f"| `{c['name']}` | {cap} | {fmt_pps(c['median_pps'])}, "
-                   f"{fmt_pps(c['min_pps'])}, {fmt_pps(c['max_pps'])} | {len(c['samples'])} | "
-                   f"{fail} | {len(c.get('points', []))} | {c.get('seconds', '-')} |")
-    out += ["", "| ratio (capacities) | value |", "| --- | --- |"]
-    for label, value in report["ratios"].items():
-        out.append(f"| {label} | {value:.2f}x |")
-    if report["targets"]:
-        out += ["", "| issue | target (on capacities) | measured | |", "| --- | --- | --- | --- |"]
-        for t in report["targets"]:
-            out.append(f"| {t['issue']} | {t['target']} | {t['ratio']:.2f}x | "
-                       f"{'met' if t['met'] else 'NOT met'} |")
-    return "\n".join(out) + "\n"
-
-
 def main(argv, default_cases=ALL_CASES, title="seed table"):
     args = parse_args(argv, default_cases)
     if os.geteuid() != 0:
@@ -845,7 +632,7 @@ def main(argv, default_cases=ALL_CASES, title="seed table"):
         "title": title,
         "method": method,
         "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
-        "machine": machine(),
+        "machine": machine(RECEIVER_CPU, GENERATOR_CPU),
         "command": args.command or " ".join([sys.argv[0]] + argv),
         "smoke": args.smoke,
         "timing": timing,
