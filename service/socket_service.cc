@@ -101,37 +101,84 @@ grpc::Status SocketServiceImpl::EndSession(grpc::ServerContext* ctx, const v1::E
   return grpc::Status::OK;
 }
 
+absl::StatusOr<std::string> SocketServiceImpl::OpenSocket(const std::string& token,
+                                                         const v1::OpenRequest& req) {
+  absl::StatusOr<net::Family> family = ParseFamily(req.family());
+  if (!family.ok()) return family.status();
+  if (req.v6only() && *family == net::Family::kV4) {
+    return absl::InvalidArgumentError("v6only: only for FAMILY_IPV6 sockets");
+  }
+  stack::OpenOptions o;
+  o.v6only = req.v6only();
+  o.reuse_port = req.reuse_port();
+  o.receive_queue_depth = req.receive_queue_depth();
+  if (!req.bound_device().empty()) {
+    for (const link::LinkInfo& l : c_.stack.Links()) {
+      if (l.name == req.bound_device()) o.bound_device = l.ifindex;
+    }
+    if (o.bound_device == 0) {
+      return absl::InvalidArgumentError(absl::StrCat("bound_device: \"",
+                                                     req.bound_device().substr(0, 64),
+                                                     "\" is not an interface of this server"));
+    }
+  }
+  if (absl::Status s = c_.sessions.CheckQuota(token); !s.ok()) return s;
+  absl::StatusOr<SocketId> id = c_.stack.Open(*family, o);
+  if (!id.ok()) return id.status();
+  absl::StatusOr<std::string> handle = c_.sessions.AddSocket(token, *id);
+  if (!handle.ok()) (void)c_.stack.Close(*id);
+  return handle;
+}
+
+absl::StatusOr<net::Endpoint> SocketServiceImpl::BindSocket(SocketId id,
+                                                            const v1::BindRequest& req) {
+  absl::StatusOr<net::Endpoint> local = ParseEndpoint(req.local(), "local");
+  if (!local.ok()) return local.status();
+  return c_.stack.Bind(id, *local);
+}
+
+absl::StatusOr<net::Endpoint> SocketServiceImpl::ConnectSocket(SocketId id,
+                                                               const v1::ConnectRequest& req) {
+  absl::StatusOr<net::Endpoint> peer = ParseEndpoint(req.peer(), "peer");
+  if (!peer.ok()) return peer.status();
+  return c_.stack.Connect(id, *peer);
+}
+
+absl::StatusOr<net::Endpoint> SocketServiceImpl::RehashSocket(SocketId id,
+                                                              const v1::RehashRequest& req) {
+  std::optional<net::IpAddress> address;
+  if (!req.local_address().empty()) {
+    absl::StatusOr<net::IpAddress> a = ParseAddress(req.local_address(), "local_address");
+    if (!a.ok()) return a.status();
+    address = *a;
+  }
+  std::optional<uint16_t> port;
+  if (req.change_port()) {
+    if (req.local_port() > 65535) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("local_port: ", req.local_port(), " is not a port (0..65535)"));
+    }
+    port = static_cast<uint16_t>(req.local_port());
+  }
+  if (!address.has_value() && !port.has_value()) {
+    return absl::InvalidArgumentError(
+        "nothing to change: give local_address, or change_port with local_port");
+  }
+  return c_.stack.Rehash(id, address, port);
+}
+
+absl::Status SocketServiceImpl::CloseSocket(const std::string& token, const std::string& handle,
+                                            SocketId id) {
+  if (absl::Status s = c_.sessions.RemoveSocket(token, handle); !s.ok()) return s;
+  return c_.stack.Close(id);
+}
+
 grpc::Status SocketServiceImpl::Open(grpc::ServerContext* ctx, const v1::OpenRequest* req,
                                      v1::OpenResponse* resp) {
   absl::StatusOr<std::string> token = c_.Session(ctx);
   if (!token.ok()) return ToGrpc(token.status());
-  absl::StatusOr<net::Family> family = ParseFamily(req->family());
-  if (!family.ok()) return ToGrpc(family.status());
-  if (req->v6only() && *family == net::Family::kV4) {
-    return ToGrpc(absl::InvalidArgumentError("v6only: only for FAMILY_IPV6 sockets"));
-  }
-  stack::OpenOptions o;
-  o.v6only = req->v6only();
-  o.reuse_port = req->reuse_port();
-  o.receive_queue_depth = req->receive_queue_depth();
-  if (!req->bound_device().empty()) {
-    for (const link::LinkInfo& l : c_.stack.Links()) {
-      if (l.name == req->bound_device()) o.bound_device = l.ifindex;
-    }
-    if (o.bound_device == 0) {
-      return ToGrpc(absl::InvalidArgumentError(
-          absl::StrCat("bound_device: \"", req->bound_device().substr(0, 64),
-                       "\" is not an interface of this server")));
-    }
-  }
-  if (absl::Status s = c_.sessions.CheckQuota(*token); !s.ok()) return ToGrpc(s);
-  absl::StatusOr<SocketId> id = c_.stack.Open(*family, o);
-  if (!id.ok()) return ToGrpc(id.status());
-  absl::StatusOr<std::string> handle = c_.sessions.AddSocket(*token, *id);
-  if (!handle.ok()) {
-    (void)c_.stack.Close(*id);
-    return ToGrpc(handle.status());
-  }
+  absl::StatusOr<std::string> handle = OpenSocket(*token, *req);
+  if (!handle.ok()) return ToGrpc(handle.status());
   resp->set_socket(*handle);
   return grpc::Status::OK;
 }
@@ -140,11 +187,9 @@ grpc::Status SocketServiceImpl::Bind(grpc::ServerContext* ctx, const v1::BindReq
                                      v1::BindResponse* resp) {
   auto r = Resolve(ctx, req->socket());
   if (!r.ok()) return ToGrpc(r.status());
-  absl::StatusOr<net::Endpoint> local = ParseEndpoint(req->local(), "local");
+  absl::StatusOr<net::Endpoint> local = BindSocket(r->second, *req);
   if (!local.ok()) return ToGrpc(local.status());
-  absl::StatusOr<net::Endpoint> bound = c_.stack.Bind(r->second, *local);
-  if (!bound.ok()) return ToGrpc(bound.status());
-  *resp->mutable_local() = ToProto(*bound);
+  *resp->mutable_local() = ToProto(*local);
   return grpc::Status::OK;
 }
 
@@ -152,9 +197,7 @@ grpc::Status SocketServiceImpl::Connect(grpc::ServerContext* ctx, const v1::Conn
                                         v1::ConnectResponse* resp) {
   auto r = Resolve(ctx, req->socket());
   if (!r.ok()) return ToGrpc(r.status());
-  absl::StatusOr<net::Endpoint> peer = ParseEndpoint(req->peer(), "peer");
-  if (!peer.ok()) return ToGrpc(peer.status());
-  absl::StatusOr<net::Endpoint> local = c_.stack.Connect(r->second, *peer);
+  absl::StatusOr<net::Endpoint> local = ConnectSocket(r->second, *req);
   if (!local.ok()) return ToGrpc(local.status());
   *resp->mutable_local() = ToProto(*local);
   return grpc::Status::OK;
@@ -164,25 +207,7 @@ grpc::Status SocketServiceImpl::Rehash(grpc::ServerContext* ctx, const v1::Rehas
                                        v1::RehashResponse* resp) {
   auto r = Resolve(ctx, req->socket());
   if (!r.ok()) return ToGrpc(r.status());
-  std::optional<net::IpAddress> address;
-  if (!req->local_address().empty()) {
-    absl::StatusOr<net::IpAddress> a = ParseAddress(req->local_address(), "local_address");
-    if (!a.ok()) return ToGrpc(a.status());
-    address = *a;
-  }
-  std::optional<uint16_t> port;
-  if (req->change_port()) {
-    if (req->local_port() > 65535) {
-      return ToGrpc(absl::InvalidArgumentError(
-          absl::StrCat("local_port: ", req->local_port(), " is not a port (0..65535)")));
-    }
-    port = static_cast<uint16_t>(req->local_port());
-  }
-  if (!address.has_value() && !port.has_value()) {
-    return ToGrpc(absl::InvalidArgumentError(
-        "nothing to change: give local_address, or change_port with local_port"));
-  }
-  absl::StatusOr<net::Endpoint> local = c_.stack.Rehash(r->second, address, port);
+  absl::StatusOr<net::Endpoint> local = RehashSocket(r->second, *req);
   if (!local.ok()) return ToGrpc(local.status());
   *resp->mutable_local() = ToProto(*local);
   return grpc::Status::OK;
@@ -200,8 +225,7 @@ grpc::Status SocketServiceImpl::Close(grpc::ServerContext* ctx, const v1::CloseR
                                       v1::CloseResponse*) {
   auto r = Resolve(ctx, req->socket());
   if (!r.ok()) return ToGrpc(r.status());
-  if (absl::Status s = c_.sessions.RemoveSocket(r->first, req->socket()); !s.ok()) return ToGrpc(s);
-  return ToGrpc(c_.stack.Close(r->second));
+  return ToGrpc(CloseSocket(r->first, req->socket(), r->second));
 }
 
 absl::Status SocketServiceImpl::Describe(const std::string& handle, SocketId id, v1::Socket* out) {
@@ -261,33 +285,15 @@ grpc::Status SocketServiceImpl::List(grpc::ServerContext* ctx, const v1::ListReq
 v1::SocketOpResult SocketServiceImpl::RunOp(const std::string& token, const v1::SocketOp& op,
                                            const std::vector<std::string>& opened) {
   v1::SocketOpResult result;
-  auto fail = [&result](const absl::Status& s) {
+  auto finish = [&result](const absl::Status& s) {
     result.set_code(static_cast<int32_t>(s.code()));
     result.set_message(std::string(s.message()));
     return result;
   };
   if (op.op_case() == v1::SocketOp::kOpen) {
-    const v1::OpenRequest& o = op.open();
-    absl::StatusOr<net::Family> family = ParseFamily(o.family());
-    if (!family.ok()) return fail(family.status());
-    if (o.v6only() && *family == net::Family::kV4) {
-      return fail(absl::InvalidArgumentError("v6only: only for FAMILY_IPV6 sockets"));
-    }
-    if (!o.bound_device().empty()) {
-      return fail(absl::InvalidArgumentError("bound_device: use Open for bound sockets"));
-    }
-    if (absl::Status s = c_.sessions.CheckQuota(token); !s.ok()) return fail(s);
-    absl::StatusOr<SocketId> id = c_.stack.Open(
-        *family, {.v6only = o.v6only(), .reuse_port = o.reuse_port(),
-                  .receive_queue_depth = o.receive_queue_depth()});
-    if (!id.ok()) return fail(id.status());
-    absl::StatusOr<std::string> handle = c_.sessions.AddSocket(token, *id);
-    if (!handle.ok()) {
-      (void)c_.stack.Close(*id);
-      return fail(handle.status());
-    }
-    result.set_socket(*handle);
-    return result;
+    absl::StatusOr<std::string> handle = OpenSocket(token, op.open());
+    if (handle.ok()) result.set_socket(*handle);
+    return finish(handle.status());
   }
   // Every other operation names a socket: a handle, or "#N" for the batch's N-th operation.
   std::string handle;
@@ -297,61 +303,30 @@ v1::SocketOpResult SocketServiceImpl::RunOp(const std::string& token, const v1::
     case v1::SocketOp::kRehash: handle = op.rehash().socket(); break;
     case v1::SocketOp::kDisconnect: handle = op.disconnect().socket(); break;
     case v1::SocketOp::kClose: handle = op.close().socket(); break;
-    default: return fail(absl::InvalidArgumentError("ops: an operation is empty"));
+    default: return finish(absl::InvalidArgumentError("ops: an operation is empty"));
   }
   if (!handle.empty() && handle[0] == '#') {
     size_t index = 0;
     if (!absl::SimpleAtoi(handle.substr(1), &index) || index >= opened.size() ||
         opened[index].empty()) {
-      return fail(absl::InvalidArgumentError(
-          absl::StrCat("socket \"", handle.substr(0, 16), "\" names no socket opened earlier in the batch")));
+      return finish(absl::InvalidArgumentError(absl::StrCat(
+          "socket \"", handle.substr(0, 16), "\" names no socket opened earlier in the batch")));
     }
     handle = opened[index];
   }
   result.set_socket(handle);
   absl::StatusOr<SocketId> id = c_.sessions.FindSocket(token, handle);
-  if (!id.ok()) return fail(id.status());
+  if (!id.ok()) return finish(id.status());
   absl::StatusOr<net::Endpoint> local;
   switch (op.op_case()) {
-    case v1::SocketOp::kBind: {
-      absl::StatusOr<net::Endpoint> at = ParseEndpoint(op.bind().local(), "local");
-      local = at.ok() ? c_.stack.Bind(*id, *at) : at;
-      break;
-    }
-    case v1::SocketOp::kConnect: {
-      absl::StatusOr<net::Endpoint> peer = ParseEndpoint(op.connect().peer(), "peer");
-      local = peer.ok() ? c_.stack.Connect(*id, *peer) : peer;
-      break;
-    }
-    case v1::SocketOp::kRehash: {
-      const v1::RehashRequest& r = op.rehash();
-      std::optional<net::IpAddress> address;
-      if (!r.local_address().empty()) {
-        absl::StatusOr<net::IpAddress> a = ParseAddress(r.local_address(), "local_address");
-        if (!a.ok()) return fail(a.status());
-        address = *a;
-      }
-      if (r.change_port() && r.local_port() > 65535) {
-        return fail(absl::InvalidArgumentError("local_port: not a port (0..65535)"));
-      }
-      std::optional<uint16_t> port;
-      if (r.change_port()) port = static_cast<uint16_t>(r.local_port());
-      local = c_.stack.Rehash(*id, address, port);
-      break;
-    }
-    case v1::SocketOp::kDisconnect:
-      if (absl::Status s = c_.stack.Disconnect(*id); !s.ok()) return fail(s);
-      return result;
-    case v1::SocketOp::kClose:
-      if (absl::Status s = c_.sessions.RemoveSocket(token, handle); !s.ok()) return fail(s);
-      if (absl::Status s = c_.stack.Close(*id); !s.ok()) return fail(s);
-      return result;
-    default:
-      break;
+    case v1::SocketOp::kBind: local = BindSocket(*id, op.bind()); break;
+    case v1::SocketOp::kConnect: local = ConnectSocket(*id, op.connect()); break;
+    case v1::SocketOp::kRehash: local = RehashSocket(*id, op.rehash()); break;
+    case v1::SocketOp::kDisconnect: return finish(c_.stack.Disconnect(*id));
+    default: return finish(CloseSocket(token, handle, *id));  // kClose
   }
-  if (!local.ok()) return fail(local.status());
-  *result.mutable_local() = ToProto(*local);
-  return result;
+  if (local.ok()) *result.mutable_local() = ToProto(*local);
+  return finish(local.status());
 }
 
 grpc::Status SocketServiceImpl::Batch(grpc::ServerContext* ctx, const v1::BatchRequest* req,

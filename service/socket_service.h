@@ -80,6 +80,12 @@ class SocketServiceImpl final : public v1::SocketService::Service {
   absl::StatusOr<std::pair<std::string, SocketId>> Resolve(grpc::ServerContext* ctx,
                                                            const std::string& handle);
   absl::Status Describe(const std::string& handle, SocketId id, v1::Socket* out);
+  // Each socket operation once, for its unary RPC and for Batch alike. The socket is found.
+  absl::StatusOr<std::string> OpenSocket(const std::string& token, const v1::OpenRequest& req);
+  absl::StatusOr<net::Endpoint> BindSocket(SocketId id, const v1::BindRequest& req);
+  absl::StatusOr<net::Endpoint> ConnectSocket(SocketId id, const v1::ConnectRequest& req);
+  absl::StatusOr<net::Endpoint> RehashSocket(SocketId id, const v1::RehashRequest& req);
+  absl::Status CloseSocket(const std::string& token, const std::string& handle, SocketId id);
   // One operation of a Batch; `opened` holds the handles of sockets opened earlier in it.
   v1::SocketOpResult RunOp(const std::string& token, const v1::SocketOp& op,
                            const std::vector<std::string>& opened);
