@@ -193,7 +193,7 @@ void Stack::HandleArp(Engine& engine, const net::ParsedFrame& f, const LocalAddr
     // RFC 826: merge the sender into an existing entry; create one if the packet is for us.
     ready = neighbors_.Learn(arp.sender_ip, arp.sender_mac, now, for_us);
   }
-  for (const PendingDatagram& d : ready) TransmitPending(engine, d);
+  TransmitPending(engine, ready, arp.sender_mac);
   if (!for_us || arp.op != net::ArpPacket::kRequest) return;
   std::optional<link::FrameBuffer> out = NewTxFrame(engine);
   if (!out.has_value()) return;
@@ -223,7 +223,7 @@ void Stack::HandleNdp(Engine& engine, const net::ParsedFrame& f, const LocalAddr
                                f.icmp.type == net::kIcmpv6NeighborSolicitation && for_us);
     }
   }
-  for (const PendingDatagram& d : ready) TransmitPending(engine, d);
+  if (m.link_address.has_value()) TransmitPending(engine, ready, *m.link_address);
   if (f.icmp.type != net::kIcmpv6NeighborSolicitation || !for_us) return;
   std::optional<link::FrameBuffer> out = NewTxFrame(engine);
   if (!out.has_value()) return;
@@ -337,13 +337,10 @@ void Stack::SendDatagram(Engine& engine, const SendRequest& request, absl::Time 
   }
 }
 
-void Stack::TransmitPending(Engine& engine, const PendingDatagram& d) {
-  std::optional<net::MacAddress> mac;
-  {
-    std::lock_guard<std::mutex> lock(net_mu_);
-    mac = neighbors_.Lookup(d.next_hop, options_.clock());
-  }
-  if (mac.has_value()) TransmitUdp(engine, d.src, d.dst, *mac, AsBytes(d.payload));
+void Stack::TransmitPending(Engine& engine, const std::vector<PendingDatagram>& ready,
+                            const net::MacAddress& mac) {
+  // They all waited for the neighbour that just answered with `mac`.
+  for (const PendingDatagram& d : ready) TransmitUdp(engine, d.src, d.dst, mac, AsBytes(d.payload));
 }
 
 bool Stack::TransmitUdp(Engine& engine, const net::Endpoint& src, const net::Endpoint& dst,

@@ -140,21 +140,13 @@ absl::Status Stack::CheckLocal(const net::IpAddress& address) const {
 
 absl::StatusOr<net::Endpoint> Stack::Bind(SocketId id, const net::Endpoint& local) {
   if (absl::Status s = CheckLocal(local.address); !s.ok()) return s;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (absl::StatusOr<UdpSocket*> s = FindSocket(id); !s.ok()) return s.status();
-  }
-  return table_->Bind(id, local);
+  return table_->Bind(id, local);  // NOT_FOUND for an unknown socket, as for Disconnect
 }
 
 absl::StatusOr<net::Endpoint> Stack::Connect(SocketId id, const net::Endpoint& peer) {
   if (peer.port == 0) return absl::InvalidArgumentError("cannot connect to port 0");
   if (peer.address.IsUnspecified()) {
     return absl::InvalidArgumentError("cannot connect to the unspecified address");
-  }
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (absl::StatusOr<UdpSocket*> s = FindSocket(id); !s.ok()) return s.status();
   }
   return table_->Connect(id, peer);
 }

@@ -176,7 +176,8 @@ class Stack {
                            std::span<const uint8_t> bytes, absl::Time now);
   void SendQueued(Engine& engine, absl::Time now);
   void SendDatagram(Engine& engine, const SendRequest& request, absl::Time now);
-  void TransmitPending(Engine& engine, const PendingDatagram& d);
+  void TransmitPending(Engine& engine, const std::vector<PendingDatagram>& ready,
+                       const net::MacAddress& mac);
   bool TransmitUdp(Engine& engine, const net::Endpoint& src, const net::Endpoint& dst,
                    const net::MacAddress& dst_mac, std::span<const uint8_t> payload);
   void SendProbe(Engine& engine, const net::IpAddress& target);
