@@ -4,9 +4,6 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <linux/bpf.h>
-#include <linux/if_xdp.h>
-#include <sys/mman.h>
-#include <xdp/xsk.h>
 
 #include <cerrno>
 #include <cstring>
@@ -15,6 +12,7 @@
 
 #include <gtest/gtest.h>
 
+#include "stack/link/xsk_link.h"
 #include "stack/net/address.h"
 #include "stack/net/ethernet.h"
 #include "stack/net/frame_builder.h"
@@ -335,26 +333,14 @@ TEST_F(SteerTest, ImpossibleIpHeadersAreMalformed) {
 // in steering_test does).
 TEST_F(SteerTest, RedirectsToTheQueuesSocket) {
   testing::TestVeth veth("qsx0", "qsx1");
-  constexpr size_t kFrames = 64;
-  constexpr size_t kSize = kFrames * XSK_UMEM__DEFAULT_FRAME_SIZE;
-  void* area = mmap(nullptr, kSize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  ASSERT_NE(area, MAP_FAILED);
-  xsk_umem* umem = nullptr;
-  xsk_ring_prod fill;
-  xsk_ring_cons completion;
-  ASSERT_EQ(xsk_umem__create(&umem, area, kSize, &fill, &completion, nullptr), 0);
-  xsk_socket* xsk = nullptr;
-  xsk_ring_cons rx;
-  xsk_ring_prod tx;
-  xsk_socket_config config{};
-  config.rx_size = XSK_RING_CONS__DEFAULT_NUM_DESCS;
-  config.tx_size = XSK_RING_PROD__DEFAULT_NUM_DESCS;
-  config.libxdp_flags = XSK_LIBXDP_FLAGS__INHIBIT_PROG_LOAD;
-  config.bind_flags = XDP_COPY;
-  int error = xsk_socket__create(&xsk, veth.name().c_str(), 0, umem, &rx, &tx, &config);
-  ASSERT_EQ(error, 0) << std::strerror(-error);
+  absl::StatusOr<std::unique_ptr<link::XskPort>> port = link::XskPort::Create(
+      {.interface = veth.name(), .frames = 128, .ring_size = 64,
+       .bind_mode = link::XskBindMode::kCopy});
+  ASSERT_TRUE(port.ok()) << port.status();
+  absl::StatusOr<std::unique_ptr<link::XskLink>> xsk = (*port)->OpenQueue(0);
+  ASSERT_TRUE(xsk.ok()) << xsk.status();
 
-  ASSERT_TRUE(steering_->SetXsk(0, xsk_socket__fd(xsk)).ok());
+  ASSERT_TRUE(steering_->SetXsk(0, (*xsk)->socket_fd()).ok());
   SteeringCounters before = Counters();
   EXPECT_EQ(Run(Udp("10.1.0.1", "10.1.0.2", 9)), static_cast<uint32_t>(XDP_REDIRECT));
   EXPECT_EQ(Run(Arp("10.1.0.1", "10.1.0.2")), static_cast<uint32_t>(XDP_REDIRECT));
@@ -368,9 +354,6 @@ TEST_F(SteerTest, RedirectsToTheQueuesSocket) {
   EXPECT_EQ(Run(Udp("10.1.0.1", "10.1.0.2", 9)), static_cast<uint32_t>(XDP_PASS));
   EXPECT_EQ(Counters().redirect_no_xsk, before.redirect_no_xsk + 1);
 
-  xsk_socket__delete(xsk);
-  EXPECT_EQ(xsk_umem__delete(umem), 0);
-  munmap(area, kSize);
 }
 
 TEST_F(SteerTest, EveryFrameIsCountedOnce) {

@@ -9,16 +9,13 @@
 #include <bpf/libbpf.h>
 #include <linux/bpf.h>
 #include <linux/if_link.h>
-#include <linux/if_xdp.h>
 #include <netinet/in.h>
 #include <linux/capability.h>
 #include <poll.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
-#include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
-#include <xdp/xsk.h>
 
 #include <cerrno>
 #include <cstring>
@@ -28,6 +25,7 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/match.h"
+#include "stack/link/xsk_link.h"
 #include "stack/net/address.h"
 #include "stack/xdp/internal/test_netns.h"
 #include "stack/xdp/steer_common.h"
@@ -258,36 +256,17 @@ TEST(SteeringTest, KernelUdpReachesTheAfXdpSocket) {
                         "ip neigh add 10.9.0.2 lladdr 02:00:00:00:09:02 dev qsf1"),
             0);
 
-  constexpr size_t kFrames = 64;
-  constexpr size_t kFrameSize = XSK_UMEM__DEFAULT_FRAME_SIZE;
-  void* area = mmap(nullptr, kFrames * kFrameSize, PROT_READ | PROT_WRITE,
-                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  ASSERT_NE(area, MAP_FAILED);
-  xsk_umem* umem = nullptr;
-  xsk_ring_prod fill;
-  xsk_ring_cons completion;
-  ASSERT_EQ(xsk_umem__create(&umem, area, kFrames * kFrameSize, &fill, &completion, nullptr), 0);
-  xsk_socket* xsk = nullptr;
-  xsk_ring_cons rx;
-  xsk_ring_prod tx;
-  xsk_socket_config config{};
-  config.rx_size = XSK_RING_CONS__DEFAULT_NUM_DESCS;
-  config.tx_size = XSK_RING_PROD__DEFAULT_NUM_DESCS;
-  config.libxdp_flags = XSK_LIBXDP_FLAGS__INHIBIT_PROG_LOAD;
-  config.bind_flags = XDP_COPY;
-  int error = xsk_socket__create(&xsk, veth.name().c_str(), 0, umem, &rx, &tx, &config);
-  ASSERT_EQ(error, 0) << std::strerror(-error);
-  uint32_t index = 0;
-  ASSERT_EQ(xsk_ring_prod__reserve(&fill, kFrames, &index), kFrames);
-  for (uint32_t i = 0; i < kFrames; ++i) {
-    *xsk_ring_prod__fill_addr(&fill, index + i) = uint64_t{i} * kFrameSize;
-  }
-  xsk_ring_prod__submit(&fill, kFrames);
+  absl::StatusOr<std::unique_ptr<link::XskPort>> port = link::XskPort::Create(
+      {.interface = veth.name(), .frames = 128, .ring_size = 64,
+       .bind_mode = link::XskBindMode::kCopy});
+  ASSERT_TRUE(port.ok()) << port.status();
+  absl::StatusOr<std::unique_ptr<link::XskLink>> xsk = (*port)->OpenQueue(0);
+  ASSERT_TRUE(xsk.ok()) << xsk.status();
 
   std::unique_ptr<Steering> steering = LoadOrDie();
   ASSERT_NE(steering, nullptr);
   ASSERT_TRUE(steering->AddAddress(Ip("10.9.0.2"), /*exclusive=*/true).ok());
-  ASSERT_TRUE(steering->SetXsk(0, xsk_socket__fd(xsk)).ok());
+  ASSERT_TRUE(steering->SetXsk(0, (*xsk)->socket_fd()).ok());
   ASSERT_TRUE(steering->Attach(veth.ifindex(), XdpMode::kAuto).ok());
 
   int udp = socket(AF_INET, SOCK_DGRAM, 0);
@@ -301,17 +280,16 @@ TEST(SteeringTest, KernelUdpReachesTheAfXdpSocket) {
                    sizeof(to)),
             static_cast<ssize_t>(sizeof(message)));
 
-  pollfd p{.fd = xsk_socket__fd(xsk), .events = POLLIN, .revents = 0};
+  pollfd p{.fd = (*xsk)->wait_fd(), .events = POLLIN, .revents = 0};
   ASSERT_EQ(poll(&p, 1, 2000), 1) << "nothing arrived on the AF_XDP socket";
-  uint32_t rx_index = 0;
-  ASSERT_EQ(xsk_ring_cons__peek(&rx, 1, &rx_index), 1u);
-  const xdp_desc* desc = xsk_ring_cons__rx_desc(&rx, rx_index);
-  const uint8_t* frame = static_cast<const uint8_t*>(xsk_umem__get_data(area, desc->addr));
-  ASSERT_GE(desc->len, 14u + 20 + 8 + sizeof(message));
+  link::FrameBuffer received;
+  ASSERT_EQ((*xsk)->Receive({&received, 1}), 1u);
+  const uint8_t* frame = received.data;
+  ASSERT_GE(received.length, 14u + 20 + 8 + sizeof(message));
   EXPECT_EQ(frame[12], 0x08);  // IPv4
   EXPECT_EQ(frame[13], 0x00);
   EXPECT_EQ(std::memcmp(frame + 14 + 20 + 8, message, sizeof(message)), 0);
-  xsk_ring_cons__release(&rx, 1);
+  (*xsk)->Release({&received, 1});
 
   absl::StatusOr<SteeringCounters> counters = steering->Counters();
   ASSERT_TRUE(counters.ok()) << counters.status();
@@ -320,9 +298,6 @@ TEST(SteeringTest, KernelUdpReachesTheAfXdpSocket) {
 
   close(udp);
   steering.reset();
-  xsk_socket__delete(xsk);
-  EXPECT_EQ(xsk_umem__delete(umem), 0);
-  munmap(area, kFrames * kFrameSize);
 }
 
 }  // namespace
