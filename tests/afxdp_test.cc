@@ -42,12 +42,8 @@ std::span<const uint8_t> Bytes(const std::string& s) {
 }
 Endpoint Ep(const std::string& text) { return *Endpoint::Parse(text); }
 
-class PrivateNamespace : public ::testing::Environment {
- public:
-  void SetUp() override { PeerNetwork::EnterPrivateNamespace(); }
-};
 const ::testing::Environment* const kPrivateNamespace =
-    ::testing::AddGlobalTestEnvironment(new PrivateNamespace);
+    ::testing::AddGlobalTestEnvironment(new testing::PrivateNamespaceEnvironment);
 
 class AfXdpTest : public ::testing::Test {
  protected:

@@ -1,6 +1,6 @@
-// Test plumbing for privileged end-to-end tests: this process in a private network namespace
-// of its own (the stack's side), a second named namespace for the kernel peer, a veth pair
-// between them, and kernel sockets made inside the peer namespace.
+// Test plumbing for privileged tests: this process in a private network namespace of its own
+// (the stack's side), veth pairs inside it (TestVeth), or a second named namespace for the
+// kernel peer with a veth pair between (PeerNetwork), and kernel sockets made inside it.
 //
 //   PeerNetwork net("qs0", "qs1");                 // veth qs0 here, qs1 in the peer namespace
 //   net.PeerShell("ip addr add 10.7.0.1/24 dev qs1");
@@ -10,6 +10,7 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <net/if.h>
 #include <netinet/in.h>
 #include <sched.h>
 #include <sys/socket.h>
@@ -61,16 +62,53 @@ inline int Shell(const std::string& command) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+// Call once per process, before any thread starts: moves the process into a new network
+// namespace that vanishes with it.
+inline void EnterPrivateNamespace() {
+  ASSERT_EQ(unshare(CLONE_NEWNET), 0)
+      << "unshare(CLONE_NEWNET) needs root (these tests run as root in CI): "
+      << std::strerror(errno);
+  ASSERT_EQ(Shell("ip link set lo up"), 0);
+}
+
+// Puts the whole test binary in a private namespace:
+//   ::testing::AddGlobalTestEnvironment(new PrivateNamespaceEnvironment);
+class PrivateNamespaceEnvironment : public ::testing::Environment {
+ public:
+  void SetUp() override { EnterPrivateNamespace(); }
+};
+
+// A veth pair with both ends up in this namespace, deleted at the end of the scope.
+class TestVeth {
+ public:
+  TestVeth(std::string name, std::string peer) : name_(std::move(name)), peer_(std::move(peer)) {
+    const std::string command = "ip link add " + name_ + " type veth peer name " + peer_ +
+                                " && ip link set " + name_ + " up && ip link set " + peer_ + " up";
+    EXPECT_EQ(Shell(command), 0) << command;
+  }
+  ~TestVeth() {
+    if (Shell("ip link del " + name_ + " 2>/dev/null") != 0) {
+      ADD_FAILURE() << "cannot delete veth " << name_;
+    }
+  }
+  TestVeth(const TestVeth&) = delete;
+  TestVeth& operator=(const TestVeth&) = delete;
+
+  const std::string& name() const { return name_; }
+  const std::string& peer() const { return peer_; }
+  int ifindex() const { return static_cast<int>(if_nametoindex(name_.c_str())); }
+  int peer_ifindex() const { return static_cast<int>(if_nametoindex(peer_.c_str())); }
+
+ private:
+  std::string name_;
+  std::string peer_;
+};
+
+// A veth pair whose second end lives in a named peer namespace, where the kernel plays the
+// other host.
 class PeerNetwork {
  public:
-  // Call once per process, before any thread starts: moves the process into a new network
-  // namespace that vanishes with it.
-  static void EnterPrivateNamespace() {
-    ASSERT_EQ(unshare(CLONE_NEWNET), 0)
-        << "unshare(CLONE_NEWNET) needs root (these tests run as root in CI): "
-        << std::strerror(errno);
-    ASSERT_EQ(Shell("ip link set lo up"), 0);
-  }
+  static void EnterPrivateNamespace() { testing::EnterPrivateNamespace(); }
 
   PeerNetwork(std::string local, std::string peer)
       : local_(std::move(local)), peer_(std::move(peer)),

@@ -17,8 +17,8 @@
 #include "stack/net/ethernet.h"
 #include "stack/net/frame_builder.h"
 #include "stack/net/icmp.h"
-#include "stack/xdp/internal/test_netns.h"
 #include "stack/xdp/steering.h"
+#include "tests/peer_netns.h"
 
 namespace quadsock::xdp {
 namespace {
@@ -26,7 +26,7 @@ namespace {
 using net::IpAddress;
 
 const ::testing::Environment* const kNetns =
-    ::testing::AddGlobalTestEnvironment(new testing::PrivateNetnsEnvironment);
+    ::testing::AddGlobalTestEnvironment(new testing::PrivateNamespaceEnvironment);
 
 IpAddress Ip(const char* text) { return *IpAddress::Parse(text); }
 

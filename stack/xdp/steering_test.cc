@@ -27,8 +27,8 @@
 #include "absl/strings/match.h"
 #include "stack/link/xsk_link.h"
 #include "stack/net/address.h"
-#include "stack/xdp/internal/test_netns.h"
 #include "stack/xdp/steer_common.h"
+#include "tests/peer_netns.h"
 
 namespace quadsock::xdp {
 namespace {
@@ -37,7 +37,7 @@ using net::IpAddress;
 using testing::TestVeth;
 
 const ::testing::Environment* const kNetns =
-    ::testing::AddGlobalTestEnvironment(new testing::PrivateNetnsEnvironment);
+    ::testing::AddGlobalTestEnvironment(new testing::PrivateNamespaceEnvironment);
 
 IpAddress Ip(const char* text) { return *IpAddress::Parse(text); }
 
