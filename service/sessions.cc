@@ -67,27 +67,27 @@ absl::Status Sessions::Touch(const std::string& token, const std::string& identi
   return absl::OkStatus();
 }
 
-absl::Status Sessions::CheckQuota(const std::string& token) {
-  std::lock_guard<std::mutex> lock(mu_);
+absl::StatusOr<Sessions::Session*> Sessions::WithRoom(const std::string& token) {
   Session* s = Find(token);
   if (s == nullptr) return absl::UnauthenticatedError("unknown or expired session");
   if (s->sockets.size() >= limits_.max_sockets_per_session) {
     return absl::ResourceExhaustedError(absl::StrFormat(
         "the session has its maximum of %u sockets", limits_.max_sockets_per_session));
   }
-  return absl::OkStatus();
+  return s;
+}
+
+absl::Status Sessions::CheckQuota(const std::string& token) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return WithRoom(token).status();
 }
 
 absl::StatusOr<std::string> Sessions::AddSocket(const std::string& token, SocketId id) {
   std::lock_guard<std::mutex> lock(mu_);
-  Session* s = Find(token);
-  if (s == nullptr) return absl::UnauthenticatedError("unknown or expired session");
-  if (s->sockets.size() >= limits_.max_sockets_per_session) {
-    return absl::ResourceExhaustedError(absl::StrFormat(
-        "the session has its maximum of %u sockets", limits_.max_sockets_per_session));
-  }
+  absl::StatusOr<Session*> s = WithRoom(token);
+  if (!s.ok()) return s.status();
   std::string handle = RandomToken();
-  s->sockets[handle] = id;
+  (*s)->sockets[handle] = id;
   return handle;
 }
 

@@ -88,6 +88,8 @@ class Sessions {
     absl::flat_hash_map<std::string, SocketId> sockets;
   };
   Session* Find(const std::string& token);
+  // The session, if it has room for one more socket (mu_ held).
+  absl::StatusOr<Session*> WithRoom(const std::string& token);
   const Session* Find(const std::string& token) const;
 
   const SessionLimits limits_;

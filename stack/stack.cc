@@ -96,10 +96,11 @@ void Stack::Stop() {
 
 // ---- Control plane -------------------------------------------------------------------------
 
-absl::StatusOr<UdpSocket*> Stack::FindSocket(SocketId id) const {
+absl::StatusOr<std::shared_ptr<UdpSocket>> Stack::FindSocket(SocketId id) const {
+  std::lock_guard<std::mutex> lock(mu_);
   auto it = sockets_.find(id);
   if (it == sockets_.end()) return absl::NotFoundError(absl::StrCat("no socket ", id));
-  return it->second.get();
+  return it->second;
 }
 
 absl::StatusOr<SocketId> Stack::Open(net::Family family, const OpenOptions& options) {
@@ -180,8 +181,7 @@ absl::Status Stack::Close(SocketId id) {
 absl::StatusOr<SocketStatus> Stack::Get(SocketId id) const {
   absl::StatusOr<demux::SocketInfo> info = table_->Get(id);
   if (!info.ok()) return info.status();
-  std::lock_guard<std::mutex> lock(mu_);
-  absl::StatusOr<UdpSocket*> s = FindSocket(id);
+  absl::StatusOr<std::shared_ptr<UdpSocket>> s = FindSocket(id);
   if (!s.ok()) return s.status();
   return SocketStatus{*info, (*s)->counters()};
 }
@@ -237,13 +237,9 @@ absl::Status Stack::Send(SocketId id, std::span<const uint8_t> payload,
     info = table_->Get(id);
     if (!info.ok()) return info.status();
   }
-  std::shared_ptr<UdpSocket> socket;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = sockets_.find(id);
-    if (it == sockets_.end()) return absl::NotFoundError(absl::StrCat("no socket ", id));
-    socket = it->second;
-  }
+  absl::StatusOr<std::shared_ptr<UdpSocket>> found = FindSocket(id);
+  if (!found.ok()) return found.status();
+  std::shared_ptr<UdpSocket> socket = std::move(*found);
   net::Endpoint src = info->local;
   if (src.address.IsV4Mapped() && src.address.Unmapped().IsUnspecified()) {
     src.address = net::IpAddress::AnyV6();
@@ -265,31 +261,23 @@ absl::Status Stack::Send(SocketId id, std::span<const uint8_t> payload,
 }
 
 absl::StatusOr<std::optional<ReceivedDatagram>> Stack::Receive(SocketId id) {
-  std::shared_ptr<UdpSocket> socket;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = sockets_.find(id);
-    if (it == sockets_.end()) return absl::NotFoundError(absl::StrCat("no socket ", id));
-    socket = it->second;
-  }
+  absl::StatusOr<std::shared_ptr<UdpSocket>> found = FindSocket(id);
+  if (!found.ok()) return found.status();
+  std::shared_ptr<UdpSocket> socket = std::move(*found);
   return socket->Pop();
 }
 
 absl::StatusOr<bool> Stack::WaitForData(SocketId id, absl::Duration timeout) {
-  std::shared_ptr<UdpSocket> socket;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = sockets_.find(id);
-    if (it == sockets_.end()) return absl::NotFoundError(absl::StrCat("no socket ", id));
-    socket = it->second;
-  }
+  absl::StatusOr<std::shared_ptr<UdpSocket>> found = FindSocket(id);
+  if (!found.ok()) return found.status();
+  std::shared_ptr<UdpSocket> socket = std::move(*found);
   return socket->WaitForData(static_cast<int>(absl::ToInt64Milliseconds(timeout)));
 }
 
 absl::Status Stack::SetReceiveCallback(SocketId id, ReceiveCallback callback) {
-  std::lock_guard<std::mutex> lock(mu_);
-  absl::StatusOr<UdpSocket*> s = FindSocket(id);
+  absl::StatusOr<std::shared_ptr<UdpSocket>> s = FindSocket(id);
   if (!s.ok()) return s.status();
+  std::lock_guard<std::mutex> lock(mu_);  // callbacks change under the control-plane lock
   (*s)->SetCallback(std::move(callback));
   return absl::OkStatus();
 }

@@ -159,7 +159,8 @@ class Stack {
   struct SendRequest;
   explicit Stack(StackOptions options);
 
-  absl::StatusOr<UdpSocket*> FindSocket(SocketId id) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // The socket, shared so that it outlives a concurrent Close; takes mu_ itself.
+  absl::StatusOr<std::shared_ptr<UdpSocket>> FindSocket(SocketId id) const;
   absl::Status CheckLocal(const net::IpAddress& address) const;
 
   // The data path, on a poll thread (or PollOnce's caller).
