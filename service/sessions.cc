@@ -170,13 +170,5 @@ size_t Sessions::size() const {
   return sessions_.size();
 }
 
-std::vector<SessionInfo> Sessions::List() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  std::vector<SessionInfo> out;
-  for (const auto& [t, s] : sessions_) {
-    out.push_back({s.name, s.identity, s.sockets.size(), s.expires, s.holders});
-  }
-  return out;
-}
-
 }  // namespace quadsock::service
+

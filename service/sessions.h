@@ -37,14 +37,6 @@ struct SessionLimits {
   absl::Duration max_lease = absl::Hours(1);
 };
 
-struct SessionInfo {
-  std::string name;
-  std::string identity;
-  size_t sockets = 0;
-  absl::Time expires;
-  int holders = 0;
-};
-
 class Sessions {
  public:
   Sessions(SessionLimits limits, std::function<absl::Time()> clock)
@@ -76,7 +68,6 @@ class Sessions {
   // Ends lapsed sessions; returns their sockets for closing.
   std::vector<SocketId> Expire();
   size_t size() const;
-  std::vector<SessionInfo> List() const;
 
  private:
   struct Session {

@@ -35,11 +35,6 @@ absl::Status RouteTable::SetGateway(const net::IpAddress& gateway) {
   return absl::OkStatus();
 }
 
-absl::Status RouteTable::ClearGateway(net::Family family) {
-  (family == net::Family::kV4 ? gateway_v4_ : gateway_v6_).reset();
-  return absl::OkStatus();
-}
-
 std::optional<net::IpAddress> RouteTable::gateway(net::Family family) const {
   return family == net::Family::kV4 ? gateway_v4_ : gateway_v6_;
 }

@@ -36,7 +36,6 @@ class RouteTable {
   absl::Status RemoveAddress(const net::IpAddress& address);
   // The gateway must be reachable by a connected route: FAILED_PRECONDITION otherwise.
   absl::Status SetGateway(const net::IpAddress& gateway);
-  absl::Status ClearGateway(net::Family family);
 
   // NOT_FOUND ("no route to host") when nothing matches.
   absl::StatusOr<Route> Lookup(const net::IpAddress& destination) const;

@@ -131,7 +131,6 @@ class alignas(64) UdpSocket {
     shut_down_.store(true);
     Wake();
   }
-  bool shut_down() const { return shut_down_.load(); }
 
   // Set once, before traffic: the old callback (if any) is leaked until close, since a poll
   // thread may be running it. Control plane only.
