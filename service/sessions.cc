@@ -171,4 +171,3 @@ size_t Sessions::size() const {
 }
 
 }  // namespace quadsock::service
-
