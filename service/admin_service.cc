@@ -15,6 +15,8 @@ void ToProto(const link::LinkCounters& c, v1::QueueCounters* out) {
   out->set_fill_ring_empty(c.fill_ring_empty);
   out->set_rx_dropped(c.rx_dropped);
   out->set_wakeups(c.wakeups);
+  out->set_busy_polls(c.busy_polls);
+  out->set_busy_poll_unavailable(c.busy_poll_unavailable != 0);
 }
 
 }  // namespace

@@ -42,7 +42,12 @@ ABSL_FLAG(bool, hash4, true,
 ABSL_FLAG(uint32_t, umem_frames, 8192, "UMEM frames in all (split over the queues).");
 ABSL_FLAG(uint32_t, frame_size, 4096, "UMEM frame size: 2048 or 4096.");
 ABSL_FLAG(uint32_t, ring_size, 2048, "Size of each AF_XDP ring (a power of two).");
-ABSL_FLAG(bool, busy_poll, false, "Busy-poll the AF_XDP sockets (SO_PREFER_BUSY_POLL).");
+ABSL_FLAG(bool, busy_poll, false,
+          "Preferred busy polling: each poll thread runs its queue's NAPI itself (recvfrom on the "
+          "AF_XDP socket, SO_PREFER_BUSY_POLL) and spins for 1 ms after the last frame. Also set "
+          "the interface's napi_defer_hard_irqs (2) and gro_flush_timeout (200000). A queue whose "
+          "socket has no NAPI id (veth in copy mode) stops busy polling at its first frames and "
+          "reports busy_poll_unavailable in `quadctl interfaces --json`.");
 ABSL_FLAG(uint32_t, max_sockets, 1 << 20, "Sockets in all, over every client.");
 ABSL_FLAG(uint32_t, max_sockets_per_client, 65536, "Sockets one client session may hold.");
 ABSL_FLAG(uint32_t, max_clients, 1024, "Client sessions at once.");

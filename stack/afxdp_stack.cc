@@ -98,10 +98,10 @@ AfXdpStack::~AfXdpStack() {
 }
 
 std::string AfXdpStack::Describe() const {
-  return absl::StrFormat("%s: XDP %s, AF_XDP %s, %u queue%s, %u UMEM frames of %u bytes",
+  return absl::StrFormat("%s: XDP %s, AF_XDP %s, %u queue%s, %u UMEM frames of %u bytes%s",
                          options_.interface, xdp::XdpModeName(xdp_mode_), bind_mode_,
                          options_.queues, options_.queues == 1 ? "" : "s", options_.umem_frames,
-                         options_.frame_size);
+                         options_.frame_size, options_.busy_poll ? ", busy polling" : "");
 }
 
 }  // namespace quadsock::stack

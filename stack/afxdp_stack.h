@@ -40,7 +40,7 @@ struct AfXdpOptions {
   uint32_t umem_frames = 4096;  // in all, over the queues
   uint32_t frame_size = 4096;
   uint32_t ring_size = 1024;
-  bool busy_poll = false;
+  bool busy_poll = false;  // preferred busy polling (link::XskPort::Options::busy_poll)
   StackOptions stack;
   std::function<void(absl::string_view)> log;  // default: stderr
 };

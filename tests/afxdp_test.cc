@@ -59,6 +59,7 @@ class AfXdpTest : public ::testing::Test {
     o.stack.addresses = {*net::IpPrefix::Parse(std::string(kStackV4) + "/24"),
                          *net::IpPrefix::Parse(std::string(kStackV6) + "/64")};
     o.log = [](absl::string_view m) { std::printf("quadsock: %.*s\n", int(m.size()), m.data()); };
+    Customize(o);
     absl::StatusOr<std::unique_ptr<stack::AfXdpStack>> s = stack::AfXdpStack::Create(o);
     ASSERT_TRUE(s.ok()) << s.status();
     afxdp_ = std::move(*s);
@@ -74,6 +75,7 @@ class AfXdpTest : public ::testing::Test {
     net_.reset();
   }
 
+  virtual void Customize(stack::AfXdpOptions& o) {}
   stack::Stack& stack() { return afxdp_->stack(); }
 
   // A kernel UDP socket in the peer namespace, bound, with a receive timeout.
@@ -167,6 +169,25 @@ TEST_F(AfXdpTest, KernelPeerExchangesUdpOverIpv4) {
 
 TEST_F(AfXdpTest, KernelPeerExchangesUdpOverIpv6) {
   ExchangeWithKernel(net::Family::kV6, kStackV6, kPeerV6, 1500 - 48);
+}
+
+class AfXdpBusyPollTest : public AfXdpTest {
+ protected:
+  void Customize(stack::AfXdpOptions& o) override { o.busy_poll = true; }
+};
+
+// Busy polling asked for on veth: AF_XDP in copy mode there has no NAPI id to poll (the
+// kernel's veth NAPI does the receive work), so the link must notice, stop its recvfrom calls
+// and say so, and traffic must flow as without it.
+TEST_F(AfXdpBusyPollTest, FallsBackWhereTheQueueHasNoNapiAndTrafficFlows) {
+  ExchangeWithKernel(net::Family::kV4, kStackV4, kPeerV4, 1500 - 28);
+  const std::vector<link::LinkCounters> links = stack().LinkCounters();
+  ASSERT_EQ(links.size(), 1u);
+  EXPECT_GT(links[0].busy_polls, 0u);  // it did try, until the first frames came
+  EXPECT_EQ(links[0].busy_poll_unavailable, 1u);
+  const uint64_t polls = links[0].busy_polls;
+  EXPECT_EQ(net_->PeerShell(std::string("ping -c 2 -i 0.2 -W 2 ") + kStackV4 + " >/dev/null"), 0);
+  EXPECT_EQ(stack().LinkCounters()[0].busy_polls, polls);  // and then stopped
 }
 
 TEST_F(AfXdpTest, PingAndNeighbourResolutionBothWays) {

@@ -28,6 +28,8 @@ constexpr size_t kTxBatch = 64;
 constexpr size_t kSendsPerTurn = 256;
 constexpr absl::Duration kTimerPeriod = absl::Milliseconds(100);
 constexpr int kIdleWaitMs = 10;
+// A busy-polling link is polled this long after its last frame before the thread sleeps.
+constexpr absl::Duration kBusyPollLinger = absl::Milliseconds(1);
 
 // Counters of one engine: written by its poll thread only, read by anyone.
 enum Counter {

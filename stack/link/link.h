@@ -50,6 +50,11 @@ struct LinkCounters {
   uint64_t fill_ring_empty = 0;  // times the kernel may have had no buffer to receive into
   uint64_t rx_dropped = 0;       // the kernel's count of frames it could not deliver
   uint64_t wakeups = 0;          // sendto()/recvfrom() kicks for need_wakeup
+  uint64_t busy_polls = 0;       // recvfrom() calls made to run the device's NAPI here
+  // 1 when busy polling was asked for but the socket has no NAPI id to poll (AF_XDP copy mode
+  // on some drivers, veth among them): the kernel keeps doing the receive work, and the link
+  // stopped busy polling.
+  uint64_t busy_poll_unavailable = 0;
 };
 
 class Link {
@@ -77,6 +82,9 @@ class Link {
   // the caller, or free). OK, or INTERNAL naming the discrepancy. Same thread as the rest.
   virtual absl::Status CheckFrameAccounting() const = 0;
   virtual LinkCounters counters() const = 0;
+  // True when Receive itself runs the device's receive work (busy polling): the caller should
+  // keep calling it for a while when it finds nothing, instead of sleeping on wait_fd().
+  virtual bool busy_polling() const { return false; }
 };
 
 }  // namespace quadsock::link

@@ -174,6 +174,7 @@ absl::StatusOr<std::unique_ptr<XskLink>> XskPort::OpenQueue(uint32_t queue) {
         setsockopt(link->fd_, SOL_SOCKET, SO_BUSY_POLL_BUDGET, &budget, sizeof(budget)) != 0) {
       return ErrnoStatus(errno, "enabling busy polling");
     }
+    link->busy_poll_ = true;
   }
 
   link->info_.name = options_.interface;
@@ -232,7 +233,17 @@ void XskLink::Refill() {
   }
 }
 
+void XskLink::BusyPoll() {
+  // A non-blocking recvfrom on an AF_XDP socket with SO_BUSY_POLL runs the NAPI of the queue it
+  // is bound to (sk_busy_loop) here, filling the RX ring; with SO_PREFER_BUSY_POLL the kernel
+  // keeps the queue's notifications off for gro_flush_timeout afterwards, so the next call
+  // finds the work still ours.
+  ++counters_.busy_polls;
+  recvfrom(fd_, nullptr, 0, MSG_DONTWAIT, nullptr, nullptr);
+}
+
 size_t XskLink::Receive(std::span<FrameBuffer> out) {
+  if (busy_poll_) BusyPoll();
   uint32_t idx = 0;
   // Peek has an acquire barrier: descriptors are read only after the producer index.
   const uint32_t n = xsk_ring_cons__peek(rx_.get(), static_cast<uint32_t>(out.size()), &idx);
@@ -242,6 +253,10 @@ size_t XskLink::Receive(std::span<FrameBuffer> out) {
     out[i] = Buffer(d->addr, d->len);
   }
   if (n > 0) xsk_ring_cons__release(rx_.get(), n);
+  if (busy_poll_ && n > 0 && counters_.rx_frames == 0 && napi_id() == 0) {
+    busy_poll_ = false;  // nothing to poll: each recvfrom would be a wasted system call
+    counters_.busy_poll_unavailable = 1;
+  }
   counters_.rx_frames += n;
   return n;
 }
@@ -340,6 +355,13 @@ absl::Status XskLink::CheckFrameAccounting() const {
         ledger_.count(FramePlace::kKernelTx), fill + rx, fill, rx, tx + comp, tx, comp));
   }
   return absl::OkStatus();
+}
+
+uint32_t XskLink::napi_id() const {
+  unsigned int id = 0;
+  socklen_t len = sizeof(id);
+  if (getsockopt(fd_, SOL_SOCKET, SO_INCOMING_NAPI_ID, &id, &len) != 0) return 0;
+  return id;
 }
 
 LinkCounters XskLink::counters() const {

@@ -46,7 +46,13 @@ class XskPort {
     uint32_t ring_size = 2048;     // each of fill, completion, RX and TX; a power of two
     uint32_t queues = 1;           // queues that will be opened (for splitting the frames)
     XskBindMode bind_mode = XskBindMode::kAuto;
-    bool busy_poll = false;        // SO_PREFER_BUSY_POLL and SO_BUSY_POLL on each socket
+    // Preferred busy polling: SO_PREFER_BUSY_POLL, SO_BUSY_POLL and SO_BUSY_POLL_BUDGET on each
+    // socket, and Receive runs the device's NAPI in the caller's thread (a recvfrom). With the
+    // interface's napi_defer_hard_irqs and gro_flush_timeout set, the kernel then leaves the
+    // receive work to that thread while it keeps polling (no interrupts, no NAPI thread).
+    // A socket that receives its first frames without a NAPI id (veth in copy mode) cannot be
+    // busy-polled: the link then stops and counts busy_poll_unavailable.
+    bool busy_poll = false;
   };
 
   // FAILED_PRECONDITION when the interface does not exist; INVALID_ARGUMENT for bad sizes;
@@ -92,6 +98,11 @@ class XskLink : public Link {
   int wait_fd() const override { return fd_; }
   absl::Status CheckFrameAccounting() const override;
   LinkCounters counters() const override;
+  bool busy_polling() const override { return busy_poll_; }
+  // The NAPI id the kernel recorded for the socket (SO_INCOMING_NAPI_ID): set when the queue's
+  // frames arrive through a NAPI that busy polling can run; 0 before the first frame or when
+  // there is none.
+  uint32_t napi_id() const;
 
   // The AF_XDP socket, for the XSKMAP.
   int socket_fd() const { return fd_; }
@@ -105,6 +116,7 @@ class XskLink : public Link {
   void Refill();
   void ReapCompletions();
   void Kick();
+  void BusyPoll();
 
   XskPort* port_ = nullptr;
   LinkInfo info_;
@@ -122,6 +134,7 @@ class XskLink : public Link {
   FrameLedger ledger_{0};
   std::vector<uint64_t> free_;
   uint32_t tx_pending_kick_ = 0;
+  bool busy_poll_ = false;
   LinkCounters counters_;
 };
 
