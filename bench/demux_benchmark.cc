@@ -6,13 +6,19 @@
 //                      the port is scored in one hash2 chain, so a lookup is O(N)
 //   BM_NewFlow/<N>     hash4 on: an unconnected lookup of a new flow to a port with N connected
 //                      sockets and one listener (N = 0 is the empty-port baseline)
+//   BM_Lookup4Cold/<N>       hash4 on, flows to all N sockets in a random order (each lookup's
+//                            slot, entry and chain cache-cold, as in a stack with N busy peers)
+//   BM_LookupBatch4Cold/<N>  the same flows through LookupBatch, 64 at a time (time per flow)
 //   BM_ConnectRehash   Open + Connect (auto-bind, enters hash4) + Rehash (new address) + Close
 //   BM_ConnectWildcard Connect of a wildcard-bound socket (hash2 -> hash4: one grace period)
-// Lookups cycle through 256 flows spread over the table (cache-warm: this measures the
+// The other lookups cycle through 256 flows spread over the table (cache-warm: they measure the
 // algorithm, chain lengths and hashing, not DRAM latency).
 //
 //   bazel run -c opt //bench:demux_benchmark
+#include <algorithm>
 #include <map>
+#include <random>
+#include <span>
 #include <memory>
 #include <vector>
 
@@ -117,6 +123,48 @@ void BM_Lookup4Off(benchmark::State& state) {
   LookupLoop(state, f, ConnectedFlows(state.range(0)), false);
 }
 
+// Every connected flow once, in a random order.
+std::vector<FlowKey> ShuffledFlows(int n) {
+  std::vector<FlowKey> flows;
+  for (int j = 0; j < n; ++j) {
+    net::Endpoint p = Peer(j);
+    flows.push_back(FlowKey{p.address, p.port, kLocal, kPort, 0});
+  }
+  std::mt19937_64 rng(7);
+  std::shuffle(flows.begin(), flows.end(), rng);
+  return flows;
+}
+
+void BM_Lookup4Cold(benchmark::State& state) {
+  Fixture& f = Get(true, state.range(0));
+  LookupLoop(state, f, ShuffledFlows(state.range(0)), false);
+}
+
+void BM_LookupBatch4Cold(benchmark::State& state) {
+  constexpr size_t kBatch = 64;
+  Fixture& f = Get(true, state.range(0));
+  std::vector<FlowKey> flows = ShuffledFlows(state.range(0));
+  flows.resize(flows.size() / kBatch * kBatch);
+  std::optional<LookupResult> out[kBatch];
+  size_t i = 0;
+  int64_t found = 0;
+  for (auto _ : state) {
+    f.table->LookupBatch(*f.ctx, std::span(flows).subspan(i, kBatch), out);
+    for (const std::optional<LookupResult>& r : out) found += r.has_value();
+    benchmark::DoNotOptimize(out);
+    i += kBatch;
+    if (i == flows.size()) {
+      i = 0;
+      Reader().Quiescent();
+    }
+  }
+  if (found != state.iterations() * int64_t{kBatch}) state.SkipWithError("lookup missed");
+  state.SetItemsProcessed(state.iterations() * kBatch);
+  state.counters["s_per_flow"] = benchmark::Counter(
+      static_cast<double>(state.iterations() * kBatch),
+      benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+
 void BM_NewFlow(benchmark::State& state) {
   Fixture& f = Get(true, state.range(0));
   std::vector<FlowKey> flows;
@@ -162,6 +210,8 @@ void BM_ConnectWildcard(benchmark::State& state) {
 BENCHMARK(BM_Lookup4)->Arg(1)->Arg(500)->Arg(10000)->Arg(100000)->Arg(1000000);
 BENCHMARK(BM_Lookup4Off)->Arg(1)->Arg(500)->Arg(10000)->Arg(100000)->Arg(1000000);
 BENCHMARK(BM_NewFlow)->Arg(0)->Arg(1)->Arg(500)->Arg(10000)->Arg(100000)->Arg(1000000);
+BENCHMARK(BM_Lookup4Cold)->Arg(500)->Arg(10000)->Arg(100000)->Arg(1000000);
+BENCHMARK(BM_LookupBatch4Cold)->Arg(500)->Arg(10000)->Arg(100000)->Arg(1000000);
 BENCHMARK(BM_ConnectRehash);
 BENCHMARK(BM_ConnectWildcard);
 

@@ -166,8 +166,18 @@ class Stack {
   // The data path, on a poll thread (or PollOnce's caller).
   void RunEngine(Engine& engine);
   size_t Turn(Engine& engine, demux::LookupContext& ctx);
-  void HandleFrame(Engine& engine, demux::LookupContext& ctx, const LocalAddresses& local,
-                   const link::FrameBuffer& frame, absl::Time now);
+  void ReceiveBatch(Engine& engine, demux::LookupContext& ctx, const LocalAddresses& local,
+                    std::span<const link::FrameBuffer> frames, absl::Time now);
+  // What a received frame needs, once parsed: nothing more (dropped and counted), a socket
+  // lookup (UDP to one of our addresses), or HandleControl (ARP, NDP, ICMP to us, the rest).
+  enum class FrameKind : uint8_t { kDone, kUdp, kControl };
+  FrameKind Classify(Engine& engine, const LocalAddresses& local, const link::FrameBuffer& frame,
+                     net::ParsedFrame& f);
+  void HandleControl(Engine& engine, const LocalAddresses& local, const net::ParsedFrame& f,
+                     std::span<const uint8_t> bytes, absl::Time now);
+  static UdpSocket& SocketOf(const demux::LookupResult& r) {
+    return *reinterpret_cast<UdpSocket*>(r.cookie);
+  }
   void HandleArp(Engine& engine, const net::ParsedFrame& f, const LocalAddresses& local,
                  absl::Time now);
   void HandleNdp(Engine& engine, const net::ParsedFrame& f, const LocalAddresses& local,

@@ -103,28 +103,62 @@ const Entry* SocketTable::ScoreChain(LookupContext& ctx, const Entry* e, uint64_
   return best;
 }
 
+SocketTable::Probe SocketTable::MakeProbe(const Buckets& b, const FlowKey& flow) const {
+  Probe p;
+  p.dst = AddrKeyOf(flow.dst);
+  p.src = AddrKeyOf(flow.src);
+  p.family_bit = flow.dst.is_v4() ? internal::kAcceptV4 : internal::kAcceptV6;
+  p.hash2 = hasher_.Hash2(p.dst, flow.dst_port);
+  p.hash4 = hasher_.Hash4(p.dst, flow.dst_port, p.src, flow.src_port);
+  p.slot2 = &b.hash2[b.Index(p.hash2)];
+  p.slot4 = &b.hash4[b.Index(p.hash4)];
+  return p;
+}
+
 std::optional<LookupResult> SocketTable::Lookup(LookupContext& ctx, const FlowKey& flow) const {
+  const Buckets* b = buckets_.load(std::memory_order_acquire);
+  return Finish(ctx, *b, flow, MakeProbe(*b, flow));
+}
+
+void SocketTable::LookupBatch(LookupContext& ctx, std::span<const FlowKey> flows,
+                              std::span<std::optional<LookupResult>> out) const {
+  constexpr size_t kChunk = 64;
+  const Buckets* b = buckets_.load(std::memory_order_acquire);
+  Probe probes[kChunk];
+  for (size_t base = 0; base < flows.size(); base += kChunk) {
+    const size_t n = std::min(kChunk, flows.size() - base);
+    // The loads of one pass do not depend on each other, so the CPU overlaps their misses.
+    for (size_t i = 0; i < n; ++i) {
+      probes[i] = MakeProbe(*b, flows[base + i]);
+      __builtin_prefetch(probes[i].slot2);
+      __builtin_prefetch(probes[i].slot4);
+    }
+    if (options_.hash4) {
+      for (size_t i = 0; i < n; ++i) {
+        if (probes[i].slot2->hash4_cnt.load(std::memory_order_relaxed) == 0) continue;
+        if (const Entry* e = probes[i].slot4->load(std::memory_order_relaxed)) {
+          __builtin_prefetch(e);  // an Entry spans two cache lines
+          __builtin_prefetch(reinterpret_cast<const char*>(e) + 64);
+        }
+      }
+    }
+    for (size_t i = 0; i < n; ++i) out[base + i] = Finish(ctx, *b, flows[base + i], probes[i]);
+  }
+}
+
+std::optional<LookupResult> SocketTable::Finish(LookupContext& ctx, const Buckets& b,
+                                                const FlowKey& flow, const Probe& p) const {
   LookupContext::Counters& c = ctx.counters_;
   LookupContext::Bump(c.lookups);
-  const Buckets* b = buckets_.load(std::memory_order_acquire);
-  const uint8_t family_bit = flow.dst.is_v4() ? internal::kAcceptV4 : internal::kAcceptV6;
-  const AddrKey dst = AddrKeyOf(flow.dst);
-  const AddrKey src = AddrKeyOf(flow.src);
   uint32_t steps = 0;
   const Entry* found = nullptr;
 
-  const uint64_t hash2 = hasher_.Hash2(dst, flow.dst_port);
-  const internal::Hslot2& slot2 = b->hash2[b->Index(hash2)];
-  uint64_t hash4 = 0;
-  bool have_hash4 = false;
-  if (options_.hash4 && slot2.hash4_cnt.load(std::memory_order_acquire) != 0) {
-    hash4 = hasher_.Hash4(dst, flow.dst_port, src, flow.src_port);
-    have_hash4 = true;
-    for (const Entry* e = b->hash4[b->Index(hash4)].load(std::memory_order_acquire); e != nullptr;
+  if (options_.hash4 && p.slot2->hash4_cnt.load(std::memory_order_acquire) != 0) {
+    for (const Entry* e = p.slot4->load(std::memory_order_acquire); e != nullptr;
          e = e->next.load(std::memory_order_acquire)) {
       ++steps;
-      if (e->hash == hash4 && (e->accepts & family_bit) && e->local_port == flow.dst_port &&
-          e->remote_port == flow.src_port && e->local == dst && e->remote == src &&
+      if (e->hash == p.hash4 && (e->accepts & p.family_bit) && e->local_port == flow.dst_port &&
+          e->remote_port == flow.src_port && e->local == p.dst && e->remote == p.src &&
           DeviceMatches(*e, flow.device)) {
         found = e;
         break;
@@ -132,14 +166,14 @@ std::optional<LookupResult> SocketTable::Lookup(LookupContext& ctx, const FlowKe
     }
     LookupContext::Bump(found != nullptr ? c.hash4_hits : c.hash4_misses);
   }
-  if (found == nullptr && !IsWildcardKey(dst)) {
-    found = ScoreChain(ctx, slot2.head.load(std::memory_order_acquire), hash2, flow, dst, src,
-                       family_bit, &steps);
+  if (found == nullptr && !IsWildcardKey(p.dst)) {
+    found = ScoreChain(ctx, p.slot2->head.load(std::memory_order_acquire), p.hash2, flow, p.dst,
+                       p.src, p.family_bit, &steps);
   }
   if (found == nullptr) {
     const uint64_t wild = hasher_.Hash2(AddrKey{}, flow.dst_port);
-    found = ScoreChain(ctx, b->hash2[b->Index(wild)].head.load(std::memory_order_acquire), wild,
-                       flow, AddrKey{}, src, family_bit, &steps);
+    found = ScoreChain(ctx, b.hash2[b.Index(wild)].head.load(std::memory_order_acquire), wild,
+                       flow, AddrKey{}, p.src, p.family_bit, &steps);
   }
   LookupContext::Bump(c.chain_steps, steps);
   LookupContext::Bump(c.histogram[HistogramBucket(steps)]);
@@ -153,8 +187,7 @@ std::optional<LookupResult> SocketTable::Lookup(LookupContext& ctx, const FlowKe
     const internal::ReuseMembers* m = found->group->members.load(std::memory_order_acquire);
     const uint32_t n = m != nullptr ? m->size.load(std::memory_order_acquire) : 0;
     if (n > 0) {
-      if (!have_hash4) hash4 = hasher_.Hash4(dst, flow.dst_port, src, flow.src_port);
-      const uint32_t i = static_cast<uint32_t>(((hash4 >> 32) * n) >> 32);
+      const uint32_t i = static_cast<uint32_t>(((p.hash4 >> 32) * n) >> 32);
       const internal::SocketRef* ref = m->slots[i].load(std::memory_order_acquire);
       if (ref != nullptr) return LookupResult{ref->id, ref->cookie};
     }

@@ -39,6 +39,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -183,6 +184,12 @@ class SocketTable {
 
   // The data path: never locks, never blocks. `ctx` belongs to the calling thread.
   std::optional<LookupResult> Lookup(LookupContext& ctx, const FlowKey& flow) const;
+  // Lookup for each of `flows` (out[i] is Lookup(ctx, flows[i])), in passes over the batch:
+  // hash every flow and prefetch its slots, then prefetch the first entry of every hash4 chain,
+  // then walk the chains. A batch of flows into a large table then waits for memory about once
+  // per level instead of once per flow and level. out.size() must be flows.size().
+  void LookupBatch(LookupContext& ctx, std::span<const FlowKey> flows,
+                   std::span<std::optional<LookupResult>> out) const;
 
   // Waits until no lookup that started before the call is still running.
   void WaitForReaders() const { RcuSynchronize(); }
@@ -233,7 +240,19 @@ class SocketTable {
   void MaybeResize() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Resize(uint32_t log2) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  // Read side.
+  // Read side. A Probe is one flow's keys, hashes and slots, made before any chain is walked.
+  struct Probe {
+    AddrKey dst;
+    AddrKey src;
+    uint64_t hash2;
+    uint64_t hash4;
+    const internal::Hslot2* slot2;
+    const std::atomic<internal::Entry*>* slot4;
+    uint8_t family_bit;
+  };
+  Probe MakeProbe(const internal::Buckets& b, const FlowKey& flow) const;
+  std::optional<LookupResult> Finish(LookupContext& ctx, const internal::Buckets& b,
+                                     const FlowKey& flow, const Probe& p) const;
   const internal::Entry* ScoreChain(LookupContext& ctx, const internal::Entry* head, uint64_t hash,
                                     const FlowKey& flow, const AddrKey& dst, const AddrKey& src,
                                     uint8_t family_bit, uint32_t* steps) const;

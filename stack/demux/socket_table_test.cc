@@ -1,7 +1,11 @@
 // Lookup rules: order, scoring, wildcard, IPv4/IPv6/v4-mapped, bound device, reuseport.
 #include "stack/demux/socket_table.h"
 
+#include <algorithm>
 #include <map>
+#include <span>
+#include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "stack/demux/test_util.h"
@@ -229,6 +233,52 @@ TEST_F(TableTest, RehashConnectedKeepsPeer) {
   EXPECT_EQ(Find("10.9.9.9:53", "10.0.0.3:4000"), s);
   EXPECT_EQ(Find("10.9.9.9:53", "10.0.0.1:4000"), 0u);
   EXPECT_EQ(table_->Stats().hash4_entries, 1u);
+}
+
+// LookupBatch answers each flow as Lookup does, over every kind of socket and every stage
+// (hash4 hit, hash4 miss to exact and wildcard, reuseport spread, device, IPv6, no socket),
+// in batches of sizes around its internal chunk of 64.
+TEST_F(TableTest, LookupBatchAnswersAsLookupFlowByFlow) {
+  for (int i = 0; i < 300; ++i) {
+    SocketId s = Bound(V4(true), "10.0.0.1:443");
+    ASSERT_TRUE(table_->Connect(s, Ep("10.9.0." + std::to_string(i % 250 + 1) + ":" +
+                                      std::to_string(1000 + i))).ok());
+  }
+  for (int i = 0; i < 4; ++i) Bound(V4(true), "10.0.0.1:443");  // a reuseport group
+  Bound(V4(), "0.0.0.0:53");
+  SocketId dev = Open(SocketOptions{net::Family::kV4, false, false, 7, 0});
+  ASSERT_TRUE(table_->Bind(dev, Ep("10.0.0.2:54")).ok());
+  Bound(V6(), "[::]:8080");
+  SocketId c6 = Bound(V6(true), "[fd00::1]:9000");
+  ASSERT_TRUE(table_->Connect(c6, Ep("[fd00::9]:9001")).ok());
+
+  std::vector<FlowKey> flows;
+  for (int i = 0; i < 400; ++i) {
+    const std::string peer = "10.9.0." + std::to_string(i % 250 + 1) + ":";
+    flows.push_back(Flow(peer + std::to_string(1000 + i % 320), "10.0.0.1:443"));  // hit/miss
+    flows.push_back(Flow(peer + std::to_string(7000 + i), i % 3 ? "10.0.0.2:54" : "10.0.0.2:53",
+                         i % 2 ? 7 : 3));
+    flows.push_back(Flow(peer + "1", "10.0.0.3:" + std::to_string(50 + i % 5)));
+    flows.push_back(Flow("[fd00::9]:" + std::to_string(9000 + i % 3), "[fd00::1]:9000"));
+    flows.push_back(Flow("[fd00::7]:1", "[fd00::2]:8080"));
+    flows.push_back(Flow(peer + "2", "10.0.0.1:8080"));  // v4 to the dual-stack wildcard
+  }
+  std::vector<std::optional<LookupResult>> one;
+  for (const FlowKey& f : flows) one.push_back(table_->Lookup(*ctx_, f));
+  ASSERT_GT(std::count(one.begin(), one.end(), std::nullopt), 0);
+  ASSERT_LT(std::count(one.begin(), one.end(), std::nullopt), static_cast<long>(one.size()));
+  for (size_t batch : {1, 7, 63, 64, 65, 130, 2400}) {
+    std::vector<std::optional<LookupResult>> got(flows.size());
+    for (size_t i = 0; i < flows.size(); i += batch) {
+      const size_t n = std::min(batch, flows.size() - i);
+      table_->LookupBatch(*ctx_, std::span(flows).subspan(i, n), std::span(got).subspan(i, n));
+    }
+    for (size_t i = 0; i < flows.size(); ++i) {
+      ASSERT_EQ(got[i], one[i]) << "batch " << batch << ", flow " << i;
+    }
+  }
+  const TableStats st = table_->Stats();
+  EXPECT_EQ(st.lookups, flows.size() * 8);  // the counters count batched lookups too
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "stack/net/frame.h"
 #include "stack/net/ip.h"
 #include "stack/net/udp.h"
 #include "stack/stack.h"
@@ -26,6 +27,8 @@ namespace quadsock::stack {
 constexpr size_t kRxBatch = 64;
 constexpr size_t kTxBatch = 64;
 constexpr size_t kSendsPerTurn = 256;
+// Deliveries prefetch the receive callback of the socket this many datagrams ahead.
+constexpr size_t kCallbackLookahead = 4;
 constexpr absl::Duration kTimerPeriod = absl::Milliseconds(100);
 constexpr int kIdleWaitMs = 10;
 // A busy-polling link is polled this long after its last frame before the thread sleeps.
@@ -78,7 +81,17 @@ struct Stack::Engine {
     c.store(c.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   }
 
+  // ReceiveBatch's working arrays for one batch (here, not on the thread's stack: the parsed
+  // frames take several KiB).
+  struct RxBatch {
+    std::array<net::ParsedFrame, kRxBatch> parsed;
+    std::array<FrameKind, kRxBatch> kind;
+    std::array<demux::FlowKey, kRxBatch> keys;  // of the UDP frames, in order
+    std::array<std::optional<demux::LookupResult>, kRxBatch> found;
+  };
+
   std::unique_ptr<link::Link> link;
+  RxBatch rx;
   BoundedQueue<SendRequest*> sends;
   const int wake_fd;
   std::atomic<bool> sleeping{false};
