@@ -77,10 +77,10 @@ class alignas(64) UdpSocket {
     const net::Endpoint destination =
         map ? net::Endpoint{wire_destination.address.ToV6(), wire_destination.port}
             : wire_destination;
-    const uint64_t seq = next_sequence_.fetch_add(1, std::memory_order_relaxed);
     if (const ReceiveCallback* cb = callback_.load(std::memory_order_acquire)) {
       (*cb)(source, payload);
     } else {
+      const uint64_t seq = next_sequence_.fetch_add(1, std::memory_order_relaxed);
       auto* d = new ReceivedDatagram{source, destination, now, seq,
                                      std::string(payload.begin(), payload.end())};
       if (!MakeQueue().TryPush(d)) {

@@ -28,7 +28,7 @@ inline AddrKey AddrKeyOf(const net::IpAddress& a) {
   return a.bytes16();
 }
 
-inline bool IsWildcardKey(const AddrKey& k) { return k == AddrKey{}; }
+inline bool IsWildcardKey(const AddrKey& k) { return net::SameBytes16(k, AddrKey{}); }
 
 class FlowHasher {
  public:

@@ -78,13 +78,14 @@ const Entry* SocketTable::ScoreChain(LookupContext& ctx, const Entry* e, uint64_
     ++*steps;
     if (e->hash != hash) continue;  // the stored full hash first, the key only if it matches
     ++scored;
-    if (!(e->accepts & family_bit) || e->local_port != flow.dst_port || e->local != want_local) {
+    if (!(e->accepts & family_bit) || e->local_port != flow.dst_port ||
+        !net::SameBytes16(e->local, want_local)) {
       continue;
     }
     int score = e->family_bit == family_bit ? 2 : 1;
     if (!IsWildcardKey(e->local)) score += 4;
     if (e->connected) {
-      if (e->remote != src) continue;
+      if (!net::SameBytes16(e->remote, src)) continue;
       score += 4;
       if (e->remote_port != flow.src_port) continue;
       score += 4;
@@ -158,7 +159,8 @@ std::optional<LookupResult> SocketTable::Finish(LookupContext& ctx, const Bucket
          e = e->next.load(std::memory_order_acquire)) {
       ++steps;
       if (e->hash == p.hash4 && (e->accepts & p.family_bit) && e->local_port == flow.dst_port &&
-          e->remote_port == flow.src_port && e->local == p.dst && e->remote == p.src &&
+          e->remote_port == flow.src_port && net::SameBytes16(e->local, p.dst) &&
+          net::SameBytes16(e->remote, p.src) &&
           DeviceMatches(*e, flow.device)) {
         found = e;
         break;

@@ -49,25 +49,11 @@ IpAddress IpAddress::V6Bytes(const uint8_t bytes[16]) {
   return a;
 }
 
-bool IpAddress::IsUnspecified() const {
-  if (is_v4()) return v4_host_order() == 0;
-  return *this == IpAddress();
-}
-
-bool IpAddress::IsV4Mapped() const {
-  return is_v6() && std::memcmp(bytes_.data(), kV4MappedPrefix, 12) == 0;
-}
-
 bool IpAddress::IsLoopback() const {
   if (is_v4()) return bytes_[12] == 127;
   Bytes one{};
   one[15] = 1;
   return bytes_ == one;
-}
-
-bool IpAddress::IsMulticast() const {
-  if (is_v4()) return (bytes_[12] & 0xf0) == 0xe0;
-  return bytes_[0] == 0xff;
 }
 
 bool IpAddress::IsLinkLocal() const {
@@ -78,13 +64,6 @@ bool IpAddress::IsLinkLocal() const {
 IpAddress IpAddress::ToV6() const {
   IpAddress a = *this;
   a.family_ = Family::kV6;
-  return a;
-}
-
-IpAddress IpAddress::Unmapped() const {
-  if (!IsV4Mapped()) return *this;
-  IpAddress a = *this;
-  a.family_ = Family::kV4;
   return a;
 }
 

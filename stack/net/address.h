@@ -13,8 +13,10 @@
 #define QUADSOCK_STACK_NET_ADDRESS_H_
 
 #include <array>
+#include <bit>
 #include <compare>
 #include <cstdint>
+#include <cstring>
 #include <ostream>
 #include <string>
 
@@ -24,6 +26,16 @@
 namespace quadsock::net {
 
 enum class Family : uint8_t { kV4 = 4, kV6 = 6 };
+
+// Whether two 16-byte keys are equal, in two word compares (std::array's == calls memcmp).
+inline bool SameBytes16(const std::array<uint8_t, 16>& a, const std::array<uint8_t, 16>& b) {
+  uint64_t a0, a1, b0, b1;
+  std::memcpy(&a0, a.data(), 8);
+  std::memcpy(&a1, a.data() + 8, 8);
+  std::memcpy(&b0, b.data(), 8);
+  std::memcpy(&b1, b.data() + 8, 8);
+  return ((a0 ^ b0) | (a1 ^ b1)) == 0;
+}
 
 class IpAddress {
  public:
@@ -52,19 +64,35 @@ class IpAddress {
   Family family() const { return family_; }
   bool is_v4() const { return family_ == Family::kV4; }
   bool is_v6() const { return family_ == Family::kV6; }
-  // The wildcard: 0.0.0.0 or ::.
-  bool IsUnspecified() const;
+  // The wildcard: 0.0.0.0 or ::. (The predicates the data path asks per packet are inline.)
+  bool IsUnspecified() const {
+    if (is_v4()) return v4_word() == 0;
+    return SameBytes16(bytes_, Bytes{});
+  }
   // An IPv6 address of the form ::ffff:a.b.c.d.
-  bool IsV4Mapped() const;
+  bool IsV4Mapped() const {
+    uint64_t low;
+    uint32_t mid;
+    std::memcpy(&low, bytes_.data(), 8);
+    std::memcpy(&mid, bytes_.data() + 8, 4);
+    return is_v6() && low == 0 && mid == kMappedMarker;
+  }
   bool IsLoopback() const;
-  bool IsMulticast() const;
+  bool IsMulticast() const {
+    if (is_v4()) return (bytes_[12] & 0xf0) == 0xe0;
+    return bytes_[0] == 0xff;
+  }
   // fe80::/10.
   bool IsLinkLocal() const;
 
   // The IPv6 form: an IPv4 address becomes ::ffff:a.b.c.d; an IPv6 address is unchanged.
   IpAddress ToV6() const;
   // A v4-mapped IPv6 address becomes IPv4; anything else is unchanged.
-  IpAddress Unmapped() const;
+  IpAddress Unmapped() const {
+    IpAddress a = *this;
+    if (IsV4Mapped()) a.family_ = Family::kV4;
+    return a;
+  }
 
   // For IPv4 only: the address in host byte order.
   uint32_t v4_host_order() const;
@@ -76,7 +104,9 @@ class IpAddress {
 
   std::string ToString() const;
 
-  friend bool operator==(const IpAddress&, const IpAddress&) = default;
+  friend bool operator==(const IpAddress& a, const IpAddress& b) {
+    return a.family_ == b.family_ && SameBytes16(a.bytes_, b.bytes_);
+  }
   friend auto operator<=>(const IpAddress&, const IpAddress&) = default;
 
   template <typename H>
@@ -85,6 +115,15 @@ class IpAddress {
   }
 
  private:
+  // Bytes 8-11 of a v4-mapped address (00 00 ff ff), as a native-order word.
+  static constexpr uint32_t kMappedMarker =
+      std::endian::native == std::endian::little ? 0xffff0000u : 0x0000ffffu;
+  uint32_t v4_word() const {
+    uint32_t w;
+    std::memcpy(&w, bytes_.data() + 12, 4);
+    return w;
+  }
+
   Family family_ = Family::kV6;
   Bytes bytes_{};
 };

@@ -1,5 +1,8 @@
 #include "stack/net/frame.h"
 
+#include <memory>
+#include <type_traits>
+
 #include "stack/net/checksum.h"
 
 namespace quadsock::net {
@@ -94,7 +97,9 @@ ParseError ParseIp(std::span<const uint8_t> frame, ParsedFrame& f) {
 }  // namespace
 
 ParseError ParseFrame(std::span<const uint8_t> frame, ParsedFrame& out) {
-  out = ParsedFrame();
+  // Reset in place: `out = ParsedFrame()` would build a temporary and copy its 320 bytes.
+  static_assert(std::is_trivially_destructible_v<ParsedFrame>);
+  std::construct_at(&out);
   ByteReader r(frame);
   if (ParseError e = out.eth.Parse(r); e != ParseError::kOk) return e;
   out.l3_offset = r.offset();
