@@ -162,10 +162,10 @@ class Testbed:
         sh("ip", "-n", self.rx_ns, "addr", verb, f"{LOCAL}/16", "dev", self.rx_dev)
         self.kernel_address = present
 
-    def pin_napi(self):
-        """Pins the receiving veth's NAPI kthreads to the receiver's CPU; returns how many."""
+    def napi_pids(self):
+        """The receiving veth's NAPI kthreads."""
         prefix = f"napi/{self.rx_dev}-"[:15]
-        pinned = 0
+        pids = []
         for pid in os.listdir("/proc"):
             if not pid.isdigit():
                 continue
@@ -175,10 +175,33 @@ class Testbed:
             except OSError:
                 continue
             if comm.startswith(prefix):
-                os.sched_setaffinity(int(pid), {RECEIVER_CPU})
-                os.setpriority(os.PRIO_PROCESS, int(pid), -20)
-                pinned += 1
-        return pinned
+                pids.append(int(pid))
+        return pids
+
+    def pin_napi(self):
+        """Pins the receiving veth's NAPI kthreads to the receiver's CPU; returns how many."""
+        pids = self.napi_pids()
+        for pid in pids:
+            os.sched_setaffinity(pid, {RECEIVER_CPU})
+            os.setpriority(os.PRIO_PROCESS, pid, -20)
+        return len(pids)
+
+
+def cpu_seconds(pids):
+    """CPU time so far of every thread of `pids` (/proc/<pid>/task/*/schedstat), in seconds."""
+    total = 0
+    for pid in pids:
+        try:
+            tasks = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in tasks:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                    total += int(f.read().split()[0])
+            except (OSError, ValueError, IndexError):
+                continue
+    return total / 1e9
 
 
 def read_line(proc, want, timeout):
@@ -365,15 +388,22 @@ def capacity_point(tb, bins, rx, rate, cfg, phase):
     arrives later (drained from queues) is recorded as `late` but not counted, so a receiver
     that only queues does not pass. The receiver is drained before and after."""
     before = settle(rx, cfg)
+    napi = tb.napi_pids()
+    cpu0 = cpu_seconds(napi), cpu_seconds([rx.proc.pid])
     gen = run_generator(tb, bins, rx.flows, rx.base, cfg["point_seconds"], rate)
     at_end = rx.count()
+    cpu1 = cpu_seconds(napi), cpu_seconds([rx.proc.pid])
     late = settle(rx, cfg) - at_end
     received = at_end - before
     frames, seconds = gen["frames"], gen["seconds"]
     fraction = received / frames if frames else 0.0
+    # CPU 0's time while the generator ran: the kernel's share of receiving (the veth's NAPI
+    # thread: XDP, the AF_XDP copy, or the skb and UDP path) and the receiver's own threads.
     return {"phase": phase, "requested_pps": rate, "offered_pps": gen["pps"],
             "delivered_pps": received / seconds if seconds else 0.0, "frames": frames,
             "received": received, "late": late, "fraction": fraction,
+            "napi_cpu_s": round(cpu1[0] - cpu0[0], 4),
+            "receiver_cpu_s": round(cpu1[1] - cpu0[1], 4),
             "passed": frames > 0 and fraction >= CAPACITY_FRACTION}
 
 
@@ -489,6 +519,9 @@ def search_capacity(tb, bins, name, cfg, log):
              "capacity_pps": (statistics.median(p["offered_pps"] for p in final)
                               if found is not None else 0.0),
              "capacity_requested_pps": found,
+             # CPU 0 per packet received at capacity (medians over its runs), microseconds.
+             "napi_us_per_packet": per_packet(final, "napi_cpu_s"),
+             "receiver_us_per_packet": per_packet(final, "receiver_cpu_s"),
              "generator_limited": found == 0,
              "first_failing": (min(failing, key=lambda p: p["offered_pps"])
                                if failing else None),
@@ -497,6 +530,12 @@ def search_capacity(tb, bins, name, cfg, log):
              "loadavg": [load],
              "seconds": round(time.monotonic() - started, 1)}
     return entry
+
+
+def per_packet(points, key):
+    values = [p[key] / p["received"] * 1e6 for p in points if p.get(key) is not None
+              and p["received"] > 0]
+    return round(statistics.median(values), 3) if values else None
 
 
 def summarize(name, samples, runs):

@@ -202,9 +202,12 @@ def capacity_markdown(report):
            f"command `{report['command']}`.", "",
            f"Capacity: the highest offered rate delivered at >= "
            f"{CAPACITY_FRACTION:.0%} (paced generator; offered = what it sent).", "",
+           "CPU 0 per packet at capacity: the kernel's part (the veth's NAPI thread: XDP, the "
+           "AF_XDP copy, or the skb and UDP path) and the receiver's own threads.", "",
            "| case | capacity Mpps | delivered Mpps at capacity (median, min, max) | runs "
-           "| first failing point: offered -> delivered Mpps | points | seconds |",
-           "| --- | --- | --- | --- | --- | --- | --- |"]
+           "| first failing point: offered -> delivered Mpps | CPU 0 us/packet: kernel + receiver "
+           "| points | seconds |",
+           "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for c in report["cases"]:
         cap = fmt_pps(c["capacity_pps"])
         if c.get("generator_limited"):
@@ -214,9 +217,11 @@ def capacity_markdown(report):
         f = c.get("first_failing")
         fail = (f"{fmt_pps(f['offered_pps'])} -> {fmt_pps(f['delivered_pps'])} "
                 f"({f['fraction']:.2f})" if f else "-")
+        napi, own = c.get("napi_us_per_packet"), c.get("receiver_us_per_packet")
+        cpu = f"{napi:.3f} + {own:.3f}" if napi is not None and own is not None else "-"
         out.append(f"| `{c['name']}` | {cap} | {fmt_pps(c['median_pps'])}, "
                    f"{fmt_pps(c['min_pps'])}, {fmt_pps(c['max_pps'])} | {len(c['samples'])} | "
-                   f"{fail} | {len(c.get('points', []))} | {c.get('seconds', '-')} |")
+                   f"{fail} | {cpu} | {len(c.get('points', []))} | {c.get('seconds', '-')} |")
     out += ["", "| ratio (capacities) | value |", "| --- | --- |"]
     for label, value in report["ratios"].items():
         out.append(f"| {label} | {value:.2f}x |")
