@@ -81,12 +81,13 @@ struct Stack::Engine {
     c.store(c.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   }
 
-  // ReceiveBatch's working arrays for one batch (here, not on the thread's stack: the parsed
-  // frames take several KiB).
+  // ReceiveBatch's working space for one batch.
   struct RxBatch {
-    std::array<net::ParsedFrame, kRxBatch> parsed;
+    net::ParsedFrame parsed;  // the frame being parsed
     std::array<FrameKind, kRxBatch> kind;
-    std::array<demux::FlowKey, kRxBatch> keys;  // of the UDP frames, in order
+    // Of the UDP datagrams, in order: flow, payload (in the frame), socket.
+    std::array<demux::FlowKey, kRxBatch> keys;
+    std::array<std::span<const uint8_t>, kRxBatch> payloads;
     std::array<std::optional<demux::LookupResult>, kRxBatch> found;
   };
 
