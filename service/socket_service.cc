@@ -391,7 +391,8 @@ grpc::Status SocketServiceImpl::Receive(grpc::ServerContext* ctx, const v1::Rece
   auto r = Resolve(ctx, req->socket());
   if (!r.ok()) return ToGrpc(r.status());
   const SocketId id = r->second;
-  while (!ctx->IsCancelled()) {
+  for (uint32_t sent = 0; !ctx->IsCancelled() &&
+                          (req->max_datagrams() == 0 || sent < req->max_datagrams());) {
     if (c_.shutting_down.load()) return ToGrpc(absl::UnavailableError("the server is shutting down"));
     absl::StatusOr<std::optional<stack::ReceivedDatagram>> d = c_.stack.Receive(id);
     if (!d.ok()) return grpc::Status::OK;  // the socket closed: the stream ends
@@ -405,6 +406,7 @@ grpc::Status SocketServiceImpl::Receive(grpc::ServerContext* ctx, const v1::Rece
     // Write blocks while the client is slow: the socket's bounded queue absorbs (and counts)
     // what arrives meanwhile, so a slow reader costs bounded memory.
     if (!writer->Write(out)) break;
+    ++sent;
   }
   return grpc::Status::OK;
 }
@@ -442,9 +444,11 @@ grpc::Status SocketServiceImpl::Exchange(
     reading = false;
   });
   grpc::Status status = grpc::Status::OK;
+  absl::Status end;  // why the server ends the stream, if it does
   while (reading.load() && !ctx->IsCancelled()) {
     if (c_.shutting_down.load()) {
-      status = ToGrpc(absl::UnavailableError("the server is shutting down"));
+      end = absl::UnavailableError("the server is shutting down");
+      status = ToGrpc(end);
       break;
     }
     v1::ExchangeResponse out;
@@ -461,10 +465,20 @@ grpc::Status SocketServiceImpl::Exchange(
       }
     }
     if (out.datagrams_size() == 0 && !out.has_send_result()) {
-      if (!c_.stack.WaitForData(id, absl::Milliseconds(20)).ok()) break;
+      if (!c_.stack.WaitForData(id, absl::Milliseconds(20)).ok()) {
+        end = absl::NotFoundError("the socket was closed");
+        break;
+      }
       continue;
     }
     if (!stream->Write(out)) break;
+  }
+  if (!end.ok() && reading.load()) {
+    // The cancel below is all the client would see: say why first.
+    v1::ExchangeResponse last;
+    last.mutable_end()->set_code(static_cast<int32_t>(end.code()));
+    last.mutable_end()->set_message(std::string(end.message()));
+    stream->Write(last);
   }
   ctx->TryCancel();  // unblocks the reader if the client still has its side open
   reader.join();

@@ -2,6 +2,7 @@
 
 #include <grpcpp/generic/generic_stub.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -15,23 +16,18 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "clients/cpp/internal.h"
 
 namespace quadsock {
+
+using client_internal::Deadline;
+using client_internal::FromGrpc;
+using client_internal::FromProto;
+using client_internal::kSessionHeader;
+
 namespace {
 
-constexpr char kSessionHeader[] = "quadsock-session";
 constexpr char kHealthCheckMethod[] = "/grpc.health.v1.Health/Check";
-
-// Both enumerations are google.rpc.Code: the mapping is the identity on the numbers.
-absl::Status FromGrpc(const grpc::Status& s) {
-  if (s.ok()) return absl::OkStatus();
-  return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
-}
-
-std::chrono::system_clock::time_point Deadline(absl::Duration timeout) {
-  return std::chrono::system_clock::now() +
-         std::chrono::microseconds(absl::ToInt64Microseconds(timeout));
-}
 
 absl::StatusOr<std::string> ReadPem(const std::string& path, absl::string_view what) {
   std::ifstream in(path);
@@ -41,16 +37,6 @@ absl::StatusOr<std::string> ReadPem(const std::string& path, absl::string_view w
   std::stringstream s;
   s << in.rdbuf();
   return s.str();
-}
-
-Datagram FromProto(const v1::Datagram& d) {
-  Datagram out;
-  out.payload = d.payload();
-  out.peer = Endpoint::FromProto(d.peer());
-  out.local = Endpoint::FromProto(d.local());
-  out.arrival = absl::FromUnixNanos(d.arrival_unix_nanos());
-  out.sequence = d.sequence();
-  return out;
 }
 
 // grpc.health.v1 by hand (Debian ships no C++ stubs for it): HealthCheckRequest is
@@ -106,91 +92,39 @@ absl::StatusOr<HealthStatus> DecodeHealthCheckResponse(absl::string_view in) {
 
 namespace client_internal {
 
-// What every Client and RemoteSocket of one connection shares.
-struct Connection {
-  std::shared_ptr<grpc::Channel> channel;
-  std::unique_ptr<v1::SocketService::Stub> sockets;
-  std::unique_ptr<v1::AdminService::Stub> admin;
-  std::string session;
-  uint32_t lease_seconds = 0;
-  absl::Duration call_timeout;
-
-  // A context for one call of this session.
-  void Prepare(grpc::ClientContext& ctx, bool deadline = true) const {
-    if (deadline) ctx.set_deadline(Deadline(call_timeout));
-    if (!session.empty()) ctx.AddMetadata(kSessionHeader, session);
-  }
-};
-
-// The Receive stream of one socket. A thread reads the stream only while a caller waits for a
-// datagram; what the server has already pushed waits in gRPC's buffers meanwhile.
+// The Receive stream of one socket.
 class ReceiveStream {
  public:
-  ReceiveStream(std::shared_ptr<Connection> c, const std::string& handle) : c_(std::move(c)) {
+  ReceiveStream(std::shared_ptr<Connection> c, const std::string& handle,
+                uint32_t max_datagrams = 0)
+      : c_(std::move(c)) {
     c_->Prepare(ctx_, /*deadline=*/false);
     v1::ReceiveRequest req;
     req.set_socket(handle);
-    reader_ = c_->sockets->Receive(&ctx_, req);
-    thread_ = std::thread([this] { Run(); });
+    req.set_max_datagrams(max_datagrams);
+    stream_ = c_->sockets->Receive(&ctx_, req);
+    reader_ = std::make_unique<PullReader<v1::Datagram>>(
+        [this](v1::Datagram& d) { return stream_->Read(&d); },
+        [this]() -> absl::Status {
+          const grpc::Status s = stream_->Finish();
+          // The server ends the stream with OK when the socket closes.
+          return s.ok() ? absl::NotFoundError("the socket was closed (its Receive stream ended)")
+                        : FromGrpc(s);
+        });
   }
-  ~ReceiveStream() {
-    {
-      std::lock_guard<std::mutex> l(mu_);
-      stop_ = true;
-    }
-    ctx_.TryCancel();
-    cv_.notify_all();
-    thread_.join();
-  }
+  ~ReceiveStream() { reader_->Stop([this] { ctx_.TryCancel(); }); }
 
   absl::StatusOr<Datagram> Next(absl::Duration timeout) {
-    std::unique_lock<std::mutex> l(mu_);
-    ++waiting_;
-    cv_.notify_all();
-    cv_.wait_until(l, Deadline(timeout), [this] { return !ready_.empty() || ended_.has_value(); });
-    --waiting_;
-    if (!ready_.empty()) {
-      Datagram d = FromProto(ready_.front());
-      ready_.pop_front();
-      return d;
-    }
-    if (ended_.has_value()) return *ended_;
-    return absl::DeadlineExceededError(
-        absl::StrCat("no datagram within ", absl::FormatDuration(timeout)));
+    absl::StatusOr<v1::Datagram> d = reader_->Next(timeout, "received");
+    if (!d.ok()) return d.status();
+    return FromProto(*d);
   }
 
  private:
-  void Run() {
-    for (;;) {
-      {
-        std::unique_lock<std::mutex> l(mu_);
-        cv_.wait(l, [this] { return stop_ || (waiting_ > 0 && ready_.empty()); });
-        if (stop_) break;
-      }
-      v1::Datagram d;
-      if (!reader_->Read(&d)) break;
-      std::lock_guard<std::mutex> l(mu_);
-      ready_.push_back(std::move(d));
-      cv_.notify_all();
-    }
-    const grpc::Status s = reader_->Finish();
-    std::lock_guard<std::mutex> l(mu_);
-    // The server ends the stream with OK when the socket closes.
-    ended_ = s.ok() ? absl::NotFoundError("the socket was closed (its Receive stream ended)")
-                    : FromGrpc(s);
-    cv_.notify_all();
-  }
-
   std::shared_ptr<Connection> c_;
   grpc::ClientContext ctx_;
-  std::unique_ptr<grpc::ClientReader<v1::Datagram>> reader_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<v1::Datagram> ready_;
-  int waiting_ = 0;
-  bool stop_ = false;
-  std::optional<absl::Status> ended_;
-  std::thread thread_;
+  std::unique_ptr<grpc::ClientReader<v1::Datagram>> stream_;
+  std::unique_ptr<PullReader<v1::Datagram>> reader_;
 };
 
 }  // namespace client_internal
@@ -688,11 +622,7 @@ absl::StatusOr<uint32_t> RemoteSocket::SendBatch(const std::vector<Datagram>& da
   c_->Prepare(ctx);
   v1::SendBatchRequest req;
   req.set_socket(handle_);
-  for (const Datagram& d : datagrams) {
-    v1::Datagram* out = req.add_datagrams();
-    out->set_payload(d.payload);
-    if (!d.peer.address.empty()) *out->mutable_peer() = d.peer.ToProto();
-  }
+  for (const Datagram& d : datagrams) client_internal::ToProto(d, req.add_datagrams());
   v1::SendBatchResponse resp;
   if (absl::Status s = FromGrpc(c_->sockets->SendBatch(&ctx, req, &resp)); !s.ok()) return s;
   return resp.queued();
@@ -702,6 +632,24 @@ absl::StatusOr<Datagram> RemoteSocket::Receive(absl::Duration timeout) {
   if (absl::Status s = CheckOpen(); !s.ok()) return s;
   if (receive_ == nullptr) receive_ = std::make_unique<client_internal::ReceiveStream>(c_, handle_);
   return receive_->Next(timeout);
+}
+
+absl::StatusOr<std::vector<Datagram>> RemoteSocket::ReceiveUpTo(uint32_t count,
+                                                                absl::Duration timeout) {
+  if (absl::Status s = CheckOpen(); !s.ok()) return s;
+  if (count == 0) return absl::InvalidArgumentError("count must be at least 1");
+  const absl::Time deadline = absl::Now() + timeout;
+  client_internal::ReceiveStream stream(c_, handle_, count);  // the server sends at most count
+  std::vector<Datagram> out;
+  while (out.size() < count) {
+    absl::StatusOr<Datagram> d = stream.Next(std::max(deadline - absl::Now(), absl::ZeroDuration()));
+    if (!d.ok()) {
+      if (d.status().code() == absl::StatusCode::kDeadlineExceeded || !out.empty()) break;
+      return d.status();
+    }
+    out.push_back(*std::move(d));
+  }
+  return out;
 }
 
 absl::StatusOr<v1::Socket> RemoteSocket::Get() {

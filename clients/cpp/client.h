@@ -45,6 +45,7 @@ namespace client_internal {
 struct Connection;
 class ReceiveStream;
 }  // namespace client_internal
+class ExchangeStream;
 
 // A UDP endpoint as text and port: {"10.1.0.2", 4000}, {"fd00:1::2", 53}.
 struct Endpoint {
@@ -157,6 +158,13 @@ class RemoteSocket {
   // (by anyone) the stream ends: NOT_FOUND; the server's error otherwise (UNAVAILABLE when it
   // shuts down).
   absl::StatusOr<Datagram> Receive(absl::Duration timeout);
+  // Up to `count` datagrams, on a stream of its own that the server ends after `count`: none
+  // beyond them leaves the socket's queue. Fewer when `timeout` passes first (none: an empty
+  // vector). Errors only when the stream fails before the first datagram (NOT_FOUND: closed).
+  absl::StatusOr<std::vector<Datagram>> ReceiveUpTo(uint32_t count, absl::Duration timeout);
+  // Opens an Exchange stream on the socket: high rates both ways on one call (see
+  // ExchangeStream). Independent of Receive: a datagram goes to one of them, not both.
+  absl::StatusOr<std::unique_ptr<ExchangeStream>> Exchange();
 
   absl::StatusOr<v1::Socket> Get();
   // Closes the socket on the server. Idempotent; the destructor does it too. Every other
@@ -174,6 +182,40 @@ class RemoteSocket {
   std::shared_ptr<client_internal::Connection> c_;
   std::string handle_;
   std::unique_ptr<client_internal::ReceiveStream> receive_;
+};
+
+// What an Exchange stream reports: datagrams received, and the failure of a Send whose
+// datagrams did not all go (how many did, and the first error).
+struct ExchangeEvent {
+  std::vector<Datagram> received;
+  struct SendFailure {
+    uint32_t queued = 0;
+    absl::Status status;
+  };
+  std::optional<SendFailure> send_failure;
+};
+
+// One socket's Exchange stream. Send writes one request (any number of datagrams); Next
+// returns the server's next report, waiting at most `timeout` (DEADLINE_EXCEEDED then). The
+// stream ends when this object is destroyed; when the socket is closed (by anyone) Next
+// returns NOT_FOUND, and the server's error otherwise (UNAVAILABLE when it shuts down). Send
+// and Next may be called from two threads at once; each from one thread at a time.
+//
+//   std::unique_ptr<ExchangeStream> x = socket.Exchange().value();
+//   x->Send({{.payload = "ping", .peer = {"10.1.0.1", 5000}}}).IgnoreError();
+//   absl::StatusOr<ExchangeEvent> e = x->Next(absl::Seconds(1));
+class ExchangeStream {
+ public:
+  ~ExchangeStream();
+  // FAILED_PRECONDITION once the stream has ended; an empty batch is INVALID_ARGUMENT.
+  absl::Status Send(const std::vector<Datagram>& datagrams);
+  absl::StatusOr<ExchangeEvent> Next(absl::Duration timeout);
+
+ private:
+  friend class RemoteSocket;
+  struct State;
+  explicit ExchangeStream(std::unique_ptr<State> state);
+  std::unique_ptr<State> state_;
 };
 
 class Client {

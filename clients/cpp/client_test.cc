@@ -142,6 +142,61 @@ TEST_F(ClientTest, SocketLifecycle) {
   (void)peer_->Close(peer);
 }
 
+TEST_F(ClientTest, ExchangeSendsAndReceivesOnOneStream) {
+  RemoteSocket s = client_->Open(v1::FAMILY_IPV4).value();
+  ASSERT_TRUE(s.Bind({"0.0.0.0", 4000}).ok());
+  std::unique_ptr<ExchangeStream> x = s.Exchange().value();
+  const stack::SocketId peer = PeerSocket(5000);
+  const Endpoint to{"10.1.0.1", 5000};
+  ASSERT_EQ(x->Send({{.payload = "x0", .peer = to}, {.payload = "x1", .peer = to}}),
+            absl::OkStatus());
+  EXPECT_EQ(PeerReceive(peer), "x0");
+  EXPECT_EQ(PeerReceive(peer), "x1");
+
+  for (int i = 0; i < 3; ++i) PeerSend(peer, "p" + std::to_string(i), 4000);
+  std::vector<std::string> got;
+  while (got.size() < 3) {
+    absl::StatusOr<ExchangeEvent> e = x->Next(absl::Seconds(3));
+    ASSERT_TRUE(e.ok()) << e.status();
+    EXPECT_FALSE(e->send_failure.has_value());
+    for (const Datagram& d : e->received) {
+      got.push_back(d.payload);
+      EXPECT_EQ(d.peer, to);
+      EXPECT_EQ(d.local, (Endpoint{"10.1.0.2", 4000}));
+    }
+  }
+  EXPECT_EQ(got, (std::vector<std::string>{"p0", "p1", "p2"}));
+
+  // One datagram goes, the next has no destination (the socket is not connected): the server
+  // reports how many went and why the rest did not.
+  ASSERT_EQ(x->Send({{.payload = "x2", .peer = to}, {.payload = "nowhere"}}), absl::OkStatus());
+  absl::StatusOr<ExchangeEvent> e = x->Next(absl::Seconds(3));
+  ASSERT_TRUE(e.ok()) << e.status();
+  ASSERT_TRUE(e->send_failure.has_value());
+  EXPECT_EQ(e->send_failure->queued, 1u);
+  EXPECT_EQ(e->send_failure->status.code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(PeerReceive(peer), "x2");
+  EXPECT_EQ(x->Send({}).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(x->Next(absl::Milliseconds(50)).status().code(), StatusCode::kDeadlineExceeded);
+
+  // Closing the socket ends the stream; then Send says so too.
+  ASSERT_EQ(s.Close(), absl::OkStatus());
+  EXPECT_EQ(x->Next(absl::Seconds(3)).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(x->Send({{.payload = "late", .peer = to}}).code(), StatusCode::kFailedPrecondition);
+  (void)peer_->Close(peer);
+}
+
+TEST_F(ClientTest, ExchangeOnASocketThatIsNotThereEndsWithNotFound) {
+  RemoteSocket ghost = client_->Attach(std::string(32, 'a'));
+  absl::StatusOr<std::unique_ptr<ExchangeStream>> x = ghost.Exchange();
+  ASSERT_TRUE(x.ok()) << x.status();  // the server answers on the stream
+  EXPECT_EQ((*x)->Next(absl::Seconds(3)).status().code(), StatusCode::kNotFound);
+  ghost.Release();
+  RemoteSocket closed = client_->Open(v1::FAMILY_IPV4).value();
+  ASSERT_EQ(closed.Close(), absl::OkStatus());
+  EXPECT_EQ(closed.Exchange().status().code(), StatusCode::kFailedPrecondition);
+}
+
 TEST_F(ClientTest, SendBatchQueuesAllOrSaysWhichFailed) {
   RemoteSocket s = client_->Open(v1::FAMILY_IPV4).value();
   ASSERT_TRUE(s.Bind({"10.1.0.2", 0}).ok());

@@ -192,30 +192,46 @@ absl::Status Recv(Context& c) {
   const absl::Duration timeout = c.args.GetDuration("timeout", absl::Seconds(5));
   const absl::Time deadline = absl::Now() + timeout;
   RemoteSocket s = c.client().Attach(c.Arg(0));
-  absl::Status result;
-  for (uint32_t i = 0; count == 0 || i < count; ++i) {
-    absl::StatusOr<Datagram> d = s.Receive(std::max(deadline - absl::Now(), absl::ZeroDuration()));
-    if (!d.ok()) {
-      result = d.status();
-      if (result.code() == absl::StatusCode::kDeadlineExceeded) {
-        result = absl::DeadlineExceededError(
-            absl::StrCat("received ", i, " of ", count, " datagram(s) within ",
-                         absl::FormatDuration(timeout)));
-      }
-      break;
-    }
+  auto print = [&c](const Datagram& d) {
     v1::Datagram out;
-    out.set_payload(d->payload);
-    *out.mutable_peer() = d->peer.ToProto();
-    *out.mutable_local() = d->local.ToProto();
-    out.set_arrival_unix_nanos(absl::ToUnixNanos(d->arrival));
-    out.set_sequence(d->sequence);
+    out.set_payload(d.payload);
+    *out.mutable_peer() = d.peer.ToProto();
+    *out.mutable_local() = d.local.ToProto();
+    out.set_arrival_unix_nanos(absl::ToUnixNanos(d.arrival));
+    out.set_sequence(d.sequence);
     if (c.json) {
       PrintJson(out);
     } else {
       std::cout << DatagramLine(out, c.args.Has("hex")) << "\n";
     }
     std::cout.flush();
+  };
+  absl::Status result;
+  if (count > 0) {
+    // A stream the server ends after `count`: datagrams beyond them stay queued for the next
+    // recv instead of being streamed here and dropped.
+    absl::StatusOr<std::vector<Datagram>> got = s.ReceiveUpTo(count, timeout);
+    if (got.ok()) {
+      for (const Datagram& d : *got) print(d);
+      if (got->size() < count) {
+        result = absl::DeadlineExceededError(absl::StrCat("received ", got->size(), " of ", count,
+                                                          " datagram(s) within ",
+                                                          absl::FormatDuration(timeout)));
+      }
+    } else {
+      result = got.status();
+    }
+  } else {
+    // Until the timeout: what the server has streamed but not been printed then is lost.
+    for (;;) {
+      absl::StatusOr<Datagram> d =
+          s.Receive(std::max(deadline - absl::Now(), absl::ZeroDuration()));
+      if (!d.ok()) {
+        if (d.status().code() != absl::StatusCode::kDeadlineExceeded) result = d.status();
+        break;
+      }
+      print(*d);
+    }
   }
   s.Release();
   return result;
