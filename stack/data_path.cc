@@ -135,14 +135,25 @@ void Stack::ReceiveBatch(Engine& engine, demux::LookupContext& ctx, const LocalA
   // flow (control frames, datagrams answered with port unreachable) are parsed again in (3):
   // they are rare, and one parsed frame in L1 beats a batch of them (20 KiB) crowding it out.
   Engine::RxBatch& rx = engine.rx;
+  const link::LinkInfo& link = engine.link->info();
   size_t udp = 0;
   for (size_t i = 0; i < frames.size(); ++i) {
+    const std::span<const uint8_t> bytes(frames[i].data, frames[i].length);
+    // The commonest frame, IPv4/UDP to us, without a full parse; the rest (and any error,
+    // counted there) through Classify.
+    net::UdpFrameView v;
+    if (net::ParseUdpIpv4Frame(bytes, v) && (v.dst_mac == link.mac || v.dst_mac.IsMulticast()) &&
+        local.Contains(v.dst)) {
+      rx.kind[i] = FrameKind::kUdp;
+      rx.keys[udp] = {v.src, v.src_port, v.dst, v.dst_port, link.ifindex};
+      rx.payloads[udp++] = bytes.subspan(v.payload_offset, v.payload_length);
+      continue;
+    }
     net::ParsedFrame& f = rx.parsed;
     rx.kind[i] = Classify(engine, local, frames[i], f);
     if (rx.kind[i] == FrameKind::kUdp) {
-      rx.keys[udp] = {f.src, f.udp.src_port, f.dst, f.udp.dst_port, engine.link->info().ifindex};
-      rx.payloads[udp] = f.payload({frames[i].data, frames[i].length});
-      ++udp;
+      rx.keys[udp] = {f.src, f.udp.src_port, f.dst, f.udp.dst_port, link.ifindex};
+      rx.payloads[udp++] = f.payload(bytes);
     }
   }
   if (udp > 0) {

@@ -119,4 +119,37 @@ ParseError ParseFrame(std::span<const uint8_t> frame, ParsedFrame& out) {
   }
 }
 
+bool ParseUdpIpv4Frame(std::span<const uint8_t> frame, UdpFrameView& out) {
+  constexpr size_t kIp = EthernetHeader::kSize;
+  constexpr size_t kUdp = kIp + Ipv4Header::kMinSize;
+  constexpr size_t kPayload = kUdp + UdpHeader::kSize;
+  if (frame.size() < kPayload) return false;
+  const uint8_t* p = frame.data();
+  if (LoadBe16(p + 12) != kEtherTypeIpv4 || p[kIp] != 0x45) return false;  // IPv4, 20 bytes
+  const uint16_t total_length = LoadBe16(p + kIp + 2);
+  const uint16_t flags_offset = LoadBe16(p + kIp + 6);
+  if (total_length < Ipv4Header::kMinSize + UdpHeader::kSize ||
+      total_length > frame.size() - kIp || (flags_offset & 0x3fff) != 0 ||
+      p[kIp + 9] != kIpProtoUdp ||
+      ChecksumFinish(ChecksumAdd(0, frame.subspan(kIp, Ipv4Header::kMinSize))) != 0) {
+    return false;
+  }
+  const uint16_t udp_length = LoadBe16(p + kUdp + 4);
+  if (udp_length < UdpHeader::kSize || udp_length > total_length - Ipv4Header::kMinSize) {
+    return false;
+  }
+  out.src = IpAddress::V4Bytes(p + kIp + 12);
+  out.dst = IpAddress::V4Bytes(p + kIp + 16);
+  if (LoadBe16(p + kUdp + 6) != 0) {
+    const uint32_t sum = PseudoHeaderSum(out.src, out.dst, kIpProtoUdp, udp_length);
+    if (ChecksumFinish(ChecksumAdd(sum, frame.subspan(kUdp, udp_length))) != 0) return false;
+  }
+  out.dst_mac = MacAddress::FromBytes(p);
+  out.src_port = LoadBe16(p + kUdp);
+  out.dst_port = LoadBe16(p + kUdp + 2);
+  out.payload_offset = kPayload;
+  out.payload_length = udp_length - UdpHeader::kSize;
+  return true;
+}
+
 }  // namespace quadsock::net

@@ -95,6 +95,55 @@ TEST(FrameFuzzTest, BitFlipsNeverEscapeTheFrame) {
   }
 }
 
+// The fast path agrees with ParseFrame: whatever it accepts, ParseFrame accepts as untagged
+// IPv4/UDP, not a fragment, with the same fields; and it accepts the plain datagrams.
+void ExpectFastPathAgrees(const std::vector<uint8_t>& frame, int* accepted) {
+  UdpFrameView v;
+  if (!ParseUdpIpv4Frame(frame, v)) return;
+  ++*accepted;
+  ParsedFrame p;
+  ASSERT_EQ(ParseFrame(frame, p), ParseError::kOk);
+  ASSERT_EQ(p.l3, L3::kIpv4);
+  ASSERT_EQ(p.l4, L4::kUdp);
+  ASSERT_EQ(p.eth.vlan_count, 0);
+  ASSERT_FALSE(p.fragment);
+  EXPECT_EQ(v.dst_mac, p.eth.dst);
+  EXPECT_EQ(v.src, p.src);
+  EXPECT_EQ(v.dst, p.dst);
+  EXPECT_EQ(v.src_port, p.udp.src_port);
+  EXPECT_EQ(v.dst_port, p.udp.dst_port);
+  EXPECT_EQ(v.payload_offset, p.payload_offset);
+  EXPECT_EQ(v.payload_length, p.payload_length);
+}
+
+TEST(FrameFuzzTest, FastPathAgreesWithParseFrame) {
+  std::vector<std::vector<uint8_t>> frames = ValidFrames();
+  std::vector<uint8_t> no_checksum = testing::UdpFrame("10.1.0.1", 9, "10.1.0.2", 53, "zero");
+  no_checksum[14 + 20 + 6] = no_checksum[14 + 20 + 7] = 0;  // UDP over IPv4 may omit it
+  frames.push_back(no_checksum);
+  std::vector<uint8_t> padded = testing::UdpFrame("10.1.0.1", 9, "10.1.0.2", 53, "pad");
+  padded.resize(padded.size() + 11, 0);  // Ethernet padding past the IP packet
+  frames.push_back(padded);
+  int plain = 0;
+  for (const std::vector<uint8_t>& f : frames) ExpectFastPathAgrees(f, &plain);
+  EXPECT_EQ(plain, 4);  // the three IPv4 datagrams of ValidFrames above: not IPv6, NDP, ARP
+  std::mt19937 rng(77);
+  int accepted = 0, tried = 0;
+  for (const std::vector<uint8_t>& frame : frames) {
+    for (size_t len = 0; len < frame.size(); ++len) {
+      ExpectFastPathAgrees(std::vector<uint8_t>(frame.begin(), frame.begin() + len), &accepted);
+    }
+    for (int i = 0; i < 5000; ++i, ++tried) {
+      std::vector<uint8_t> mutated = frame;
+      const int flips = 1 + static_cast<int>(rng() % 3);
+      for (int k = 0; k < flips; ++k) mutated[rng() % mutated.size()] ^= 1 << (rng() % 8);
+      ExpectFastPathAgrees(mutated, &accepted);
+      if (::testing::Test::HasFatalFailure()) return;
+    }
+  }
+  EXPECT_GT(accepted, 0);  // mutations in the MACs, ports and payload are still datagrams
+}
+
 TEST(FrameFuzzTest, EveryErrorHasAName) {
   for (int i = 0; i < kParseErrorCount; ++i) {
     const std::string name = ParseErrorName(static_cast<ParseError>(i));
