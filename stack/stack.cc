@@ -115,7 +115,8 @@ absl::StatusOr<SocketId> Stack::Open(net::Family family, const OpenOptions& opti
     return absl::ResourceExhaustedError(
         absl::StrFormat("the stack has its maximum of %u sockets", options_.max_sockets));
   }
-  auto socket = std::make_shared<UdpSocket>(family, depth);
+  // With one link there is one poll thread: each socket's receive counters have one writer.
+  auto socket = std::make_shared<UdpSocket>(family, depth, /*one_poller=*/engines_.size() == 1);
   demux::SocketOptions o;
   o.family = family;
   o.v6only = options.v6only;

@@ -54,8 +54,10 @@ struct SocketCounters {
 
 class alignas(64) UdpSocket {
  public:
-  UdpSocket(net::Family family, size_t queue_depth)
-      : family_(family), queue_depth_(queue_depth) {
+  // `one_poller`: only one poll thread delivers to the socket (the stack has one link), so its
+  // receive counters are written with plain stores instead of atomic read-modify-writes.
+  UdpSocket(net::Family family, size_t queue_depth, bool one_poller = false)
+      : family_(family), one_poller_(one_poller), queue_depth_(queue_depth) {
     static_assert(offsetof(UdpSocket, family_) < 64, "Deliver's fields share one cache line");
   }
   ~UdpSocket() {
@@ -85,15 +87,15 @@ class alignas(64) UdpSocket {
                                      std::string(payload.begin(), payload.end())};
       if (!MakeQueue().TryPush(d)) {
         delete d;
-        rx_dropped_.fetch_add(1, std::memory_order_relaxed);
+        Count(rx_dropped_, 1);
         return;
       }
       // Wake a consumer blocked in WaitForData; costs a syscall only when one is waiting.
       // seq_cst pairs with the consumer's: either it sees the datagram, or we see it waiting.
       if (waiting_.load(std::memory_order_seq_cst)) Wake();
     }
-    rx_datagrams_.fetch_add(1, std::memory_order_relaxed);
-    rx_bytes_.fetch_add(payload.size(), std::memory_order_relaxed);
+    Count(rx_datagrams_, 1);
+    Count(rx_bytes_, payload.size());
   }
 
   // Poll thread, a few datagrams before Deliver: start loading what it will touch.
@@ -192,6 +194,15 @@ class alignas(64) UdpSocket {
     return *q;
   }
 
+  // A receive counter: readers on other threads see whole values either way.
+  void Count(std::atomic<uint64_t>& c, uint64_t n) {
+    if (one_poller_) {
+      c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+    } else {
+      c.fetch_add(n, std::memory_order_relaxed);
+    }
+  }
+
   // What Deliver touches, first and together: one cache line per datagram (the class is
   // cache-line aligned). With 100k sockets every datagram's socket is cold.
   std::atomic<const ReceiveCallback*> callback_{nullptr};
@@ -200,6 +211,7 @@ class alignas(64) UdpSocket {
   std::atomic<uint64_t> rx_datagrams_{0}, rx_bytes_{0}, rx_dropped_{0};
   std::atomic<bool> waiting_{false};
   const net::Family family_;
+  const bool one_poller_;
   // The rest: the control plane, consumers, sends.
   const size_t queue_depth_;
   std::atomic<bool> shut_down_{false};
