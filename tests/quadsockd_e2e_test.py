@@ -121,6 +121,14 @@ class QuadsockdTest(unittest.TestCase):
             peer.send(big)
             self.assertEqual(sock.receive_one(timeout=5).payload, big)
             self.assertTrue(sock.get().in_hash4)
+            # Queued datagrams read one at a time: each receive takes only its own.
+            for p in (b"q1", b"q2", b"q3"):
+                peer.send(p)
+            time.sleep(0.2)
+            for p in (b"q1", b"q2", b"q3"):
+                d = sock.receive_one(timeout=2)
+                self.assertIsNotNone(d, f"{p!r} was lost")
+                self.assertEqual(d.payload, p)
 
     def test_udp_with_kernel_peer_over_ipv4(self):
         self.exchange("ipv4", STACK4, PEER4)

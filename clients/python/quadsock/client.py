@@ -218,9 +218,11 @@ class Socket:
         return self._client.call("SendBatch", request).queued
 
     def receive(self, timeout=None, count=None):
-        """Yields Datagrams as they arrive; stops after `count`, or `timeout` seconds in all."""
-        stream = self._client.stream("Receive", socket_pb2.ReceiveRequest(socket=self.handle),
-                                     timeout=timeout)
+        """Yields Datagrams as they arrive; stops after `count`, or `timeout` seconds in all.
+        With a count the server sends no more than that, so datagrams past it stay queued on
+        the socket for the next receive."""
+        request = socket_pb2.ReceiveRequest(socket=self.handle, max_datagrams=count or 0)
+        stream = self._client.stream("Receive", request, timeout=timeout)
         seen = 0
         try:
             for d in stream:
