@@ -136,6 +136,35 @@ class QuadsockdTest(unittest.TestCase):
     def test_udp_with_kernel_peer_over_ipv6(self):
         self.exchange("ipv6", STACK6, PEER6)
 
+    def test_exchange_both_ways_on_one_stream(self):
+        peer = self.peer_udp(socket.AF_INET, PEER4, 5002)
+        with self.client.open("ipv4") as sock:
+            sock.bind("0.0.0.0:4000")
+            with sock.exchange() as x:
+                x.send([(b"out%d" % i, (PEER4, 5002)) for i in range(3)])
+                for i in range(3):
+                    self.assertEqual(peer.recvfrom(2048)[0], b"out%d" % i)
+                for i in range(3):
+                    peer.sendto(b"in%d" % i, (STACK4, 4000))
+                got = []
+                for event in x.events(timeout=3):
+                    self.assertIsNone(event.send_failure)
+                    got += [(d.payload, d.peer) for d in event.received]
+                    if len(got) == 3:
+                        break
+                self.assertEqual(got, [(b"in%d" % i, "%s:5002" % PEER4) for i in range(3)])
+                # The second datagram has no destination (not connected): one went, then why.
+                x.send([(b"ok", (PEER4, 5002)), b"nowhere"])
+                event = next(x.events(timeout=3))
+                self.assertEqual(event.send_failure.queued, 1)
+                self.assertEqual(event.send_failure.code, grpc.StatusCode.FAILED_PRECONDITION)
+                self.assertEqual(peer.recvfrom(2048)[0], b"ok")
+                self.assertEqual(list(x.events(timeout=0.2)), [])
+                sock.close()  # ends the stream: the socket is gone
+                with self.assertRaises(quadsock.QuadsockError) as e:
+                    list(x.events(timeout=3))
+                self.assertEqual(e.exception.code, grpc.StatusCode.NOT_FOUND)
+
     def test_rehash_while_datagrams_flow_loses_none_after_the_switch(self):
         peer = self.peer_udp(socket.AF_INET, PEER4, 5001)
         count = 2000

@@ -1,6 +1,7 @@
 """The pythonic wrapper over quadsockd's gRPC API (see quadsock/__init__.py for an example)."""
 
 import collections
+import queue
 import threading
 
 import grpc
@@ -50,6 +51,102 @@ def parse_endpoint(value):
 def format_endpoint(e):
     return "[%s]:%d" % (e.address, e.port) if ":" in e.address else "%s:%d" % (e.address, e.port)
 
+
+# What an Exchange stream reports: datagrams received (a list of Datagram), and for a send
+# whose datagrams did not all go, how many did and the first error (else None).
+ExchangeEvent = collections.namedtuple("ExchangeEvent", "received send_failure")
+SendFailure = collections.namedtuple("SendFailure", "queued code message")
+
+_END = object()  # ends the request iterator
+
+
+class Exchange:
+    """One socket's Exchange stream: send() writes one request of any number of datagrams;
+    events() yields what the server reports, as ExchangeEvents. A thread reads the stream into a
+    bounded queue (so gRPC's flow control holds the server back when events() is not called).
+    The stream ends at close() (or the end of a `with` block); when the socket is closed by
+    anyone, events() raises QuadsockError NOT_FOUND, and the server's error otherwise."""
+
+    def __init__(self, client, handle, backlog=1024):
+        self._requests = queue.Queue()
+        self._requests.put(socket_pb2.ExchangeRequest(socket=handle))  # starts the stream
+        self._responses = client.stream("Exchange", iter(self._requests.get, _END))
+        self._events = queue.Queue(maxsize=backlog)
+        self._ended = None
+        self._closed = False
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def send(self, datagrams):
+        """datagrams: payloads (to the connected peer), or (payload, destination) pairs."""
+        if self._ended is not None:
+            raise self._ended
+        request = socket_pb2.ExchangeRequest()
+        for d in datagrams:
+            payload, destination = (d, None) if isinstance(d, (bytes, bytearray)) else d
+            item = request.datagrams.add(payload=bytes(payload))
+            if destination is not None:
+                item.peer.CopyFrom(parse_endpoint(destination))
+        if not request.datagrams:
+            raise ValueError("no datagrams to send")
+        self._requests.put(request)
+
+    def events(self, timeout=None):
+        """Yields ExchangeEvents as they come; stops when `timeout` seconds pass without one."""
+        while True:
+            if self._ended is not None:
+                raise self._ended
+            try:
+                r = self._events.get(timeout=timeout)
+            except queue.Empty:
+                return
+            if isinstance(r, QuadsockError):
+                self._ended = r
+                raise r
+            failure = None
+            if r.HasField("send_result"):
+                failure = SendFailure(r.send_result.queued, _STATUS_CODES[r.send_result.code],
+                                      r.send_result.message)
+            yield ExchangeEvent([Datagram(d.payload, format_endpoint(d.peer),
+                                          format_endpoint(d.local), d.arrival_unix_nanos,
+                                          d.sequence) for d in r.datagrams], failure)
+
+    def _read(self):
+        # A stream the server ends with OK: the socket was closed.
+        end = QuadsockError(grpc.StatusCode.NOT_FOUND, "the socket was closed")
+        told = False  # the server said why in an `end` message (the call then ends CANCELLED)
+        try:
+            for r in self._responses:
+                if r.HasField("end"):
+                    end, told = QuadsockError(_STATUS_CODES[r.end.code], r.end.message), True
+                elif r.datagrams or r.HasField("send_result"):
+                    self._events.put(r)
+                if self._closed:
+                    return
+        except grpc.RpcError as e:
+            if not told:
+                end = QuadsockError(e.code(), e.details())
+        if not self._closed:
+            self._events.put(end)
+
+    def close(self):
+        self._closed = True
+        self._requests.put(_END)
+        self._responses.cancel()
+        while self._reader.is_alive():  # a reader blocked on a full queue gets room to end
+            try:
+                self._events.get(timeout=0.05)
+            except queue.Empty:
+                pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+_STATUS_CODES = {c.value[0]: c for c in grpc.StatusCode}
 
 _FAMILIES = {"ipv4": common_pb2.FAMILY_IPV4, "ipv6": common_pb2.FAMILY_IPV6,
              4: common_pb2.FAMILY_IPV4, 6: common_pb2.FAMILY_IPV6}
@@ -236,6 +333,16 @@ class Socket:
                 raise QuadsockError(e.code(), e.details()) from None
         finally:
             stream.cancel()
+
+    def exchange(self):
+        """Opens an Exchange stream on the socket: both directions on one call, for high rates.
+        Use it as a context manager (leaving it ends the stream):
+
+            with sock.exchange() as x:
+                x.send([(b"ping", "10.1.0.1:5000")])
+                for event in x.events(timeout=1.0): ...
+        """
+        return Exchange(self._client, self.handle)
 
     def receive_one(self, timeout=5.0):
         """The next datagram, or None after `timeout` seconds."""
