@@ -16,7 +16,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "clients/cpp/internal.h"
+#include "clients/cpp/internal/connection.h"
 
 namespace quadsock {
 

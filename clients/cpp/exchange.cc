@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "clients/cpp/client.h"
-#include "clients/cpp/internal.h"
+#include "clients/cpp/internal/connection.h"
 
 namespace quadsock {
 

@@ -1,7 +1,7 @@
 // What client.cc and exchange.cc share: the connection every Client and RemoteSocket of one
 // session holds, and the conversions between gRPC, protobuf and the client's types. Not API.
-#ifndef QUADSOCK_CLIENTS_CPP_INTERNAL_H_
-#define QUADSOCK_CLIENTS_CPP_INTERNAL_H_
+#ifndef QUADSOCK_CLIENTS_CPP_INTERNAL_CONNECTION_H_
+#define QUADSOCK_CLIENTS_CPP_INTERNAL_CONNECTION_H_
 
 #include <grpcpp/grpcpp.h>
 
@@ -148,4 +148,4 @@ class PullReader {
 
 }  // namespace quadsock::client_internal
 
-#endif  // QUADSOCK_CLIENTS_CPP_INTERNAL_H_
+#endif  // QUADSOCK_CLIENTS_CPP_INTERNAL_CONNECTION_H_
