@@ -1,5 +1,6 @@
 // What client.cc and exchange.cc share: the connection every Client and RemoteSocket of one
-// session holds, and the conversions between gRPC, protobuf and the client's types. Not API.
+// session holds, the conversions between gRPC, protobuf and the client's types, and the
+// PullReader thread behind the Receive and Exchange streams. Not API.
 #ifndef QUADSOCK_CLIENTS_CPP_INTERNAL_CONNECTION_H_
 #define QUADSOCK_CLIENTS_CPP_INTERNAL_CONNECTION_H_
 
