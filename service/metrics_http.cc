@@ -62,7 +62,8 @@ std::string RenderMetrics(const v1::Counters& c) {
     const std::string l = absl::StrCat("{queue=\"", q.queue(), "\"}");
     absl::StrAppend(&out, "quadsock_queue_rx_frames_total", l, " ", q.counters().rx_frames(), "\n",
                     "quadsock_queue_tx_frames_total", l, " ", q.counters().tx_frames(), "\n",
-                    "quadsock_queue_rx_dropped_total", l, " ", q.counters().rx_dropped(), "\n");
+                    "quadsock_queue_rx_dropped_total", l, " ", q.counters().rx_dropped(), "\n",
+                    "quadsock_queue_busy_polls_total", l, " ", q.counters().busy_polls(), "\n");
   }
   if (c.has_xdp()) {
     Metric(out, "xdp_redirect_total", "Frames the XDP program steered to the stack.",

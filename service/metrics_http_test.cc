@@ -32,12 +32,16 @@ TEST(MetricsTest, RendersPrometheusText) {
   (*c.mutable_stack()->mutable_parse_errors())["bad_udp_checksum"] = 3;
   for (int i = 0; i < 8; ++i) c.mutable_table()->add_chain_histogram(i == 1 ? 10 : 0);
   c.set_sockets(7);
+  v1::Queue* q = c.add_queues();
+  q->set_queue(1);
+  q->mutable_counters()->set_busy_polls(5);
   const std::string text = RenderMetrics(c);
   EXPECT_NE(text.find("quadsock_udp_delivered_total 42\n"), std::string::npos) << text;
   EXPECT_NE(text.find("quadsock_parse_errors_total{reason=\"bad_udp_checksum\"} 3\n"),
             std::string::npos);
   EXPECT_NE(text.find("quadsock_table_chain_steps_bucket{le=\"+Inf\"} 10\n"), std::string::npos);
   EXPECT_NE(text.find("quadsock_sockets 7\n"), std::string::npos);
+  EXPECT_NE(text.find("quadsock_queue_busy_polls_total{queue=\"1\"} 5\n"), std::string::npos);
 }
 
 TEST(MetricsTest, ServesGetMetricsAndNothingElse) {
