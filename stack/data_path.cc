@@ -46,14 +46,19 @@ void Stack::RunEngine(Engine& engine) {
     // Idle: sleep until frames arrive, a send is queued, or the timers are due. Offline, so that
     // writers' grace periods do not wait for a sleeping thread.
     engine.sleeping.store(true, std::memory_order_seq_cst);
+    fds[1].revents = 0;
     if (engine.sends.SizeApprox() == 0) {
       reader.Offline();
       poll(fds, 2, kIdleWaitMs);
       reader.Online();
     }
     engine.sleeping.store(false, std::memory_order_relaxed);
-    uint64_t drain;
-    (void)!read(engine.wake_fd, &drain, sizeof(drain));
+    if (fds[1].revents & POLLIN) {
+      // A sender woke us. (Only then: a read of an empty eventfd is a system call per wakeup
+      // for nothing; a wakeup that comes later keeps the fd readable and the next poll short.)
+      uint64_t drain;
+      (void)!read(engine.wake_fd, &drain, sizeof(drain));
+    }
   }
   engine.link->Poll();
 }
