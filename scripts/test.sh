@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Runs every quadsock test on this machine, as root: installs what is missing (setup.sh), then
 # `bazel test //...` in the default build and again under AddressSanitizer and
-# UndefinedBehaviorSanitizer, the concurrency tests under ThreadSanitizer, and the main job
-# (scripts/demo.sh), which checks its own report. Privileged tests
+# UndefinedBehaviorSanitizer, the concurrency tests under ThreadSanitizer, quadsockd's container
+# image against a kernel peer (docker/smoke.sh), and the main job (scripts/demo.sh), which
+# checks its own report. Privileged tests
 # (BPF, AF_XDP, network namespaces) run too; one that cannot run fails, it is never skipped.
 #
 #   scripts/test.sh                              # everything; ends with "N passed, N failed"
 #   QUADSOCK_TEST_CONFIGS=default scripts/test.sh    # only the plain build
 #   QUADSOCK_TEST_DEMO=0 scripts/test.sh             # without the main job (scripts/demo.sh)
+#   QUADSOCK_TEST_CONTAINER=0 scripts/test.sh        # without the container (docker/smoke.sh)
 #
 # Each test target counts once per configuration it runs in.
 set -uo pipefail
@@ -72,16 +74,27 @@ for config in $configs; do
   failed=$((failed + f))
 done
 
-# The main job checks its own report (every datagram accounted for): it counts as one test.
-if [ "${QUADSOCK_TEST_DEMO:-1}" = 1 ]; then
-  echo "== scripts/demo.sh (the README's main job)"
-  if scripts/demo.sh >"$logdir/demo.log" 2>&1; then
-    echo "   [demo] PASSED"
+# A script that checks itself counts as one test: passed when it exits 0.
+run_script() {  # run_script NAME TITLE COMMAND...
+  local name=$1 title=$2
+  shift 2
+  echo "== $title"
+  if "$@" >"$logdir/$name.log" 2>&1; then
+    echo "   [$name] PASSED"
     passed=$((passed + 1))
   else
-    echo "   [demo] FAILED; the end of its output:"
-    tail -n 30 "$logdir/demo.log" | sed 's/^/     /'
+    echo "   [$name] FAILED; the end of its output:"
+    tail -n 30 "$logdir/$name.log" | sed 's/^/     /'
     failed=$((failed + 1))
   fi
+}
+
+# quadsockd's container image, run with its minimal capabilities against a kernel peer.
+if [ "${QUADSOCK_TEST_CONTAINER:-1}" = 1 ]; then
+  run_script container "docker/smoke.sh (the container image)" docker/smoke.sh
+fi
+# The main job, which checks its own report (every datagram accounted for).
+if [ "${QUADSOCK_TEST_DEMO:-1}" = 1 ]; then
+  run_script demo "scripts/demo.sh (the README's main job)" scripts/demo.sh
 fi
 finish

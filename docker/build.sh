@@ -1,0 +1,45 @@
+#!/bin/bash
+# docker/build.sh: builds quadsockd's container image, localhost/quadsockd:latest, with podman
+# (root, from the repository root). Makes the base image localhost/quadsock-base:bookworm first
+# if it is missing: debootstrap of Debian 12 (minbase) with quadsockd's runtime libraries, from
+# the host's Debian mirror, imported with `podman import`. Then the binaries, built with
+# `bazel build -c opt`, go on top (docker/Containerfile).
+#
+#   sudo docker/build.sh            # the image
+#   sudo docker/build.sh --rebase   # also remake the base
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export CONTAINERS_CONF="$PWD/docker/containers.conf"
+
+BASE=localhost/quadsock-base:bookworm
+IMAGE=localhost/quadsockd:latest
+# Runtime libraries of quadsockd and quadctl (`ldd` of both, mapped to Debian packages).
+LIBS=libabsl20220623,libbpf1,libc-ares2,libelf1,libgrpc++1.51,libgrpc29,libprotobuf32,libre2-9,libssl3,libstdc++6,liburcu8,libxdp1,zlib1g
+MIRROR=${QUADSOCK_DEBIAN_MIRROR:-http://deb.debian.org/debian}
+
+log() { echo "[docker/build] $*" >&2; }
+
+for tool in podman debootstrap bazel; do
+  command -v "$tool" >/dev/null || { log "needs $tool (scripts/setup.sh installs it)"; exit 1; }
+done
+
+if [[ "${1:-}" == "--rebase" ]] || ! podman image exists "$BASE"; then
+  root=$(mktemp -d /var/tmp/quadsock-rootfs.XXXXXX)
+  trap 'rm -rf "$root"' EXIT
+  log "debootstrap bookworm (minbase + runtime libraries) from $MIRROR"
+  debootstrap --variant=minbase --include="$LIBS" bookworm "$root" "$MIRROR" >/dev/null
+  rm -rf "$root"/var/cache/apt/archives/*.deb "$root"/var/lib/apt/lists/*
+  log "importing it as $BASE"
+  tar -C "$root" -c . | podman import - "$BASE" >/dev/null
+  rm -rf "$root"
+  trap - EXIT
+fi
+
+log "building quadsockd and quadctl"
+bazel build -c opt //service:quadsockd //clients/quadctl:quadctl
+bin=$(bazel info -c opt bazel-bin 2>/dev/null)
+context=$(mktemp -d)
+trap 'rm -rf "$context"' EXIT
+cp "$bin/service/quadsockd" "$bin/clients/quadctl/quadctl" docker/Containerfile "$context/"
+podman build --quiet -f "$context/Containerfile" -t "$IMAGE" "$context" >/dev/null
+log "built $IMAGE"

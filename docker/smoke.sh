@@ -1,0 +1,81 @@
+#!/bin/bash
+# docker/smoke.sh: quadsockd's container against a kernel peer (root, from the repository root).
+# Builds the image (docker/build.sh), makes two network namespaces joined by a veth pair, runs
+# the container in one of them with only the capabilities quadsockd needs, and from the other
+# pings quadsock's address and sends it a datagram that quadctl (outside, through the
+# container's control socket) receives. Cleans up and exits non-zero if anything fails.
+#
+#   sudo docker/smoke.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export CONTAINERS_CONF="$PWD/docker/containers.conf"
+
+NODE=qsc-node-$$ PEER=qsc-peer-$$ NAME=quadsockd-smoke-$$
+STACK=10.77.0.2 PEER_IP=10.77.0.1
+# What quadsockd needs, and nothing else: load and attach XDP (NET_ADMIN, BPF, PERFMON for the
+# program's helpers), open AF_XDP sockets (NET_RAW), pin the UMEM past RLIMIT_MEMLOCK (IPC_LOCK).
+CAPS=NET_ADMIN,NET_RAW,BPF,PERFMON,IPC_LOCK
+sock_dir=$(mktemp -d /tmp/qsc.XXXXXX)
+log() { echo "[docker/smoke] $*" >&2; }
+
+cleanup() {
+  podman rm -f "$NAME" >/dev/null 2>&1 || true
+  ip netns del "$NODE" 2>/dev/null || true
+  ip netns del "$PEER" 2>/dev/null || true
+  rm -rf "$sock_dir"
+}
+trap cleanup EXIT
+
+docker/build.sh
+quadctl="$(bazel info -c opt bazel-bin 2>/dev/null)/clients/quadctl/quadctl"
+
+ip netns add "$NODE"
+ip netns add "$PEER"
+ip link add qsc0 netns "$NODE" type veth peer name qsc1 netns "$PEER"
+ip -n "$NODE" link set qsc0 up
+ip -n "$PEER" link set qsc1 up
+ip -n "$PEER" addr add "$PEER_IP/24" dev qsc1
+# veth hands kernel-sent frames to XDP with the checksum still to fill in: have the peer fill it.
+ip netns exec "$PEER" ethtool -K qsc1 tx off >/dev/null
+
+# The runtime's default seccomp profile, but bpf(2) allowed with CAP_BPF (not CAP_SYS_ADMIN).
+docker/seccomp_with_bpf.py /usr/share/containers/seccomp.json > "$sock_dir/seccomp.json"
+
+log "running localhost/quadsockd:latest in $NODE with --cap-drop=all --cap-add=$CAPS"
+podman run -d --name "$NAME" --network "ns:/run/netns/$NODE" --cap-drop=all --cap-add="$CAPS" \
+  --security-opt seccomp="$sock_dir/seccomp.json" \
+  -v "$sock_dir:/run/quadsock" localhost/quadsockd:latest \
+  --interface=qsc0 --address="$STACK/24" --listen=unix:/run/quadsock/quadsock.sock >/dev/null
+
+target="unix:$sock_dir/quadsock.sock"
+for _ in $(seq 50); do
+  [[ -S "$sock_dir/quadsock.sock" ]] && "$quadctl" --target="$target" health >/dev/null 2>&1 && break
+  sleep 0.2
+done
+if ! "$quadctl" --target="$target" health; then
+  log "quadsockd did not come up; its log:"
+  podman logs "$NAME" >&2
+  exit 1
+fi
+
+ip netns exec "$PEER" ping -c 3 -i 0.2 -W 2 "$STACK" >/dev/null
+log "ping from the peer answered"
+
+export QUADSOCK_TARGET="$target"
+export QUADSOCK_SESSION=$("$quadctl" session new --lease=60)
+s=$("$quadctl" open --family=4)
+"$quadctl" bind "$s" 0.0.0.0:4000 >/dev/null
+ip netns exec "$PEER" /usr/bin/python3 -c "
+import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind(('$PEER_IP', 5000)); s.sendto(b'hello, container', ('$STACK', 4000))"
+line=$("$quadctl" recv "$s" --timeout=5s)
+[[ "$line" == *"hello, container"* ]] || { log "unexpected: $line"; exit 1; }
+log "UDP from the peer received: $line"
+"$quadctl" session end >/dev/null
+
+podman stop -t 5 "$NAME" >/dev/null
+if ip netns exec "$NODE" ip link show qsc0 | grep -q xdp; then
+  log "an XDP program was left on qsc0 after the container stopped"
+  exit 1
+fi
+log "passed"
