@@ -1,9 +1,11 @@
 // quadsock's UDP stack, in-process: sockets over one or more Links, with the poll engine,
 // ARP/NDP, ICMP and routing. This is the C++ API that quadsockd and the benchmarks use.
 //
-// One poll thread per link (queue) runs the data path: receive a batch, parse (stack/net),
-// answer ARP/NDP/ICMP, look UDP up in the socket table (stack/demux, lock-free) and deliver;
-// then send what sockets queued, reap completions, refill, and run timers. Control-plane calls
+// One poll thread per link (queue) runs the data path: receive a batch of up to 64 frames,
+// parse them (stack/net; plain IPv4/UDP through a fast path), look the batch's UDP flows up in
+// the socket table together (stack/demux, lock-free, with prefetching), then handle every frame
+// in arrival order: deliver, or answer ARP/NDP/ICMP; then send what sockets queued, reap
+// completions, refill, and run timers. Control-plane calls
 // (Open, Bind, Connect, ...) come from any thread and change the socket table under its lock;
 // nothing the data path waits on is held by them. Send() queues the datagram for the poll
 // thread without blocking; a full send queue is RESOURCE_EXHAUSTED.
