@@ -423,14 +423,19 @@ absl::Status Interfaces(Context& c) {
   for (const v1::Interface& x : *ifs) {
     for (const v1::Queue& q : x.queues()) {
       const v1::QueueCounters& k = q.counters();
+      // Busy polling: the recvfroms made to run the queue's NAPI, or why there are none.
+      const std::string busy = k.busy_poll_unavailable() ? "unavailable"
+                               : k.busy_polls() > 0     ? absl::StrCat(k.busy_polls())
+                                                        : "off";
       queues.push_back({x.name(), absl::StrCat(q.queue()), q.mode(), absl::StrCat(k.rx_frames()),
                         absl::StrCat(k.tx_frames()), absl::StrCat(k.rx_dropped()),
-                        absl::StrCat(k.tx_ring_full()), absl::StrCat(k.wakeups())});
+                        absl::StrCat(k.tx_ring_full()), absl::StrCat(k.wakeups()), busy});
     }
   }
   if (!queues.empty()) {
     std::cout << "\n";
-    PrintTable({"INTERFACE", "QUEUE", "MODE", "RX", "TX", "RX_DROPPED", "TX_RING_FULL", "WAKEUPS"},
+    PrintTable({"INTERFACE", "QUEUE", "MODE", "RX", "TX", "RX_DROPPED", "TX_RING_FULL", "WAKEUPS",
+                "BUSY_POLLS"},
                queues);
   }
   return absl::OkStatus();

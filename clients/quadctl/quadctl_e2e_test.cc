@@ -304,7 +304,10 @@ TEST_F(QuadctlTest, AdministrationAndHealth) {
   EXPECT_TRUE(ifs.interfaces(0).xdp_mode() == "native" || ifs.interfaces(0).xdp_mode() == "generic")
       << ifs.interfaces(0).xdp_mode();
   EXPECT_GE(ifs.interfaces(0).queues_size(), 1);
-  EXPECT_NE(Ok({"iface"}).find(kLocalDev), std::string::npos);
+  const std::string iface_table = Ok({"iface"});
+  EXPECT_NE(iface_table.find(kLocalDev), std::string::npos);
+  EXPECT_NE(iface_table.find("BUSY_POLLS"), std::string::npos) << iface_table;
+  EXPECT_NE(iface_table.find(" off"), std::string::npos) << iface_table;  // not asked for
 
   const v1::ListRoutesResponse routes = ParseJson<v1::ListRoutesResponse>(Ok({"route", "--json"}));
   EXPECT_GE(routes.routes_size(), 2);
