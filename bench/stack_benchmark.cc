@@ -6,6 +6,7 @@
 //   BM_Receive/<N>      N connected sockets, one flow each, all N flows in a random order (with
 //                       100k sockets each frame's slot, entry and socket are cold)
 //   BM_ReceiveNewFlows/<N>  N connected sockets and a listener; 50k flows none is connected to
+//   BM_ReceiveIpv6/<N>  BM_Receive over IPv6 (0 and 500)
 //
 //   bazel run -c opt //bench:stack_benchmark
 #include <algorithm>
@@ -27,8 +28,15 @@ const net::IpAddress kLocal = *net::IpAddress::Parse("10.9.0.2");
 constexpr uint16_t kPort = 4000;
 constexpr size_t kFrameStride = 128;  // bytes between prebuilt frames
 
+const net::IpAddress kLocal6 = *net::IpAddress::Parse("fd00:9::2");
+
+// Flow i's peer: IPv4 ip_base + i / 50000, or (ip_base 0) IPv6 fd00:9:1::(i / 50000 + 1).
 net::Endpoint Peer(uint32_t i, uint32_t ip_base) {
-  return {net::IpAddress::V4(ip_base + i / 50000), static_cast<uint16_t>(10000 + i % 50000)};
+  const uint16_t port = static_cast<uint16_t>(10000 + i % 50000);
+  if (ip_base != 0) return {net::IpAddress::V4(ip_base + i / 50000), port};
+  net::IpAddress::Bytes b = net::IpAddress::Parse("fd00:9:1::").value().bytes16();
+  b[15] = static_cast<uint8_t>(i / 50000 + 1);
+  return {net::IpAddress::V6Bytes(b.data()), port};
 }
 
 // Receives the same prebuilt frames over and over, a batch per call; sends nothing.
@@ -71,9 +79,10 @@ struct Setup {
   std::atomic<uint64_t> delivered{0};
 };
 
-// A stack on a replay link of `flows` flows from ip_base (shuffled), with `connected` sockets
-// connected to the first of them and, if `listener`, one unconnected socket on the port.
+// A stack on a replay link of `flows` flows from ip_base (shuffled; 0: IPv6), with `connected`
+// sockets connected to the first of them and, if `listener`, one unconnected socket on the port.
 std::unique_ptr<Setup> Make(uint32_t connected, bool listener, uint32_t flows, uint32_t ip_base) {
+  const net::IpAddress local = ip_base != 0 ? kLocal : kLocal6;
   std::vector<uint32_t> order(flows);
   for (uint32_t i = 0; i < flows; ++i) order[i] = i;
   std::mt19937 rng(7);
@@ -83,7 +92,7 @@ std::unique_ptr<Setup> Make(uint32_t connected, bool listener, uint32_t flows, u
   const uint8_t payload[18] = {};
   for (uint32_t k = 0; k < flows; ++k) {
     std::optional<size_t> n = net::BuildUdp(
-        {kPeerMac, kOurMac, std::nullopt}, {Peer(order[k], ip_base), {kLocal, kPort}}, payload,
+        {kPeerMac, kOurMac, std::nullopt}, {Peer(order[k], ip_base), {local, kPort}}, payload,
         {&bytes[size_t{k} * kFrameStride], kFrameStride});
     lengths[k] = static_cast<uint32_t>(n.value());
   }
@@ -91,7 +100,7 @@ std::unique_ptr<Setup> Make(uint32_t connected, bool listener, uint32_t flows, u
   std::vector<std::unique_ptr<link::Link>> links;
   links.push_back(std::make_unique<ReplayLink>(std::move(bytes), std::move(lengths)));
   StackOptions o;
-  o.addresses = {*net::IpPrefix::Parse("10.9.0.2/16")};
+  o.addresses = {*net::IpPrefix::Parse("10.9.0.2/16"), *net::IpPrefix::Parse("fd00:9::2/32")};
   setup->stack = Stack::Create(o, std::move(links)).value();
   Stack& st = *setup->stack;
   std::atomic<uint64_t>* delivered = &setup->delivered;
@@ -99,9 +108,9 @@ std::unique_ptr<Setup> Make(uint32_t connected, bool listener, uint32_t flows, u
     delivered->store(delivered->load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   };
   for (uint32_t i = 0; i < connected + (listener ? 1 : 0); ++i) {
-    SocketId id = st.Open(net::Family::kV4, {.reuse_port = true}).value();
-    st.Bind(id, {kLocal, kPort}).value();
-    if (i < connected) st.Connect(id, Peer(i, 0x0a090101)).value();
+    SocketId id = st.Open(local.family(), {.reuse_port = true}).value();
+    st.Bind(id, {local, kPort}).value();
+    if (i < connected) st.Connect(id, Peer(i, ip_base != 0 ? 0x0a090101 : 0)).value();
     st.SetReceiveCallback(id, count).IgnoreError();
   }
   return setup;
@@ -127,7 +136,14 @@ void BM_ReceiveNewFlows(benchmark::State& state) {
   Run(state, *s);
 }
 
+void BM_ReceiveIpv6(benchmark::State& state) {
+  const uint32_t n = static_cast<uint32_t>(state.range(0));
+  std::unique_ptr<Setup> s = Make(n, n == 0, n == 0 ? 500 : n, 0);
+  Run(state, *s);
+}
+
 BENCHMARK(BM_Receive)->Arg(0)->Arg(500)->Arg(10000)->Arg(100000);
+BENCHMARK(BM_ReceiveIpv6)->Arg(0)->Arg(500);
 BENCHMARK(BM_ReceiveNewFlows)->Arg(100000);
 
 }  // namespace

@@ -147,7 +147,7 @@ void Stack::ReceiveBatch(Engine& engine, demux::LookupContext& ctx, const LocalA
     // The commonest frame, IPv4/UDP to us, without a full parse; the rest (and any error,
     // counted there) through Classify.
     net::UdpFrameView v;
-    if (net::ParseUdpIpv4Frame(bytes, v) && (v.dst_mac == link.mac || v.dst_mac.IsMulticast()) &&
+    if (net::ParsePlainUdpFrame(bytes, v) && (v.dst_mac == link.mac || v.dst_mac.IsMulticast()) &&
         local.Contains(v.dst)) {
       rx.kind[i] = FrameKind::kUdp;
       rx.keys[udp] = {v.src, v.src_port, v.dst, v.dst_port, link.ifindex};

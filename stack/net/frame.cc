@@ -119,37 +119,64 @@ ParseError ParseFrame(std::span<const uint8_t> frame, ParsedFrame& out) {
   }
 }
 
-bool ParseUdpIpv4Frame(std::span<const uint8_t> frame, UdpFrameView& out) {
-  constexpr size_t kIp = EthernetHeader::kSize;
-  constexpr size_t kUdp = kIp + Ipv4Header::kMinSize;
-  constexpr size_t kPayload = kUdp + UdpHeader::kSize;
-  if (frame.size() < kPayload) return false;
+namespace {
+
+// The UDP datagram at `udp` of a packet whose IP layer left `ip_payload` bytes for it: lengths
+// and checksum as ParseUdp checks them (a zero checksum only over IPv4).
+bool FinishPlainUdp(std::span<const uint8_t> frame, size_t udp, size_t ip_payload,
+                    UdpFrameView& out) {
   const uint8_t* p = frame.data();
-  if (LoadBe16(p + 12) != kEtherTypeIpv4 || p[kIp] != 0x45) return false;  // IPv4, 20 bytes
-  const uint16_t total_length = LoadBe16(p + kIp + 2);
-  const uint16_t flags_offset = LoadBe16(p + kIp + 6);
-  if (total_length < Ipv4Header::kMinSize + UdpHeader::kSize ||
-      total_length > frame.size() - kIp || (flags_offset & 0x3fff) != 0 ||
-      p[kIp + 9] != kIpProtoUdp ||
-      ChecksumFinish(ChecksumAdd(0, frame.subspan(kIp, Ipv4Header::kMinSize))) != 0) {
-    return false;
-  }
-  const uint16_t udp_length = LoadBe16(p + kUdp + 4);
-  if (udp_length < UdpHeader::kSize || udp_length > total_length - Ipv4Header::kMinSize) {
-    return false;
-  }
-  out.src = IpAddress::V4Bytes(p + kIp + 12);
-  out.dst = IpAddress::V4Bytes(p + kIp + 16);
-  if (LoadBe16(p + kUdp + 6) != 0) {
+  const uint16_t udp_length = LoadBe16(p + udp + 4);
+  if (udp_length < UdpHeader::kSize || udp_length > ip_payload) return false;
+  const uint16_t checksum = LoadBe16(p + udp + 6);
+  if (checksum == 0) {
+    if (out.dst.is_v6()) return false;  // mandatory over IPv6 (RFC 8200 8.1)
+  } else {
     const uint32_t sum = PseudoHeaderSum(out.src, out.dst, kIpProtoUdp, udp_length);
-    if (ChecksumFinish(ChecksumAdd(sum, frame.subspan(kUdp, udp_length))) != 0) return false;
+    if (ChecksumFinish(ChecksumAdd(sum, frame.subspan(udp, udp_length))) != 0) return false;
   }
   out.dst_mac = MacAddress::FromBytes(p);
-  out.src_port = LoadBe16(p + kUdp);
-  out.dst_port = LoadBe16(p + kUdp + 2);
-  out.payload_offset = kPayload;
+  out.src_port = LoadBe16(p + udp);
+  out.dst_port = LoadBe16(p + udp + 2);
+  out.payload_offset = static_cast<uint32_t>(udp + UdpHeader::kSize);
   out.payload_length = udp_length - UdpHeader::kSize;
   return true;
+}
+
+}  // namespace
+
+bool ParsePlainUdpFrame(std::span<const uint8_t> frame, UdpFrameView& out) {
+  constexpr size_t kIp = EthernetHeader::kSize;
+  if (frame.size() < kIp + Ipv4Header::kMinSize + UdpHeader::kSize) return false;
+  const uint8_t* p = frame.data();
+  const uint16_t ethertype = LoadBe16(p + 12);
+  if (ethertype == kEtherTypeIpv4) {
+    constexpr size_t kUdp = kIp + Ipv4Header::kMinSize;
+    if (p[kIp] != 0x45) return false;  // version 4, a 20-byte header (no options)
+    const uint16_t total_length = LoadBe16(p + kIp + 2);
+    const uint16_t flags_offset = LoadBe16(p + kIp + 6);
+    if (total_length < Ipv4Header::kMinSize + UdpHeader::kSize ||
+        total_length > frame.size() - kIp || (flags_offset & 0x3fff) != 0 ||
+        p[kIp + 9] != kIpProtoUdp ||
+        ChecksumFinish(ChecksumAdd(0, frame.subspan(kIp, Ipv4Header::kMinSize))) != 0) {
+      return false;
+    }
+    out.src = IpAddress::V4Bytes(p + kIp + 12);
+    out.dst = IpAddress::V4Bytes(p + kIp + 16);
+    return FinishPlainUdp(frame, kUdp, total_length - Ipv4Header::kMinSize, out);
+  }
+  if (ethertype == kEtherTypeIpv6) {
+    constexpr size_t kUdp = kIp + Ipv6Header::kSize;
+    if (frame.size() < kUdp + UdpHeader::kSize || (p[kIp] >> 4) != 6) return false;
+    const uint16_t payload_length = LoadBe16(p + kIp + 4);
+    if (payload_length > frame.size() - kUdp || p[kIp + 6] != kIpProtoUdp) {
+      return false;  // too long, or extension headers first: ParseFrame walks them
+    }
+    out.src = IpAddress::V6Bytes(p + kIp + 8);
+    out.dst = IpAddress::V6Bytes(p + kIp + 24);
+    return FinishPlainUdp(frame, kUdp, payload_length, out);
+  }
+  return false;
 }
 
 }  // namespace quadsock::net

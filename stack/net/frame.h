@@ -57,11 +57,12 @@ struct ParsedFrame {
 
 ParseError ParseFrame(std::span<const uint8_t> frame, ParsedFrame& out);
 
-// The receive fast path: the fields the data path needs of the commonest frame, an untagged
-// Ethernet frame with an IPv4 packet (no options, not a fragment) carrying a UDP datagram,
-// verified as ParseFrame verifies it (lengths, the IPv4 header checksum, the UDP checksum when
-// there is one) without building a ParsedFrame. For such a frame the fields equal ParseFrame's;
-// for any other frame, or one with an error, it returns false and the caller uses ParseFrame.
+// The receive fast path: the fields the data path needs of the commonest frames, untagged
+// Ethernet with a UDP datagram right after an IPv4 header without options (not a fragment) or
+// an IPv6 header without extension headers, verified as ParseFrame verifies them (lengths, the
+// IPv4 header checksum, the UDP checksum; mandatory over IPv6) without building a ParsedFrame.
+// For such a frame the fields equal ParseFrame's; for any other frame, or one with an error, it
+// returns false and the caller uses ParseFrame.
 struct UdpFrameView {
   MacAddress dst_mac;
   IpAddress src;
@@ -71,7 +72,7 @@ struct UdpFrameView {
   uint32_t payload_offset = 0;
   uint32_t payload_length = 0;
 };
-bool ParseUdpIpv4Frame(std::span<const uint8_t> frame, UdpFrameView& out);
+bool ParsePlainUdpFrame(std::span<const uint8_t> frame, UdpFrameView& out);
 
 }  // namespace quadsock::net
 

@@ -96,14 +96,15 @@ TEST(FrameFuzzTest, BitFlipsNeverEscapeTheFrame) {
 }
 
 // The fast path agrees with ParseFrame: whatever it accepts, ParseFrame accepts as untagged
-// IPv4/UDP, not a fragment, with the same fields; and it accepts the plain datagrams.
+// UDP over IPv4 or IPv6, not a fragment, with the same fields; and it accepts the plain
+// datagrams.
 void ExpectFastPathAgrees(const std::vector<uint8_t>& frame, int* accepted) {
   UdpFrameView v;
-  if (!ParseUdpIpv4Frame(frame, v)) return;
+  if (!ParsePlainUdpFrame(frame, v)) return;
   ++*accepted;
   ParsedFrame p;
   ASSERT_EQ(ParseFrame(frame, p), ParseError::kOk);
-  ASSERT_EQ(p.l3, L3::kIpv4);
+  ASSERT_TRUE(p.l3 == L3::kIpv4 || p.l3 == L3::kIpv6);
   ASSERT_EQ(p.l4, L4::kUdp);
   ASSERT_EQ(p.eth.vlan_count, 0);
   ASSERT_FALSE(p.fragment);
@@ -124,9 +125,14 @@ TEST(FrameFuzzTest, FastPathAgreesWithParseFrame) {
   std::vector<uint8_t> padded = testing::UdpFrame("10.1.0.1", 9, "10.1.0.2", 53, "pad");
   padded.resize(padded.size() + 11, 0);  // Ethernet padding past the IP packet
   frames.push_back(padded);
+  std::vector<uint8_t> v6_zero = testing::UdpFrame("fd00::1", 9, "fd00::2", 53, "zero");
+  v6_zero[14 + 40 + 6] = v6_zero[14 + 40 + 7] = 0;  // mandatory over IPv6: an error
+  UdpFrameView unused;
+  EXPECT_FALSE(ParsePlainUdpFrame(v6_zero, unused));
+  frames.push_back(v6_zero);
   int plain = 0;
   for (const std::vector<uint8_t>& f : frames) ExpectFastPathAgrees(f, &plain);
-  EXPECT_EQ(plain, 4);  // the three IPv4 datagrams of ValidFrames above: not IPv6, NDP, ARP
+  EXPECT_EQ(plain, 5);  // the UDP datagrams of ValidFrames (two IPv4, one IPv6) and the two here
   std::mt19937 rng(77);
   int accepted = 0, tried = 0;
   for (const std::vector<uint8_t>& frame : frames) {
