@@ -29,6 +29,7 @@ if [[ "${1:-}" == "--rebase" ]] || ! podman image exists "$BASE"; then
   log "debootstrap bookworm (minbase + runtime libraries) from $MIRROR"
   debootstrap --variant=minbase --include="$LIBS" bookworm "$root" "$MIRROR" >/dev/null
   rm -rf "$root"/var/cache/apt/archives/*.deb "$root"/var/lib/apt/lists/*
+  mkdir -p "$root/run/quadsock"  # the control socket's directory
   log "importing it as $BASE"
   tar -C "$root" -c . | podman import - "$BASE" >/dev/null
   rm -rf "$root"
@@ -41,5 +42,5 @@ bin=$(bazel info -c opt bazel-bin 2>/dev/null)
 context=$(mktemp -d)
 trap 'rm -rf "$context"' EXIT
 cp "$bin/service/quadsockd" "$bin/clients/quadctl/quadctl" docker/Containerfile "$context/"
-podman build --quiet -f "$context/Containerfile" -t "$IMAGE" "$context" >/dev/null
+podman build --quiet --network=none -f "$context/Containerfile" -t "$IMAGE" "$context" >/dev/null
 log "built $IMAGE"
