@@ -144,18 +144,22 @@ void Stack::ReceiveBatch(Engine& engine, demux::LookupContext& ctx, const LocalA
   size_t udp = 0;
   for (size_t i = 0; i < frames.size(); ++i) {
     const std::span<const uint8_t> bytes(frames[i].data, frames[i].length);
-    // The commonest frame, IPv4/UDP to us, without a full parse; the rest (and any error,
-    // counted there) through Classify.
+    // The commonest frame, plain UDP, without a full parse; the rest (and any error, counted
+    // there) through Classify.
     net::UdpFrameView v;
-    if (net::ParsePlainUdpFrame(bytes, v) && (v.dst_mac == link.mac || v.dst_mac.IsMulticast()) &&
-        local.Contains(v.dst)) {
+    if (net::ParsePlainUdpFrame(bytes, v)) {
+      if (!ForThisLink(v.dst_mac, link.mac) || !local.Contains(v.dst)) {
+        engine.Bump(kNotForUs);
+        rx.kind[i] = FrameKind::kDone;
+        continue;
+      }
       rx.kind[i] = FrameKind::kUdp;
       rx.keys[udp] = {v.src, v.src_port, v.dst, v.dst_port, link.ifindex};
       rx.payloads[udp++] = bytes.subspan(v.payload_offset, v.payload_length);
       continue;
     }
     net::ParsedFrame& f = rx.parsed;
-    rx.kind[i] = Classify(engine, local, frames[i], f);
+    rx.kind[i] = Classify(engine, local, bytes, f);
     if (rx.kind[i] == FrameKind::kUdp) {
       rx.keys[udp] = {f.src, f.udp.src_port, f.dst, f.udp.dst_port, link.ifindex};
       rx.payloads[udp++] = f.payload(bytes);
@@ -173,9 +177,17 @@ void Stack::ReceiveBatch(Engine& engine, demux::LookupContext& ctx, const LocalA
     switch (rx.kind[i]) {
       case FrameKind::kDone:
         break;
-      case FrameKind::kControl:
+      case FrameKind::kArp:
         (void)net::ParseFrame(bytes, rx.parsed);  // parsed fine in (1)
-        HandleControl(engine, local, rx.parsed, bytes, now);
+        HandleArp(engine, rx.parsed, local, now);
+        break;
+      case FrameKind::kNdp:
+        (void)net::ParseFrame(bytes, rx.parsed);
+        HandleNdp(engine, rx.parsed, local, now);
+        break;
+      case FrameKind::kEcho:
+        (void)net::ParseFrame(bytes, rx.parsed);
+        SendEchoReply(engine, rx.parsed, bytes);
         break;
       case FrameKind::kUdp: {
         if (j + kCallbackLookahead < udp && rx.found[j + kCallbackLookahead].has_value()) {
@@ -200,20 +212,18 @@ void Stack::ReceiveBatch(Engine& engine, demux::LookupContext& ctx, const LocalA
 }
 
 Stack::FrameKind Stack::Classify(Engine& engine, const LocalAddresses& local,
-                                 const link::FrameBuffer& frame, net::ParsedFrame& f) {
-  const std::span<const uint8_t> bytes(frame.data, frame.length);
+                                 std::span<const uint8_t> bytes, net::ParsedFrame& f) {
   if (const net::ParseError e = net::ParseFrame(bytes, f); e != net::ParseError::kOk) {
     engine.BumpParse(e);
     return FrameKind::kDone;
   }
-  const net::MacAddress& our_mac = engine.link->info().mac;
-  if (!f.eth.dst.IsMulticast() && f.eth.dst != our_mac) {
+  if (!ForThisLink(f.eth.dst, engine.link->info().mac)) {
     engine.Bump(kNotForUs);
     return FrameKind::kDone;
   }
   switch (f.l3) {
     case net::L3::kArp:
-      return FrameKind::kControl;
+      return FrameKind::kArp;
     case net::L3::kIpv4:
     case net::L3::kIpv6:
       break;
@@ -223,7 +233,7 @@ Stack::FrameKind Stack::Classify(Engine& engine, const LocalAddresses& local,
   }
   if (f.l4 == net::L4::kIcmpv6 && (f.icmp.type == net::kIcmpv6NeighborSolicitation ||
                                    f.icmp.type == net::kIcmpv6NeighborAdvertisement)) {
-    return FrameKind::kControl;
+    return FrameKind::kNdp;
   }
   if (!local.Contains(f.dst)) {
     engine.Bump(kNotForUs);
@@ -233,21 +243,13 @@ Stack::FrameKind Stack::Classify(Engine& engine, const LocalAddresses& local,
     engine.Bump(kFragments);
     return FrameKind::kDone;
   }
-  return f.l4 == net::L4::kUdp ? FrameKind::kUdp : FrameKind::kControl;
-}
-
-void Stack::HandleControl(Engine& engine, const LocalAddresses& local, const net::ParsedFrame& f,
-                          std::span<const uint8_t> bytes, absl::Time now) {
-  if (f.l3 == net::L3::kArp) return HandleArp(engine, f, local, now);
-  if (f.l4 == net::L4::kIcmpv6 && (f.icmp.type == net::kIcmpv6NeighborSolicitation ||
-                                   f.icmp.type == net::kIcmpv6NeighborAdvertisement)) {
-    return HandleNdp(engine, f, local, now);
-  }
+  if (f.l4 == net::L4::kUdp) return FrameKind::kUdp;
   if ((f.l4 == net::L4::kIcmpv4 && f.icmp.type == net::kIcmpv4EchoRequest) ||
       (f.l4 == net::L4::kIcmpv6 && f.icmp.type == net::kIcmpv6EchoRequest)) {
-    return SendEchoReply(engine, f, bytes);
+    return FrameKind::kEcho;
   }
   engine.Bump(kUnhandled);
+  return FrameKind::kDone;
 }
 
 void Stack::HandleArp(Engine& engine, const net::ParsedFrame& f, const LocalAddresses& local,

@@ -170,13 +170,15 @@ class Stack {
   size_t Turn(Engine& engine, demux::LookupContext& ctx);
   void ReceiveBatch(Engine& engine, demux::LookupContext& ctx, const LocalAddresses& local,
                     std::span<const link::FrameBuffer> frames, absl::Time now);
-  // What a received frame needs, once parsed: nothing more (dropped and counted), a socket
-  // lookup (UDP to one of our addresses), or HandleControl (ARP, NDP, ICMP to us, the rest).
-  enum class FrameKind : uint8_t { kDone, kUdp, kControl };
-  FrameKind Classify(Engine& engine, const LocalAddresses& local, const link::FrameBuffer& frame,
+  // What a received frame needs, once parsed: nothing more (dropped or unhandled, and
+  // counted), a socket lookup (UDP to one of our addresses), or an answer.
+  enum class FrameKind : uint8_t { kDone, kUdp, kArp, kNdp, kEcho };
+  FrameKind Classify(Engine& engine, const LocalAddresses& local, std::span<const uint8_t> bytes,
                      net::ParsedFrame& f);
-  void HandleControl(Engine& engine, const LocalAddresses& local, const net::ParsedFrame& f,
-                     std::span<const uint8_t> bytes, absl::Time now);
+  // Whether a frame to `dst` is for the link whose address is `ours` (or a multicast).
+  static bool ForThisLink(const net::MacAddress& dst, const net::MacAddress& ours) {
+    return dst == ours || dst.IsMulticast();
+  }
   static UdpSocket& SocketOf(const demux::LookupResult& r) {
     return *reinterpret_cast<UdpSocket*>(r.cookie);
   }
