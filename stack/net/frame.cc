@@ -9,8 +9,9 @@ namespace quadsock::net {
 namespace {
 
 // The checksum of an upper-layer segment over its pseudo-header; 0 when the segment verifies.
-uint16_t UpperChecksum(const ParsedFrame& f, std::span<const uint8_t> segment) {
-  const uint32_t sum = PseudoHeaderSum(f.src, f.dst, f.protocol, segment.size());
+uint16_t UpperChecksum(const IpAddress& src, const IpAddress& dst, uint8_t protocol,
+                       std::span<const uint8_t> segment) {
+  const uint32_t sum = PseudoHeaderSum(src, dst, protocol, segment.size());
   return ChecksumFinish(ChecksumAdd(sum, segment));
 }
 
@@ -25,7 +26,7 @@ ParseError ParseUdp(std::span<const uint8_t> frame, ParsedFrame& f) {
   if (f.udp.checksum == 0) {
     // RFC 768: no checksum over IPv4. RFC 8200 8.1: mandatory over IPv6.
     if (f.l3 == L3::kIpv6) return ParseError::kZeroUdpChecksumIpv6;
-  } else if (UpperChecksum(f, segment.first(f.udp.length)) != 0) {
+  } else if (UpperChecksum(f.src, f.dst, f.protocol, segment.first(f.udp.length)) != 0) {
     return ParseError::kBadUdpChecksum;
   }
   f.l4 = L4::kUdp;
@@ -40,8 +41,8 @@ ParseError ParseIcmp(std::span<const uint8_t> frame, ParsedFrame& f) {
   if (ParseError e = f.icmp.Parse(r); e != ParseError::kOk) return e;
   const bool v6 = f.l3 == L3::kIpv6;
   // ICMPv4 sums the message alone; ICMPv6 adds the pseudo-header (RFC 4443 2.3).
-  const uint16_t check =
-      v6 ? UpperChecksum(f, message) : ChecksumFinish(ChecksumAdd(0, message));
+  const uint16_t check = v6 ? UpperChecksum(f.src, f.dst, f.protocol, message)
+                             : ChecksumFinish(ChecksumAdd(0, message));
   if (check != 0) return ParseError::kBadIcmpChecksum;
   f.l4 = v6 ? L4::kIcmpv6 : L4::kIcmpv4;
   f.payload_offset = f.l4_offset + IcmpHeader::kSize;
@@ -94,6 +95,28 @@ ParseError ParseIp(std::span<const uint8_t> frame, ParsedFrame& f) {
   return ParseError::kOk;
 }
 
+// The UDP datagram at `udp` of a packet whose IP layer left `ip_payload` bytes for it: lengths
+// and checksum as ParseUdp checks them (a zero checksum only over IPv4).
+bool FinishPlainUdp(std::span<const uint8_t> frame, size_t udp, size_t ip_payload,
+                    UdpFrameView& out) {
+  const uint8_t* p = frame.data();
+  const uint16_t udp_length = LoadBe16(p + udp + 4);
+  if (udp_length < UdpHeader::kSize || udp_length > ip_payload) return false;
+  const uint16_t checksum = LoadBe16(p + udp + 6);
+  if (checksum == 0) {
+    if (out.dst.is_v6()) return false;  // mandatory over IPv6 (RFC 8200 8.1)
+  } else if (UpperChecksum(out.src, out.dst, kIpProtoUdp, frame.subspan(udp, udp_length)) != 0) {
+    return false;
+  }
+  out.dst_mac = MacAddress::FromBytes(p);
+  out.src_port = LoadBe16(p + udp);
+  out.dst_port = LoadBe16(p + udp + 2);
+  out.payload_offset = static_cast<uint32_t>(udp + UdpHeader::kSize);
+  out.payload_length = udp_length - UdpHeader::kSize;
+  return true;
+}
+
+
 }  // namespace
 
 ParseError ParseFrame(std::span<const uint8_t> frame, ParsedFrame& out) {
@@ -119,31 +142,6 @@ ParseError ParseFrame(std::span<const uint8_t> frame, ParsedFrame& out) {
   }
 }
 
-namespace {
-
-// The UDP datagram at `udp` of a packet whose IP layer left `ip_payload` bytes for it: lengths
-// and checksum as ParseUdp checks them (a zero checksum only over IPv4).
-bool FinishPlainUdp(std::span<const uint8_t> frame, size_t udp, size_t ip_payload,
-                    UdpFrameView& out) {
-  const uint8_t* p = frame.data();
-  const uint16_t udp_length = LoadBe16(p + udp + 4);
-  if (udp_length < UdpHeader::kSize || udp_length > ip_payload) return false;
-  const uint16_t checksum = LoadBe16(p + udp + 6);
-  if (checksum == 0) {
-    if (out.dst.is_v6()) return false;  // mandatory over IPv6 (RFC 8200 8.1)
-  } else {
-    const uint32_t sum = PseudoHeaderSum(out.src, out.dst, kIpProtoUdp, udp_length);
-    if (ChecksumFinish(ChecksumAdd(sum, frame.subspan(udp, udp_length))) != 0) return false;
-  }
-  out.dst_mac = MacAddress::FromBytes(p);
-  out.src_port = LoadBe16(p + udp);
-  out.dst_port = LoadBe16(p + udp + 2);
-  out.payload_offset = static_cast<uint32_t>(udp + UdpHeader::kSize);
-  out.payload_length = udp_length - UdpHeader::kSize;
-  return true;
-}
-
-}  // namespace
 
 bool ParsePlainUdpFrame(std::span<const uint8_t> frame, UdpFrameView& out) {
   constexpr size_t kIp = EthernetHeader::kSize;
