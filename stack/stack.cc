@@ -130,7 +130,7 @@ absl::StatusOr<SocketId> Stack::Open(net::Family family, const OpenOptions& opti
 }
 
 absl::Status Stack::CheckLocal(const net::IpAddress& address) const {
-  if (address.IsUnspecified() || (address.IsV4Mapped() && address.Unmapped().IsUnspecified())) {
+  if (address.IsUnspecifiedInAnyForm()) {
     return absl::OkStatus();
   }
   if (!local_.load(std::memory_order_acquire)->Contains(address.Unmapped())) {

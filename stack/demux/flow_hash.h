@@ -12,7 +12,6 @@
 #define QUADSOCK_STACK_DEMUX_FLOW_HASH_H_
 
 #include <array>
-#include <bit>
 #include <cstdint>
 #include <cstring>
 
@@ -25,16 +24,7 @@ using AddrKey = std::array<uint8_t, 16>;
 // The 16-byte hash and match key of an address: zeros for a wildcard (also ::ffff:0.0.0.0),
 // the v4-mapped form for IPv4.
 inline AddrKey AddrKeyOf(const net::IpAddress& a) {
-  // Read in place (two words): copies of the address through Unmapped() cost store-forwarding
-  // stalls on the data path.
-  const AddrKey& k = a.bytes16();
-  uint64_t high, low;
-  std::memcpy(&high, k.data(), 8);
-  std::memcpy(&low, k.data() + 8, 8);
-  constexpr uint64_t kMappedAny =  // bytes 8-15 of ::ffff:0.0.0.0: 00 00 ff ff 00 00 00 00
-      std::endian::native == std::endian::little ? 0x00000000ffff0000ULL : 0x0000ffff00000000ULL;
-  if (high == 0 && (low == 0 || low == kMappedAny)) return AddrKey{};
-  return k;
+  return a.IsUnspecifiedInAnyForm() ? AddrKey{} : a.bytes16();
 }
 
 inline bool IsWildcardKey(const AddrKey& k) { return net::SameBytes16(k, AddrKey{}); }

@@ -409,7 +409,7 @@ absl::StatusOr<net::Endpoint> SocketTable::Bind(SocketId id, const net::Endpoint
   }
   s.local = *address;
   s.local_port = port;
-  s.addr_locked = !address->Unmapped().IsUnspecified();
+  s.addr_locked = !address->IsUnspecifiedInAnyForm();
   s.port_locked = local.port != 0;
   s.state = SocketState::kBound;
   PortsAdd(s);
@@ -422,21 +422,21 @@ absl::StatusOr<net::Endpoint> SocketTable::Connect(SocketId id, const net::Endpo
   absl::StatusOr<Socket*> found = Find(id);
   if (!found.ok()) return found.status();
   Socket& s = **found;
-  if (peer.port == 0 || peer.address.Unmapped().IsUnspecified()) {
+  if (peer.port == 0 || peer.address.IsUnspecifiedInAnyForm()) {
     return absl::InvalidArgumentError(absl::StrCat("cannot connect to ", peer.ToString()));
   }
   absl::StatusOr<net::IpAddress> remote = LocalAddressFor(s, peer.address);
   if (!remote.ok()) return remote.status();
 
   net::IpAddress local = s.local;
-  const bool needs_source = s.state == SocketState::kOpen || local.Unmapped().IsUnspecified();
+  const bool needs_source = s.state == SocketState::kOpen || local.IsUnspecifiedInAnyForm();
   if (needs_source) {
     if (!options_.route) {
       return absl::FailedPreconditionError("no route callback to choose a source address");
     }
     absl::StatusOr<net::IpAddress> source = options_.route(peer.address.Unmapped());
     if (!source.ok()) return source.status();
-    if (source->Unmapped().IsUnspecified() ||
+    if (source->IsUnspecifiedInAnyForm() ||
         source->Unmapped().family() != peer.address.Unmapped().family()) {
       return absl::FailedPreconditionError(absl::StrCat(
           "route gave unusable source ", source->ToString(), " for ", peer.ToString()));
@@ -508,7 +508,7 @@ absl::StatusOr<net::Endpoint> SocketTable::Rehash(SocketId id,
     new_local = *a;
   }
   if (s.state == SocketState::kConnected) {
-    if (new_local.Unmapped().IsUnspecified()) {
+    if (new_local.IsUnspecifiedInAnyForm()) {
       return absl::InvalidArgumentError("a connected socket needs a specific local address");
     }
     if (s.options.family == net::Family::kV6 &&
@@ -532,7 +532,7 @@ absl::StatusOr<net::Endpoint> SocketTable::Rehash(SocketId id,
   }
   s.local = new_local;
   s.local_port = new_port;
-  if (address) s.addr_locked = !new_local.Unmapped().IsUnspecified();
+  if (address) s.addr_locked = !new_local.IsUnspecifiedInAnyForm();
   if (port) s.port_locked = true;
   PortsAdd(s);
   Republish(s);

@@ -69,6 +69,11 @@ class IpAddress {
     if (is_v4()) return v4_word() == 0;
     return SameBytes16(bytes_, Bytes{});
   }
+  // The wildcard in any form: 0.0.0.0, ::, or ::ffff:0.0.0.0 (Unmapped().IsUnspecified(),
+  // without the copy).
+  bool IsUnspecifiedInAnyForm() const {
+    return is_v4() || IsV4Mapped() ? v4_word() == 0 : SameBytes16(bytes_, Bytes{});
+  }
   // An IPv6 address of the form ::ffff:a.b.c.d.
   bool IsV4Mapped() const {
     uint64_t low;
