@@ -24,8 +24,7 @@ struct ExchangeStream::State {
   bool Read(v1::ExchangeResponse& r) {
     while (stream->Read(&r)) {
       if (r.has_end()) {
-        server_end = absl::Status(static_cast<absl::StatusCode>(r.end().code()),
-                                  r.end().message());
+        server_end = client_internal::StatusOf(r.end().code(), r.end().message());
         r.clear_end();
       }
       if (r.datagrams_size() > 0 || r.has_send_result()) return true;
@@ -73,8 +72,7 @@ absl::StatusOr<ExchangeEvent> ExchangeStream::Next(absl::Duration timeout) {
   if (r->has_send_result()) {
     e.send_failure = ExchangeEvent::SendFailure{
         r->send_result().queued(),
-        absl::Status(static_cast<absl::StatusCode>(r->send_result().code()),
-                     r->send_result().message())};
+        client_internal::StatusOf(r->send_result().code(), r->send_result().message())};
   }
   return e;
 }

@@ -28,10 +28,15 @@ namespace quadsock::client_internal {
 
 inline constexpr char kSessionHeader[] = "quadsock-session";
 
+// A google.rpc.Code and message carried in a message (SendResult, StreamEnd) as a status.
+inline absl::Status StatusOf(int32_t code, const std::string& message) {
+  return absl::Status(static_cast<absl::StatusCode>(code), message);
+}
+
 // Both enumerations are google.rpc.Code: the mapping is the identity on the numbers.
 inline absl::Status FromGrpc(const grpc::Status& s) {
   if (s.ok()) return absl::OkStatus();
-  return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
+  return StatusOf(s.error_code(), s.error_message());
 }
 
 inline std::chrono::system_clock::time_point Deadline(absl::Duration timeout) {

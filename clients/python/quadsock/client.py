@@ -52,6 +52,22 @@ def format_endpoint(e):
     return "[%s]:%d" % (e.address, e.port) if ":" in e.address else "%s:%d" % (e.address, e.port)
 
 
+def _add_datagrams(request, datagrams):
+    """Adds payloads (to the connected peer) or (payload, destination) pairs to a request's
+    repeated `datagrams`."""
+    for d in datagrams:
+        payload, destination = (d, None) if isinstance(d, (bytes, bytearray)) else d
+        item = request.datagrams.add(payload=bytes(payload))
+        if destination is not None:
+            item.peer.CopyFrom(parse_endpoint(destination))
+
+
+def _datagram(d):
+    """A received socket_pb2.Datagram as a Datagram."""
+    return Datagram(d.payload, format_endpoint(d.peer), format_endpoint(d.local),
+                    d.arrival_unix_nanos, d.sequence)
+
+
 # What an Exchange stream reports: datagrams received (a list of Datagram), and for a send
 # whose datagrams did not all go, how many did and the first error (else None).
 ExchangeEvent = collections.namedtuple("ExchangeEvent", "received send_failure")
@@ -82,11 +98,7 @@ class Exchange:
         if self._ended is not None:
             raise self._ended
         request = socket_pb2.ExchangeRequest()
-        for d in datagrams:
-            payload, destination = (d, None) if isinstance(d, (bytes, bytearray)) else d
-            item = request.datagrams.add(payload=bytes(payload))
-            if destination is not None:
-                item.peer.CopyFrom(parse_endpoint(destination))
+        _add_datagrams(request, datagrams)
         if not request.datagrams:
             raise ValueError("no datagrams to send")
         self._requests.put(request)
@@ -107,9 +119,7 @@ class Exchange:
             if r.HasField("send_result"):
                 failure = SendFailure(r.send_result.queued, _STATUS_CODES[r.send_result.code],
                                       r.send_result.message)
-            yield ExchangeEvent([Datagram(d.payload, format_endpoint(d.peer),
-                                          format_endpoint(d.local), d.arrival_unix_nanos,
-                                          d.sequence) for d in r.datagrams], failure)
+            yield ExchangeEvent([_datagram(d) for d in r.datagrams], failure)
 
     def _read(self):
         # A stream the server ends with OK: the socket was closed.
@@ -307,11 +317,7 @@ class Socket:
     def send_batch(self, datagrams):
         """datagrams: payloads, or (payload, destination) pairs. Returns how many were queued."""
         request = socket_pb2.SendBatchRequest(socket=self.handle)
-        for d in datagrams:
-            payload, destination = (d, None) if isinstance(d, (bytes, bytearray)) else d
-            item = request.datagrams.add(payload=bytes(payload))
-            if destination is not None:
-                item.peer.CopyFrom(parse_endpoint(destination))
+        _add_datagrams(request, datagrams)
         return self._client.call("SendBatch", request).queued
 
     def receive(self, timeout=None, count=None):
@@ -323,8 +329,7 @@ class Socket:
         seen = 0
         try:
             for d in stream:
-                yield Datagram(d.payload, format_endpoint(d.peer), format_endpoint(d.local),
-                               d.arrival_unix_nanos, d.sequence)
+                yield _datagram(d)
                 seen += 1
                 if count is not None and seen >= count:
                     return
