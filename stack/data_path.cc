@@ -38,9 +38,8 @@ void Stack::RunEngine(Engine& engine) {
     }
     if (engine.link->busy_polling()) {
       // Receive runs the device's receive work on this thread: keep at it while frames come.
-      const absl::Time now = absl::Now();
-      if (n > 0) last_frame = now;
-      if (now - last_frame < kBusyPollLinger) continue;
+      if (n > 0) last_frame = engine.turn_time;
+      if (engine.turn_time - last_frame < kBusyPollLinger) continue;
     }
     if (n > 0) continue;
     // Idle: sleep until frames arrive, a send is queued, or the timers are due. Offline, so that
@@ -81,6 +80,7 @@ size_t Stack::PollOnce() {
 
 size_t Stack::Turn(Engine& engine, demux::LookupContext& ctx) {
   const absl::Time now = options_.clock();
+  engine.turn_time = now;
   link::FrameBuffer frames[kRxBatch];
   const size_t n = engine.link->Receive(frames);
   engine.Bump(kRxFrames, n);

@@ -100,6 +100,7 @@ struct Stack::Engine {
   std::unique_ptr<demux::LookupContext> manual_lookup;  // for PollOnce
   std::vector<link::FrameBuffer> tx_batch;
   absl::Time next_timer = absl::InfinitePast();
+  absl::Time turn_time = absl::InfinitePast();  // the stack clock at the start of the last turn
   std::array<std::atomic<uint64_t>, kCounterCount> counters{};
   std::array<std::atomic<uint64_t>, net::kParseErrorCount> parse_errors{};
   std::atomic<uint64_t> tx_queue_full{0};  // written by Send() callers
