@@ -256,13 +256,8 @@ void Stack::HandleArp(Engine& engine, const net::ParsedFrame& f, const LocalAddr
                       absl::Time now) {
   const net::ArpPacket& arp = f.arp;
   const bool for_us = local.Contains(arp.target_ip);
-  std::vector<PendingDatagram> ready;
-  if (!arp.sender_ip.IsUnspecified()) {
-    std::lock_guard<std::mutex> lock(net_mu_);
-    // RFC 826: merge the sender into an existing entry; create one if the packet is for us.
-    ready = neighbors_.Learn(arp.sender_ip, arp.sender_mac, now, for_us);
-  }
-  TransmitPending(engine, ready, arp.sender_mac);
+  // RFC 826: merge the sender into an existing entry; create one if the packet is for us.
+  LearnNeighbor(engine, arp.sender_ip, arp.sender_mac, now, for_us);
   if (!for_us || arp.op != net::ArpPacket::kRequest) return;
   std::optional<link::FrameBuffer> out = NewTxFrame(engine);
   if (!out.has_value()) return;
@@ -278,21 +273,27 @@ void Stack::HandleArp(Engine& engine, const net::ParsedFrame& f, const LocalAddr
   engine.Bump(kArpReplies);
 }
 
+void Stack::LearnNeighbor(Engine& engine, const net::IpAddress& ip, const net::MacAddress& mac,
+                          absl::Time now, bool create) {
+  if (ip.IsUnspecified()) return;
+  std::vector<PendingDatagram> ready;
+  {
+    std::lock_guard<std::mutex> lock(net_mu_);
+    ready = neighbors_.Learn(ip, mac, now, create);
+  }
+  TransmitPending(engine, ready, mac);
+}
+
 void Stack::HandleNdp(Engine& engine, const net::ParsedFrame& f, const LocalAddresses& local,
                       absl::Time now) {
   const net::NdpMessage& m = f.ndp;
   const bool for_us = local.Contains(m.target);
-  std::vector<PendingDatagram> ready;
   if (m.link_address.has_value()) {
     // A solicitation teaches us its sender; an advertisement, its target.
-    const net::IpAddress& who = f.icmp.type == net::kIcmpv6NeighborSolicitation ? f.src : m.target;
-    if (!who.IsUnspecified()) {
-      std::lock_guard<std::mutex> lock(net_mu_);
-      ready = neighbors_.Learn(who, *m.link_address, now,
-                               f.icmp.type == net::kIcmpv6NeighborSolicitation && for_us);
-    }
+    const bool solicitation = f.icmp.type == net::kIcmpv6NeighborSolicitation;
+    LearnNeighbor(engine, solicitation ? f.src : m.target, *m.link_address, now,
+                  solicitation && for_us);
   }
-  if (m.link_address.has_value()) TransmitPending(engine, ready, *m.link_address);
   if (f.icmp.type != net::kIcmpv6NeighborSolicitation || !for_us) return;
   std::optional<link::FrameBuffer> out = NewTxFrame(engine);
   if (!out.has_value()) return;

@@ -186,6 +186,10 @@ class Stack {
                  absl::Time now);
   void HandleNdp(Engine& engine, const net::ParsedFrame& f, const LocalAddresses& local,
                  absl::Time now);
+  // Learns (or refreshes; `create`: adds) a neighbour's MAC from a packet, and sends the
+  // datagrams that were waiting for it. An unspecified address teaches nothing.
+  void LearnNeighbor(Engine& engine, const net::IpAddress& ip, const net::MacAddress& mac,
+                     absl::Time now, bool create);
   void SendEchoReply(Engine& engine, const net::ParsedFrame& f, std::span<const uint8_t> bytes);
   void SendPortUnreachable(Engine& engine, const net::ParsedFrame& f,
                            std::span<const uint8_t> bytes, absl::Time now);
