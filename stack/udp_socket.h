@@ -76,12 +76,13 @@ class alignas(64) UdpSocket {
     const bool map = family_ == net::Family::kV6 && wire_source.address.is_v4();
     const net::Endpoint source =
         map ? net::Endpoint{wire_source.address.ToV6(), wire_source.port} : wire_source;
-    const net::Endpoint destination =
-        map ? net::Endpoint{wire_destination.address.ToV6(), wire_destination.port}
-            : wire_destination;
     if (const ReceiveCallback* cb = callback_.load(std::memory_order_acquire)) {
       (*cb)(source, payload);
     } else {
+      // Only a queued datagram keeps its destination (callbacks are not given it).
+      const net::Endpoint destination =
+          map ? net::Endpoint{wire_destination.address.ToV6(), wire_destination.port}
+              : wire_destination;
       const uint64_t seq = next_sequence_.fetch_add(1, std::memory_order_relaxed);
       auto* d = new ReceivedDatagram{source, destination, now, seq,
                                      std::string(payload.begin(), payload.end())};
