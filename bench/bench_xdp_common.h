@@ -28,11 +28,13 @@
 /* BPF_MAP_TYPE_PERCPU_ARRAY, one entry: __u64 frames dropped by the XDP_DROP program. */
 #define QSB_MAP_DROP_COUNT "qsb_drop_count"
 
-/* Pacing: with interval_ns non-zero, the program sends (XDP_TX) a frame only when the clock
- * has reached the next send time, which then moves on by interval_ns; the other runs return
- * XDP_DROP, which costs little (the frame goes back to the run's page pool). So the offered
- * rate is smooth down to the nanosecond while BPF_PROG_RUN itself runs flat out. After a gap
- * longer than QSB_GEN_MAX_LAG_NS (between two BPF_PROG_RUN calls) the schedule restarts
+/* Pacing: with interval_ns non-zero, the program waits (spinning on the clock in bpf_loop) until
+ * the next send time, sends (XDP_TX), and moves the send time on by interval_ns. So the offered
+ * rate is smooth down to the nanosecond. It does not drop the frames it is not to send yet: a
+ * frame freed on the generator's CPU goes back through its run's page-pool ring (returns are
+ * not "direct" under BPF_PROG_RUN), the ring the receiver's CPU returns every delivered frame
+ * to, so at a low paced rate nearly every run was a second producer on that ring's lock. After
+ * a gap longer than QSB_GEN_MAX_LAG_NS (between two BPF_PROG_RUN calls) the schedule restarts
  * instead of bursting to catch up.
  *
  * Flow i (0 <= i < flows) has source address ip_base + i / ports_per_ip and source port
@@ -57,5 +59,9 @@ struct qsb_gen_state {
 /* Paced: how far (ns) the schedule may fall behind before it restarts. Until then the program
  * catches up, at most one BPF_PROG_RUN batch (256 frames) at a time. */
 #define QSB_GEN_MAX_LAG_NS 5000000ull
+
+/* Paced: the most clock reads one frame waits for (bpf_loop iterations; about 20 ns each), so a
+ * wait ends by itself even if the schedule is far ahead. */
+#define QSB_GEN_MAX_SPINS (1u << 20)
 
 #endif /* QUADSOCK_BENCH_BENCH_XDP_COMMON_H_ */

@@ -15,6 +15,8 @@
 //   afxdp     the AF_XDP ceiling: quadsock's steering program and a bare AF_XDP socket (XskLink)
 //             that only gives frames back to the fill ring, sleeping in poll() when idle.
 //   xdpdrop   the XDP_DROP ceiling: a program that counts and drops (bench_xdp.h).
+// quadsock and afxdp take --ring_size (each AF_XDP ring; default 2048, the UMEM twice that),
+// so that both measure with the same buffering.
 //
 // Flow i of the generator comes from ip_base + i / ports_per_ip, port port_base + i %
 // ports_per_ip; connected socket i is connected to that peer.
@@ -72,6 +74,7 @@ struct Config {
   bool listener = false;  // one unconnected socket too
   bool hash4 = true;
   bool busy_poll = false;  // quadsock and afxdp: preferred busy polling (XskPort::Options)
+  uint32_t ring_size = 2048;  // quadsock and afxdp: each AF_XDP ring; the UMEM has twice this
   uint32_t ip_base = 0;
   uint32_t port_base = 10000;
   uint32_t ports_per_ip = 50000;
@@ -197,8 +200,8 @@ class QuadsockReceiver : public Receiver {
     stack::AfXdpOptions o;
     o.interface = c.interface;
     o.mode = stack::XdpModeSetting::kCopy;
-    o.umem_frames = 4096;
-    o.ring_size = 2048;
+    o.umem_frames = 2 * c.ring_size;
+    o.ring_size = c.ring_size;
     absl::StatusOr<net::IpPrefix> prefix = net::IpPrefix::Make(c.local, c.prefix_length);
     if (!prefix.ok()) return prefix.status();
     o.stack.addresses = {*prefix};
@@ -284,9 +287,9 @@ class AfXdpReceiver : public Receiver {
     r->steering_ = std::move(*steering);
     link::XskPort::Options o;
     o.interface = c.interface;
-    o.frames = 4096;
+    o.frames = 2 * c.ring_size;
     o.frame_size = 4096;
-    o.ring_size = 2048;
+    o.ring_size = c.ring_size;
     o.bind_mode = link::XskBindMode::kCopy;
     o.busy_poll = c.busy_poll;
     absl::StatusOr<std::unique_ptr<link::XskPort>> port = link::XskPort::Create(o);
@@ -434,6 +437,7 @@ int Main(int argc, char** argv) {
   c.listener = args.Bool("listener", false);
   c.hash4 = args.Bool("hash4", true);
   c.busy_poll = args.Bool("busy_poll", false);
+  c.ring_size = args.Int("ring_size", 2048);
   const std::string ip_base = args.String("ip_base", "10.9.1.1");
   c.port_base = args.Int("port_base", 10000);
   c.ports_per_ip = args.Int("ports_per_ip", 50000);
