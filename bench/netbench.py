@@ -529,6 +529,7 @@ def search_capacity(tb, bins, name, cfg, log):
              # CPU 0 per packet received at capacity (medians over its runs), microseconds.
              "napi_us_per_packet": per_packet(final, "napi_cpu_s"),
              "receiver_us_per_packet": per_packet(final, "receiver_cpu_s"),
+             "cpu_pps": cpu_rate(final),
              "generator_limited": found == 0,
              "first_failing": (min(failing, key=lambda p: p["offered_pps"])
                                if failing else None),
@@ -537,6 +538,16 @@ def search_capacity(tb, bins, name, cfg, log):
              "loadavg": [load],
              "seconds": round(time.monotonic() - started, 1)}
     return entry
+
+
+def cpu_rate(points):
+    """Packets per second of CPU 0 (kernel NAPI + receiver) at capacity: the rate one fully
+    used CPU would receive. Unlike the capacity, it does not depend on how the scheduler
+    interleaves the NAPI thread and the receiver on that CPU; it does on their costs."""
+    napi, own = per_packet(points, "napi_cpu_s"), per_packet(points, "receiver_cpu_s")
+    if napi is None or own is None or napi + own <= 0:
+        return None
+    return round(1e6 / (napi + own))
 
 
 def per_packet(points, key):
@@ -691,6 +702,9 @@ def main(argv, default_cases=ALL_CASES, title="seed table"):
     key = "median_pps" if args.full_load else "capacity_pps"
     report["ratios"], targets = evaluate(results, key)
     report["targets"] = [] if args.smoke else targets
+    if not args.full_load:
+        report["cpu_ratios"], cpu_targets = evaluate(results, "cpu_pps")
+        report["cpu_targets"] = [] if args.smoke else cpu_targets
     md = markdown(report) if args.full_load else capacity_markdown(report)
     print(md)
     if args.out:
