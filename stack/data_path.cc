@@ -135,8 +135,8 @@ void Stack::ReceiveBatch(Engine& engine, demux::LookupContext& ctx, const LocalA
   // Three passes, so that the memory loads of the whole batch overlap instead of following one
   // another frame by frame (with 100k sockets each datagram's slot, entry and socket are cold):
   // (1) parse and classify every frame, keeping only a UDP datagram's flow and payload; (2)
-  // look the UDP flows up together (LookupBatch prefetches slots and entries), then prefetch
-  // the sockets found; (3) handle every frame in arrival order. Frames that need more than the
+  // look the UDP flows up together (LookupBatch prefetches slots and entries); (3) handle every
+  // frame in arrival order, prefetching the socket kDeliveryLookahead datagrams ahead. Frames that need more than the
   // flow (control frames, datagrams answered with port unreachable) are parsed again in (3):
   // they are rare, and one parsed frame in L1 beats a batch of them (20 KiB) crowding it out.
   Engine::RxBatch& rx = engine.rx;
@@ -167,7 +167,7 @@ void Stack::ReceiveBatch(Engine& engine, demux::LookupContext& ctx, const LocalA
   }
   if (udp > 0) {
     table_->LookupBatch(ctx, {rx.keys.data(), udp}, {rx.found.data(), udp});
-    for (size_t j = 0; j < udp; ++j) {
+    for (size_t j = 0; j < std::min(udp, kDeliveryLookahead); ++j) {
       if (rx.found[j].has_value()) SocketOf(*rx.found[j]).PrefetchForDelivery();
     }
   }
@@ -190,8 +190,8 @@ void Stack::ReceiveBatch(Engine& engine, demux::LookupContext& ctx, const LocalA
         SendEchoReply(engine, rx.parsed, bytes);
         break;
       case FrameKind::kUdp: {
-        if (j + kCallbackLookahead < udp && rx.found[j + kCallbackLookahead].has_value()) {
-          SocketOf(*rx.found[j + kCallbackLookahead]).PrefetchCallback();
+        if (j + kDeliveryLookahead < udp && rx.found[j + kDeliveryLookahead].has_value()) {
+          SocketOf(*rx.found[j + kDeliveryLookahead]).PrefetchForDelivery();
         }
         const demux::FlowKey& k = rx.keys[j];
         const std::optional<demux::LookupResult>& r = rx.found[j];

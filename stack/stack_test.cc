@@ -223,6 +223,30 @@ TEST_F(TwoStacksTest, SendErrorsAreSpecific) {
             absl::StatusCode::kInvalidArgument);
 }
 
+// The first callback lives in the socket, a replacement on the heap: each datagram goes to the
+// callback set when it arrives, and the socket queues nothing while one is set.
+TEST_F(TwoStacksTest, ReplacedReceiveCallbackTakesTheNextDatagrams) {
+  SocketId server = b_->Open(net::Family::kV4).value();
+  ASSERT_TRUE(b_->Bind(server, Ep("10.1.0.2:4000")).ok());
+  SocketId client = a_->Open(net::Family::kV4).value();
+  ASSERT_TRUE(a_->Connect(client, Ep("10.1.0.2:4000")).ok());
+  std::vector<std::string> first, second;
+  for (int round = 0; round < 3; ++round) {
+    std::vector<std::string>* into = round == 0 ? &first : &second;
+    if (round < 2) {
+      ASSERT_EQ(b_->SetReceiveCallback(server, [into](const Endpoint&, std::span<const uint8_t> p) {
+        into->push_back(Str(p));
+      }), absl::OkStatus());
+    }
+    ASSERT_EQ(a_->Send(client, Bytes("d" + std::to_string(round))), absl::OkStatus());
+    Pump();
+  }
+  EXPECT_EQ(first, std::vector<std::string>{"d0"});
+  EXPECT_EQ(second, (std::vector<std::string>{"d1", "d2"}));
+  EXPECT_FALSE(b_->Receive(server).value().has_value());
+  EXPECT_EQ(b_->Get(server).value().counters.rx_datagrams, 3u);
+}
+
 TEST_F(TwoStacksTest, ThreadsCarryTrafficBothWays) {
   SocketId server = b_->Open(net::Family::kV4).value();
   ASSERT_TRUE(b_->Bind(server, Ep("10.1.0.2:4000")).ok());

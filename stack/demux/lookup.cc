@@ -59,7 +59,7 @@ int HistogramBucket(uint32_t steps) {
 }
 
 bool DeviceMatches(const Entry& e, uint32_t device) {
-  return e.bound_device == 0 || e.bound_device == device;
+  return !e.device_bound || e.bound_device == device;
 }
 
 }  // namespace
@@ -90,7 +90,7 @@ const Entry* SocketTable::ScoreChain(LookupContext& ctx, const Entry* e, uint64_
       if (e->remote_port != flow.src_port) continue;
       score += 4;
     }
-    if (e->bound_device != 0) {
+    if (e->device_bound) {
       if (e->bound_device != flow.device) continue;
       score += 4;
     }
@@ -138,8 +138,7 @@ void SocketTable::LookupBatch(LookupContext& ctx, std::span<const FlowKey> flows
       for (size_t i = 0; i < n; ++i) {
         if (probes[i].slot2->hash4_cnt.load(std::memory_order_relaxed) == 0) continue;
         if (const Entry* e = probes[i].slot4->load(std::memory_order_relaxed)) {
-          __builtin_prefetch(e);  // an Entry spans two cache lines
-          __builtin_prefetch(reinterpret_cast<const char*>(e) + 64);
+          __builtin_prefetch(e);  // what Finish reads of it is in its first cache line
         }
       }
     }
@@ -158,10 +157,10 @@ std::optional<LookupResult> SocketTable::Finish(LookupContext& ctx, const Bucket
     for (const Entry* e = p.slot4->load(std::memory_order_acquire); e != nullptr;
          e = e->next.load(std::memory_order_acquire)) {
       ++steps;
-      if (e->hash == p.hash4 && (e->accepts & p.family_bit) && e->local_port == flow.dst_port &&
-          e->remote_port == flow.src_port && net::SameBytes16(e->local, p.dst) &&
-          net::SameBytes16(e->remote, p.src) &&
-          DeviceMatches(*e, flow.device)) {
+      // The key itself, not the stored hash first: it is in the entry's first cache line.
+      if (e->remote_port == flow.src_port && e->local_port == flow.dst_port &&
+          (e->accepts & p.family_bit) && net::SameBytes16(e->remote, p.src) &&
+          net::SameBytes16(e->local, p.dst) && DeviceMatches(*e, flow.device)) {
         found = e;
         break;
       }
@@ -183,7 +182,7 @@ std::optional<LookupResult> SocketTable::Finish(LookupContext& ctx, const Bucket
     LookupContext::Bump(c.misses);
     return std::nullopt;
   }
-  if (found->group != nullptr) {
+  if (found->grouped) {
     // Reuseport: spread unconnected traffic over the group by the keyed 4-tuple hash
     // (reciprocal_scale, as the kernel), stable while the group does not change.
     const internal::ReuseMembers* m = found->group->members.load(std::memory_order_acquire);

@@ -68,6 +68,8 @@ Entry* Clone(const Entry& e) {
   c->family_bit = e.family_bit;
   c->connected = e.connected;
   c->in_hash4 = e.in_hash4;
+  c->device_bound = e.device_bound;
+  c->grouped = e.grouped;
   c->id = e.id;
   c->cookie = e.cookie;
   c->group = e.group;
@@ -244,6 +246,7 @@ Entry* SocketTable::MakeEntry(const Socket& s) const {
   e->hash =
       e->in_hash4 ? hasher_.Hash4(e->local, e->local_port, e->remote, e->remote_port) : e->hash2;
   e->bound_device = s.options.bound_device;
+  e->device_bound = e->bound_device != 0;
   const bool v4_socket = s.options.family == net::Family::kV4;
   e->family_bit = v4_socket ? internal::kAcceptV4 : internal::kAcceptV6;
   if (v4_socket) {
@@ -259,6 +262,7 @@ Entry* SocketTable::MakeEntry(const Socket& s) const {
   e->id = s.id;
   e->cookie = s.options.cookie;
   e->group = s.group != nullptr ? s.group->shared : nullptr;
+  e->grouped = e->group != nullptr;
   return e;
 }
 

@@ -16,6 +16,7 @@
 #define QUADSOCK_STACK_DEMUX_INTERNAL_BUCKETS_H_
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 
@@ -50,23 +51,31 @@ struct ReuseGroup {
   std::atomic<ReuseMembers*> members{nullptr};
 };
 
-struct Entry {
+// A socket's place in one chain. What a lookup reads of an entry is in its first cache line
+// (the class is cache-line aligned): with 100k connected sockets each packet's entry is cold,
+// and one line is one miss. The rest is read on a hash2 chain (hash), when the device or the
+// reuseport group flag says so, and by writers.
+struct alignas(64) Entry {
   std::atomic<Entry*> next{nullptr};
-  uint64_t hash = 0;   // the chain's hash: hash4 for a hash4 entry, hash2 otherwise
-  uint64_t hash2 = 0;  // hash2 of (local, local_port): names the hash4_cnt slot
   AddrKey local{};     // zeros for the wildcard
   AddrKey remote{};    // zeros unless connected
-  uint16_t local_port = 0;
-  uint16_t remote_port = 0;
-  uint32_t bound_device = 0;  // 0: any device
-  uint8_t accepts = 0;        // kAcceptV4 | kAcceptV6: which packet families can match
-  uint8_t family_bit = 0;     // kAcceptV4 for an IPv4 socket, kAcceptV6 for IPv6
-  bool connected = false;
-  bool in_hash4 = false;
   uint64_t id = 0;
   uintptr_t cookie = 0;
+  uint16_t local_port = 0;
+  uint16_t remote_port = 0;
+  uint8_t accepts : 2 = 0;     // kAcceptV4 | kAcceptV6: which packet families can match
+  uint8_t family_bit : 2 = 0;  // kAcceptV4 for an IPv4 socket, kAcceptV6 for IPv6
+  bool connected : 1 = false;
+  bool in_hash4 : 1 = false;
+  bool device_bound : 1 = false;  // bound_device != 0
+  bool grouped : 1 = false;       // group != nullptr
+  // Second cache line.
+  uint64_t hash = 0;   // the chain's hash: hash4 for a hash4 entry, hash2 otherwise
+  uint64_t hash2 = 0;  // hash2 of (local, local_port): names the hash4_cnt slot
+  uint32_t bound_device = 0;    // 0: any device
   ReuseGroup* group = nullptr;  // set for an unconnected member of a reuseport group
 };
+static_assert(offsetof(Entry, hash) == 64, "a lookup's fields fill the first cache line");
 
 struct Hslot2 {
   std::atomic<Entry*> head{nullptr};
