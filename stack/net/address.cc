@@ -15,8 +15,6 @@
 namespace quadsock::net {
 namespace {
 
-constexpr uint8_t kV4MappedPrefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-
 absl::Status Invalid(absl::string_view what, absl::string_view text) {
   return absl::InvalidArgumentError(absl::StrCat("not ", what, ": \"", absl::CHexEscape(text), "\""));
 }
@@ -33,20 +31,6 @@ absl::StatusOr<IpAddress> IpAddress::Parse(absl::string_view text) {
   if (inet_pton(AF_INET, buf, bytes) == 1) return V4Bytes(bytes);
   if (inet_pton(AF_INET6, buf, bytes) == 1) return V6Bytes(bytes);
   return Invalid("an IP address", text);
-}
-
-IpAddress IpAddress::V4Bytes(const uint8_t bytes[4]) {
-  IpAddress a;
-  a.family_ = Family::kV4;
-  std::memcpy(a.bytes_.data(), kV4MappedPrefix, 12);
-  std::memcpy(a.bytes_.data() + 12, bytes, 4);
-  return a;
-}
-
-IpAddress IpAddress::V6Bytes(const uint8_t bytes[16]) {
-  IpAddress a;
-  std::memcpy(a.bytes_.data(), bytes, 16);
-  return a;
 }
 
 bool IpAddress::IsLoopback() const {
