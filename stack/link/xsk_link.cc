@@ -9,7 +9,9 @@
 #include <xdp/xsk.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
+#include <span>
 
 #include "absl/strings/str_format.h"
 
@@ -61,6 +63,31 @@ absl::Status ReadInterface(const std::string& name, net::MacAddress& mac, uint32
   return status;
 }
 
+// The UMEM's memory: one mapping of whole 2 MiB units, 2 MiB-aligned and offered to transparent
+// huge pages, populated now (the kernel pins it at registration anyway). The poll thread reads
+// every frame's headers once; on 4 KiB pages a UMEM of 4096 frames of 4 KiB is 4096 pages,
+// more than the TLB holds, and nearly every frame's first read missed it (in a VM, a
+// two-level page walk). Where THP is off, the pages are 4 KiB and it still works.
+absl::StatusOr<std::span<uint8_t>> MapUmem(size_t bytes) {
+  constexpr size_t kHuge = size_t{2} << 20;
+  const size_t length = (bytes + kHuge - 1) / kHuge * kHuge;
+  void* raw = mmap(nullptr, length + kHuge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                   -1, 0);
+  if (raw == MAP_FAILED) return ErrnoStatus(errno, "allocating the UMEM");
+  // Keep the aligned middle; give back the slack on either side.
+  const uintptr_t start = reinterpret_cast<uintptr_t>(raw);
+  const uintptr_t aligned = (start + kHuge - 1) & ~(kHuge - 1);
+  const uintptr_t end = start + length + kHuge;
+  if (aligned > start) munmap(raw, aligned - start);
+  if (end > aligned + length) {
+    munmap(reinterpret_cast<void*>(aligned + length), end - aligned - length);
+  }
+  auto* area = reinterpret_cast<uint8_t*>(aligned);
+  (void)madvise(area, length, MADV_HUGEPAGE);  // fails only where THP is not built in
+  if (madvise(area, length, MADV_POPULATE_WRITE) != 0) std::memset(area, 0, length);
+  return std::span<uint8_t>(area, length);
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<XskPort>> XskPort::Create(const Options& options) {
@@ -87,11 +114,12 @@ absl::StatusOr<std::unique_ptr<XskPort>> XskPort::Create(const Options& options)
   if (absl::Status s = ReadInterface(options.interface, port->mac_, port->mtu_); !s.ok()) {
     return s;
   }
-  port->area_size_ = size_t{options.frames} * options.frame_size;
-  void* area = mmap(nullptr, port->area_size_, PROT_READ | PROT_WRITE,
-                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
-  if (area == MAP_FAILED) return ErrnoStatus(errno, "allocating the UMEM");
-  port->area_ = area;
+  const size_t umem_bytes = size_t{options.frames} * options.frame_size;
+  absl::StatusOr<std::span<uint8_t>> mapping = MapUmem(umem_bytes);
+  if (!mapping.ok()) return mapping.status();
+  port->area_ = mapping->data();
+  port->area_size_ = mapping->size();
+  void* area = port->area_;
   port->umem_fill_ = std::make_unique<xsk_ring_prod>();
   port->umem_comp_ = std::make_unique<xsk_ring_cons>();
   xsk_umem_config config{};
@@ -99,7 +127,7 @@ absl::StatusOr<std::unique_ptr<XskPort>> XskPort::Create(const Options& options)
   config.comp_size = options.ring_size;
   config.frame_size = options.frame_size;
   config.frame_headroom = 0;
-  const int err = xsk_umem__create(&port->umem_, area, port->area_size_, port->umem_fill_.get(),
+  const int err = xsk_umem__create(&port->umem_, area, umem_bytes, port->umem_fill_.get(),
                                    port->umem_comp_.get(), &config);
   if (err != 0) return ErrnoStatus(-err, "registering the UMEM");
   port->queue_open_.assign(options.queues, false);
@@ -251,6 +279,7 @@ size_t XskLink::Receive(std::span<FrameBuffer> out) {
     const xdp_desc* d = xsk_ring_cons__rx_desc(rx_.get(), idx + i);
     ledger_.Move(IndexOf(d->addr), FramePlace::kKernelRx, FramePlace::kLent);
     out[i] = Buffer(d->addr, d->len);
+    __builtin_prefetch(out[i].data);  // the caller reads every frame's headers next
   }
   if (n > 0) xsk_ring_cons__release(rx_.get(), n);
   if (busy_poll_ && n > 0 && counters_.rx_frames == 0 && napi_id() == 0) {

@@ -77,7 +77,7 @@ class XskPort {
   net::MacAddress mac_;
   uint32_t mtu_ = 1500;
   void* area_ = nullptr;
-  size_t area_size_ = 0;
+  size_t area_size_ = 0;  // the mapping (whole 2 MiB units); the UMEM is frames * frame_size
   xsk_umem* umem_ = nullptr;
   std::unique_ptr<xsk_ring_prod> umem_fill_;
   std::unique_ptr<xsk_ring_cons> umem_comp_;

@@ -56,10 +56,22 @@ class IpAddress {
     a.bytes_[15] = host_order;
     return a;
   }
-  // From network-order bytes (a packet's header). Inline and built in two 8-byte words: the
-  // receive path makes two per datagram, and an out-of-line copy in pieces stalled the wide
-  // load that read it back (store forwarding).
+  // From network-order bytes (a packet's header).
   static IpAddress V4Bytes(const uint8_t bytes[4]) {
+    IpAddress a;
+    a.AssignV4Bytes(bytes);
+    return a;
+  }
+  static IpAddress V6Bytes(const uint8_t bytes[16]) {
+    IpAddress a;
+    a.AssignV6Bytes(bytes);
+    return a;
+  }
+  // The same, in place: the receive path's parsers write each datagram's addresses straight
+  // into their result. Built as a temporary and copied, an address was read back (one 16-byte
+  // load) over the narrower stores that had just written it, which store forwarding cannot
+  // serve: about a tenth of the receive path's time at 1.5 Mpps.
+  void AssignV4Bytes(const uint8_t bytes[4]) {
     uint32_t v4;
     std::memcpy(&v4, bytes, 4);
     const uint64_t high = 0;  // bytes 0-7
@@ -67,16 +79,13 @@ class IpAddress {
     const uint64_t low = std::endian::native == std::endian::little
                              ? (uint64_t{v4} << 32) | 0xffff0000u
                              : (uint64_t{0xffff} << 32) | v4;
-    IpAddress a;
-    a.family_ = Family::kV4;
-    std::memcpy(a.bytes_.data(), &high, 8);
-    std::memcpy(a.bytes_.data() + 8, &low, 8);
-    return a;
+    family_ = Family::kV4;
+    std::memcpy(bytes_.data(), &high, 8);
+    std::memcpy(bytes_.data() + 8, &low, 8);
   }
-  static IpAddress V6Bytes(const uint8_t bytes[16]) {
-    IpAddress a;
-    std::memcpy(a.bytes_.data(), bytes, 16);
-    return a;
+  void AssignV6Bytes(const uint8_t bytes[16]) {
+    family_ = Family::kV6;
+    std::memcpy(bytes_.data(), bytes, 16);
   }
   static constexpr IpAddress AnyV4() { return V4(0); }
   static constexpr IpAddress AnyV6() { return IpAddress(); }

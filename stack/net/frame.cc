@@ -159,8 +159,8 @@ bool ParsePlainUdpFrame(std::span<const uint8_t> frame, UdpFrameView& out) {
         ChecksumFinish(ChecksumAdd(0, frame.subspan(kIp, Ipv4Header::kMinSize))) != 0) {
       return false;
     }
-    out.src = IpAddress::V4Bytes(p + kIp + 12);
-    out.dst = IpAddress::V4Bytes(p + kIp + 16);
+    out.src.AssignV4Bytes(p + kIp + 12);
+    out.dst.AssignV4Bytes(p + kIp + 16);
     return FinishPlainUdp(frame, kUdp, total_length - Ipv4Header::kMinSize, out);
   }
   if (ethertype == kEtherTypeIpv6) {
@@ -170,8 +170,8 @@ bool ParsePlainUdpFrame(std::span<const uint8_t> frame, UdpFrameView& out) {
     if (payload_length > frame.size() - kUdp || p[kIp + 6] != kIpProtoUdp) {
       return false;  // too long, or extension headers first: ParseFrame walks them
     }
-    out.src = IpAddress::V6Bytes(p + kIp + 8);
-    out.dst = IpAddress::V6Bytes(p + kIp + 24);
+    out.src.AssignV6Bytes(p + kIp + 8);
+    out.dst.AssignV6Bytes(p + kIp + 24);
     return FinishPlainUdp(frame, kUdp, payload_length, out);
   }
   return false;
