@@ -75,7 +75,7 @@ class SeedTableSmokeTest(unittest.TestCase):
         code, err, report, md = run("seed_table_smoke_capacity")
         self.assertEqual(code, 0, "the smoke run failed:\n" + err[-3000:])
         self.assertEqual(report["method"], "capacity")
-        self.check_cases(report, md, extra_fields=("capacity_pps", "points"))
+        self.check_cases(report, md, extra_fields=("capacity_pps", "points", "cpu_pps"))
         for c in report["cases"]:
             with self.subTest(case=c["name"]):
                 self.assertTrue(c["points"], "no points")
@@ -95,6 +95,18 @@ class SeedTableSmokeTest(unittest.TestCase):
         for s in report["sweep"]:
             self.assertGreater(s["offered_pps"], 0)
             self.assertGreater(s["delivered_pps"], 0)
+
+    def test_cost_ab_reports_each_builds_cost_per_packet(self):
+        p = subprocess.run([sys.executable, os.path.join(HERE, "cost_ab"),
+                            "--case=quadsock_unconnected", "--rate=200000", "--rounds=1",
+                            "--seconds=1", HERE], capture_output=True, text=True, timeout=120)
+        sys.stderr.write(p.stderr)
+        self.assertEqual(p.returncode, 0, p.stderr[-3000:])
+        last = p.stdout.strip().splitlines()[-1]
+        self.assertRegex(last, r"median kernel [0-9.]+ \+ receiver [0-9.]+ us/packet$")
+        kernel, own = (float(w) for w in last.split() if w.replace(".", "").isdigit())
+        self.assertGreater(kernel, 0)
+        self.assertGreater(own, 0)
 
     def test_a_case_that_receives_nothing_fails_the_run(self):
         for method in ([], ["--full-load", "--no-sweep"]):
