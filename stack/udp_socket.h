@@ -21,6 +21,7 @@
 #include <mutex>
 #include <functional>
 #include <memory>
+#include <new>
 #include <optional>
 #include <span>
 #include <string>
@@ -62,12 +63,13 @@ class alignas(64) UdpSocket {
 // offsetof on a class that is not standard-layout (it holds a std::function): GCC supports it.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Winvalid-offsetof"
-    static_assert(offsetof(UdpSocket, family_) < 64, "Deliver's fields share one cache line");
-    static_assert(offsetof(UdpSocket, first_callback_) == 64 && sizeof(first_callback_) <= 64,
-                  "the first callback has the second cache line");
+    static_assert(offsetof(UdpSocket, first_callback_) + sizeof(first_callback_) <= 64,
+                  "a delivery to the first callback reads one cache line");
+    static_assert(offsetof(UdpSocket, queue_) == 64, "queued delivery has the second line");
 #pragma GCC diagnostic pop
   }
   ~UdpSocket() {
+    if (has_first_callback_) FirstCallback()->~ReceiveCallback();
     if (Queue* q = queue_.load()) {
       while (std::optional<ReceivedDatagram*> d = q->TryPop()) delete *d;
       delete q;
@@ -105,12 +107,9 @@ class alignas(64) UdpSocket {
     Count(rx_bytes_, payload.size());
   }
 
-  // Poll thread, a batch before Deliver: start loading what it will touch (both lines: the
-  // first callback lives in the second; a later one, set while traffic flows, is not fetched).
-  void PrefetchForDelivery() const {
-    __builtin_prefetch(this);
-    __builtin_prefetch(reinterpret_cast<const char*>(this) + 64);
-  }
+  // Poll thread, datagrams before Deliver: start loading what it will touch (for the first
+  // callback, all of it; a queued delivery also reads the second line).
+  void PrefetchForDelivery() const { __builtin_prefetch(this); }
 
   std::optional<ReceivedDatagram> Pop() {
     Queue* q = queue_.load(std::memory_order_acquire);
@@ -152,9 +151,10 @@ class alignas(64) UdpSocket {
   // thread may be running it. The first one is kept in the socket itself, next to what Deliver
   // reads. Control plane only.
   void SetCallback(ReceiveCallback cb) {
-    if (!first_callback_.has_value()) {
-      first_callback_.emplace(std::move(cb));
-      callback_.store(&*first_callback_, std::memory_order_release);
+    if (!has_first_callback_) {
+      new (first_callback_) ReceiveCallback(std::move(cb));
+      has_first_callback_ = true;
+      callback_.store(FirstCallback(), std::memory_order_release);
       return;
     }
     later_callbacks_.push_back(std::make_unique<const ReceiveCallback>(std::move(cb)));
@@ -215,17 +215,25 @@ class alignas(64) UdpSocket {
     }
   }
 
-  // What Deliver touches, first and together: one cache line per datagram (the class is
-  // cache-line aligned). With 100k sockets every datagram's socket is cold.
+  ReceiveCallback* FirstCallback() {
+    return std::launder(reinterpret_cast<ReceiveCallback*>(first_callback_));
+  }
+
+  // First line (the class is cache-line aligned): all that a delivery to the first callback
+  // touches, the callback included. With 100k sockets every datagram's socket is cold, and
+  // this is one miss.
   std::atomic<const ReceiveCallback*> callback_{nullptr};
-  std::atomic<Queue*> queue_{nullptr};
-  std::atomic<uint64_t> next_sequence_{1};
-  std::atomic<uint64_t> rx_datagrams_{0}, rx_bytes_{0}, rx_dropped_{0};
-  std::atomic<bool> waiting_{false};
+  std::atomic<uint64_t> rx_datagrams_{0}, rx_bytes_{0};
   const net::Family family_;
   const bool one_poller_;
-  // Second line: the first receive callback (where callback_ points once it is set).
-  alignas(64) std::optional<const ReceiveCallback> first_callback_;
+  bool has_first_callback_ = false;  // control plane only
+  // The first receive callback, made in place by SetCallback (callback_ then points here).
+  alignas(ReceiveCallback) unsigned char first_callback_[sizeof(ReceiveCallback)];
+  // Second line: queued delivery.
+  alignas(64) std::atomic<Queue*> queue_{nullptr};
+  std::atomic<uint64_t> next_sequence_{1};
+  std::atomic<uint64_t> rx_dropped_{0};
+  std::atomic<bool> waiting_{false};
   // The rest: the control plane, consumers, sends.
   const size_t queue_depth_;
   std::atomic<bool> shut_down_{false};
