@@ -113,6 +113,7 @@ SocketTable::Probe SocketTable::MakeProbe(const Buckets& b, const FlowKey& flow)
   p.hash4 = hasher_.Hash4(p.dst, flow.dst_port, p.src, flow.src_port);
   p.slot2 = &b.hash2[b.Index(p.hash2)];
   p.slot4 = &b.hash4[b.Index(p.hash4)];
+  p.filter4 = &b.filter4[b.Index(p.hash4)];
   return p;
 }
 
@@ -133,10 +134,12 @@ void SocketTable::LookupBatch(LookupContext& ctx, std::span<const FlowKey> flows
       probes[i] = MakeProbe(*b, flows[base + i]);
       __builtin_prefetch(probes[i].slot2);
       __builtin_prefetch(probes[i].slot4);
+      __builtin_prefetch(probes[i].filter4);
     }
     if (options_.hash4) {
       for (size_t i = 0; i < n; ++i) {
         if (probes[i].slot2->hash4_cnt.load(std::memory_order_relaxed) == 0) continue;
+        if (!MayHaveHash4(probes[i])) continue;
         if (const Entry* e = probes[i].slot4->load(std::memory_order_relaxed)) {
           __builtin_prefetch(e);  // what Finish reads of it is in its first cache line
         }
@@ -154,8 +157,8 @@ std::optional<LookupResult> SocketTable::Finish(LookupContext& ctx, const Bucket
   const Entry* found = nullptr;
 
   if (options_.hash4 && p.slot2->hash4_cnt.load(std::memory_order_acquire) != 0) {
-    for (const Entry* e = p.slot4->load(std::memory_order_acquire); e != nullptr;
-         e = e->next.load(std::memory_order_acquire)) {
+    for (const Entry* e = MayHaveHash4(p) ? p.slot4->load(std::memory_order_acquire) : nullptr;
+         e != nullptr; e = e->next.load(std::memory_order_acquire)) {
       ++steps;
       // The key itself, not the stored hash first: it is in the entry's first cache line.
       if (e->remote_port == flow.src_port && e->local_port == flow.dst_port &&

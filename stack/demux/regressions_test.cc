@@ -164,6 +164,43 @@ TEST_F(TableTest, LookupCostFlatAsTableGrows) {
   EXPECT_LT(table_->Stats().slots, 1024u);
 }
 
+// A new flow to a port with many connected sockets: the hash4 slot's filter turns most
+// lookups away before they read another flow's entry (about 1 in 8 of occupied slots gets
+// through), and closing sockets clears their bits without hiding the ones that stay.
+TEST_F(TableTest, Hash4FilterSkipsOtherFlowsEntriesAndSurvivesCloses) {
+  SocketTable::Options o = testing::TestOptions();
+  o.ephemeral_low = o.ephemeral_high = 443;
+  Make(o);
+  auto peer = [](int i) { return net::Endpoint{net::IpAddress::V4(0x0b000000 + i), 7}; };
+  constexpr int kSockets = 20000;
+  std::vector<SocketId> ids;
+  for (int i = 0; i < kSockets; ++i) {
+    ids.push_back(Open(V4(true)));
+    ASSERT_TRUE(table_->Connect(ids.back(), peer(i)).ok());
+  }
+  const SocketId listener = Bound(V4(true), "10.0.0.1:443");
+  // Lookups of flows nobody is connected to: the listener, after few hash4 entries read.
+  auto hash4_steps_per_new_flow = [&] {
+    const TableStats before = table_->Stats();
+    constexpr int kFlows = 4000;
+    for (int i = 0; i < kFlows; ++i) {
+      FlowKey f{net::IpAddress::V4(0x0c000000 + i), 9, Ip("10.0.0.1"), 443, 0};
+      EXPECT_EQ(Find(f), listener);
+    }
+    const TableStats after = table_->Stats();
+    // Each lookup also visits the listener's one hash2 entry.
+    return double(after.chain_steps - before.chain_steps - kFlows) / kFlows;
+  };
+  const double full = hash4_steps_per_new_flow();
+  EXPECT_LT(full, 0.25) << "without the filter, about the slots' load (0.6 here)";
+  // Close every other socket: the rest must still be found, and the filters have thinned.
+  for (int i = 0; i < kSockets; i += 2) ASSERT_TRUE(table_->Close(ids[i]).ok());
+  for (int i = 1; i < kSockets; i += 2) {
+    ASSERT_EQ(Find(FlowKey{peer(i).address, 7, Ip("10.0.0.1"), 443, 0}), ids[i]) << i;
+  }
+  EXPECT_LE(hash4_steps_per_new_flow(), full);
+}
+
 TEST_F(TableTest, ChainWalkComparesStoredHashBeforeKey) {
   // Many sockets in few slots: the score function sees only entries whose full hash matches.
   SocketTable::Options o = testing::TestOptions();

@@ -273,6 +273,9 @@ std::atomic<Entry*>& SocketTable::ChainHead(Buckets& b, const Entry& e) const {
 
 void SocketTable::Link(Buckets& b, Entry* e) {
   std::atomic<Entry*>& head = ChainHead(b, *e);
+  if (e->in_hash4) {
+    b.filter4[b.Index(e->hash)].fetch_or(Buckets::FilterBit(e->hash), std::memory_order_relaxed);
+  }
   e->next.store(head.load(std::memory_order_relaxed), std::memory_order_relaxed);
   head.store(e, std::memory_order_release);  // publishes e's fields
   if (e->in_hash4) {
@@ -291,11 +294,21 @@ void SocketTable::Unlink(Buckets& b, Entry* e) {
   // e->next stays intact, so a reader standing on e walks on to the rest of the chain.
   link->store(e->next.load(std::memory_order_relaxed), std::memory_order_release);
   if (e->in_hash4) {
+    RefilterHash4(b, b.Index(e->hash));
     b.hash2[b.Index(e->hash2)].hash4_cnt.fetch_sub(1, std::memory_order_release);
     --hash4_entries_;
   } else {
     --hash2_entries_;
   }
+}
+
+void SocketTable::RefilterHash4(Buckets& b, size_t slot) {
+  uint8_t bits = 0;
+  for (const Entry* e = b.hash4[slot].load(std::memory_order_relaxed); e != nullptr;
+       e = e->next.load(std::memory_order_relaxed)) {
+    bits |= Buckets::FilterBit(e->hash);
+  }
+  b.filter4[slot].store(bits, std::memory_order_relaxed);
 }
 
 void SocketTable::Publish(Socket& s, Entry* fresh) {
@@ -308,11 +321,14 @@ void SocketTable::Publish(Socket& s, Entry* fresh) {
       link = &link->load(std::memory_order_relaxed)->next;
     }
     if (fresh->in_hash4) {
+      b.filter4[b.Index(fresh->hash)].fetch_or(Buckets::FilterBit(fresh->hash),
+                                               std::memory_order_relaxed);
       b.hash2[b.Index(fresh->hash2)].hash4_cnt.fetch_add(1, std::memory_order_release);
     }
     fresh->next.store(old->next.load(std::memory_order_relaxed), std::memory_order_relaxed);
     link->store(fresh, std::memory_order_release);
     if (old->in_hash4) {
+      RefilterHash4(b, b.Index(old->hash));
       b.hash2[b.Index(old->hash2)].hash4_cnt.fetch_sub(1, std::memory_order_release);
     }
   } else {

@@ -235,6 +235,8 @@ class SocketTable {
   internal::Entry* MakeEntry(const Socket& s) const;
   void Publish(Socket& s, internal::Entry* fresh) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::atomic<internal::Entry*>& ChainHead(internal::Buckets& b, const internal::Entry& e) const;
+  // Recomputes a hash4 slot's filter from its chain (after an unlink). Writers only.
+  static void RefilterHash4(internal::Buckets& b, size_t slot);
   void Link(internal::Buckets& b, internal::Entry* e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Unlink(internal::Buckets& b, internal::Entry* e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MaybeResize() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -248,9 +250,15 @@ class SocketTable {
     uint64_t hash4;
     const internal::Hslot2* slot2;
     const std::atomic<internal::Entry*>* slot4;
+    const std::atomic<uint8_t>* filter4;
     uint8_t family_bit;
   };
   Probe MakeProbe(const internal::Buckets& b, const FlowKey& flow) const;
+  // Whether the flow's hash4 slot may hold its entry (the slot's filter has the flow's bit).
+  static bool MayHaveHash4(const Probe& p) {
+    return (p.filter4->load(std::memory_order_relaxed) & internal::Buckets::FilterBit(p.hash4)) !=
+           0;
+  }
   std::optional<LookupResult> Finish(LookupContext& ctx, const internal::Buckets& b,
                                      const FlowKey& flow, const Probe& p) const;
   const internal::Entry* ScoreChain(LookupContext& ctx, const internal::Entry* head, uint64_t hash,

@@ -89,15 +89,28 @@ struct Buckets {
       : log2(log2_slots),
         size(size_t{1} << log2_slots),
         hash2(new Hslot2[size]),
-        hash4(new std::atomic<Entry*>[size]) {
-    for (size_t i = 0; i < size; ++i) hash4[i].store(nullptr, std::memory_order_relaxed);
+        hash4(new std::atomic<Entry*>[size]),
+        filter4(new std::atomic<uint8_t>[size]) {
+    for (size_t i = 0; i < size; ++i) {
+      hash4[i].store(nullptr, std::memory_order_relaxed);
+      filter4[i].store(0, std::memory_order_relaxed);
+    }
   }
   size_t Index(uint64_t hash) const { return static_cast<size_t>(hash >> (64 - log2)); }
+  // A hash4 chain's filter bit for an entry or a flow: from the hash's low bits, which the
+  // slot's index (its high bits) does not use.
+  static uint8_t FilterBit(uint64_t hash4) { return static_cast<uint8_t>(1u << (hash4 & 7)); }
 
   const uint32_t log2;
   const size_t size;
   std::unique_ptr<Hslot2[]> hash2;
   std::unique_ptr<std::atomic<Entry*>[]> hash4;
+  // Per hash4 slot, the OR of its entries' FilterBits (writers keep it a superset: a bit is
+  // set before its entry is linked, and cleared only by recomputing from the chain after an
+  // unlink). A flow whose bit is clear has no entry there, and the lookup reads none: a
+  // datagram of a new flow to a port with 100k connected sockets would otherwise load a cold
+  // entry of another flow in most slots. One byte per slot: 128 KiB for 100k sockets.
+  std::unique_ptr<std::atomic<uint8_t>[]> filter4;
 };
 
 }  // namespace quadsock::demux::internal
