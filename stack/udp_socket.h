@@ -60,13 +60,9 @@ class alignas(64) UdpSocket {
   // receive counters are written with plain stores instead of atomic read-modify-writes.
   UdpSocket(net::Family family, size_t queue_depth, bool one_poller = false)
       : family_(family), one_poller_(one_poller), queue_depth_(queue_depth) {
-// offsetof on a class that is not standard-layout (it holds a std::function): GCC supports it.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Winvalid-offsetof"
     static_assert(offsetof(UdpSocket, first_callback_) + sizeof(first_callback_) <= 64,
                   "a delivery to the first callback reads one cache line");
     static_assert(offsetof(UdpSocket, queue_) == 64, "queued delivery has the second line");
-#pragma GCC diagnostic pop
   }
   ~UdpSocket() {
     if (has_first_callback_) FirstCallback()->~ReceiveCallback();
