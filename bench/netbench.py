@@ -312,10 +312,17 @@ CAPACITY = {
     "repeats": 2,           # runs that must all pass for a bisection point to pass
     "runs_at_capacity": 3,  # runs at the rate found, all passing (else it is lowered)
     "case_budget_seconds": 40.0,
+    # After the search, the costs at one rate common to the cases that reach it (the cost per
+    # packet falls as the rate rises, so costs taken at each case's own capacity compare cases
+    # at different rates): common_runs points at common_pps, for a case that passed a point at
+    # or above it. 0: none.
+    "common_pps": 1.5e6,
+    "common_runs": 3,
 }
 GENERATOR_EXTRA = []  # more trafficgen arguments for the capacity points
-SMOKE_CAPACITY = dict(CAPACITY, point_seconds=0.5, coarse_points=1,
-                      bisections=0, repeats=1, runs_at_capacity=1, case_budget_seconds=15.0)
+SMOKE_CAPACITY = dict(CAPACITY, point_seconds=0.5, coarse_points=1, bisections=0, repeats=1,
+                      runs_at_capacity=1, case_budget_seconds=15.0, common_pps=4e4,
+                      common_runs=1)
 
 
 class ServedReceiver:
@@ -521,6 +528,10 @@ def search_capacity(tb, bins, name, cfg, log):
             paced = [p["requested_pps"] for p in points if p["requested_pps"] > 0]
             lowest = min(paced) if paced else 0
             final = [p for p in points if p["requested_pps"] == lowest]
+        common = []
+        rate = cfg["common_pps"]
+        if rate and any(p["passed"] and p["offered_pps"] >= rate * 0.97 for p in points):
+            common = [point(rate, "common") for _ in range(cfg["common_runs"])]
     finally:
         details = rx.close()
     samples = [p["delivered_pps"] for p in final]
@@ -537,6 +548,11 @@ def search_capacity(tb, bins, name, cfg, log):
              "napi_us_per_packet": per_packet(final, "napi_cpu_s"),
              "receiver_us_per_packet": per_packet(final, "receiver_cpu_s"),
              "cpu_pps": cpu_rate(final),
+             # The same at the common rate (None for a case that did not reach it).
+             "common_pps": cfg["common_pps"] if common else None,
+             "common_napi_us_per_packet": per_packet(common, "napi_cpu_s"),
+             "common_receiver_us_per_packet": per_packet(common, "receiver_cpu_s"),
+             "common_cpu_pps": cpu_rate(common),
              "generator_limited": found == 0,
              "first_failing": (min(failing, key=lambda p: p["offered_pps"])
                                if failing else None),
@@ -712,6 +728,8 @@ def main(argv, default_cases=ALL_CASES, title="seed table"):
     if not args.full_load:
         report["cpu_ratios"], cpu_targets = evaluate(results, "cpu_pps")
         report["cpu_targets"] = [] if args.smoke else cpu_targets
+        report["common_ratios"], common_targets = evaluate(results, "common_cpu_pps")
+        report["common_targets"] = [] if args.smoke else common_targets
     md = markdown(report) if args.full_load else capacity_markdown(report)
     print(md)
     if args.out:

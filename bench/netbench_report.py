@@ -206,8 +206,8 @@ def capacity_markdown(report):
            "AF_XDP copy, or the skb and UDP path) and the receiver's own threads.", "",
            "| case | capacity Mpps | delivered Mpps at capacity (median, min, max) | runs "
            "| first failing point: offered -> delivered Mpps | CPU 0 us/packet: kernel + receiver "
-           "| points | seconds |",
-           "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+           "| the same at the common rate | points | seconds |",
+           "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for c in report["cases"]:
         cap = fmt_pps(c["capacity_pps"])
         if c.get("generator_limited"):
@@ -217,26 +217,46 @@ def capacity_markdown(report):
         f = c.get("first_failing")
         fail = (f"{fmt_pps(f['offered_pps'])} -> {fmt_pps(f['delivered_pps'])} "
                 f"({f['fraction']:.2f})" if f else "-")
-        napi, own = c.get("napi_us_per_packet"), c.get("receiver_us_per_packet")
-        cpu = f"{napi:.3f} + {own:.3f}" if napi is not None and own is not None else "-"
+        cpu = costs(c, "napi_us_per_packet", "receiver_us_per_packet")
+        common = costs(c, "common_napi_us_per_packet", "common_receiver_us_per_packet")
         out.append(f"| `{c['name']}` | {cap} | {fmt_pps(c['median_pps'])}, "
                    f"{fmt_pps(c['min_pps'])}, {fmt_pps(c['max_pps'])} | {len(c['samples'])} | "
-                   f"{fail} | {cpu} | {len(c.get('points', []))} | {c.get('seconds', '-')} |")
+                   f"{fail} | {cpu} | {common} | {len(c.get('points', []))} | "
+                   f"{c.get('seconds', '-')} |")
     cpu_ratios = report.get("cpu_ratios", {})
-    out += ["", "Per CPU: packets per second of CPU 0 at capacity, 1 / (kernel + receiver per "
-            "packet): what one fully used CPU receives, whatever the scheduler's interleaving.",
-            "", "| ratio | capacities | per CPU |", "| --- | --- | --- |"]
+    common_ratios = report.get("common_ratios", {})
+    rate = next((c["common_pps"] for c in report["cases"] if c.get("common_pps")), None)
+    at = f"at {rate / 1e6:g} Mpps" if rate else "at the common rate"
+    out += ["", "Per CPU: packets per second of CPU 0, 1 / (kernel + receiver per packet): what "
+            "one fully used CPU receives, whatever the scheduler's interleaving; at each case's "
+            f"capacity, and {at} for the cases that reached it (costs per packet fall as the "
+            "rate rises, so only the latter compares cases at one rate).",
+            "", f"| ratio | capacities | per CPU at capacity | per CPU {at} |",
+            "| --- | --- | --- | --- |"]
     for label, value in report["ratios"].items():
-        per_cpu = cpu_ratios.get(label)
-        out.append(f"| {label} | {value:.2f}x | "
-                   f"{'-' if per_cpu is None else f'{per_cpu:.2f}x'} |")
+        out.append(f"| {label} | {value:.2f}x | {fmt_ratio(cpu_ratios.get(label))} | "
+                   f"{fmt_ratio(common_ratios.get(label))} |")
     if report["targets"]:
         by_cpu = {t["target"]: t for t in report.get("cpu_targets", [])}
-        out += ["", "| issue | target | capacities | | per CPU | |",
-                "| --- | --- | --- | --- | --- | --- |"]
+        by_common = {t["target"]: t for t in report.get("common_targets", [])}
+        out += ["", f"| issue | target | capacities | | per CPU at capacity | | per CPU {at} | |",
+                "| --- | --- | --- | --- | --- | --- | --- | --- |"]
         for t in report["targets"]:
-            c = by_cpu.get(t["target"])
-            cpu = (f"{c['ratio']:.2f}x | {'met' if c['met'] else 'NOT met'}" if c else "- | -")
-            out.append(f"| {t['issue']} | {t['target']} | {t['ratio']:.2f}x | "
-                       f"{'met' if t['met'] else 'NOT met'} | {cpu} |")
+            out.append(f"| {t['issue']} | {t['target']} | {verdict(t)} | "
+                       f"{verdict(by_cpu.get(t['target']))} | "
+                       f"{verdict(by_common.get(t['target']))} |")
     return "\n".join(out) + "\n"
+
+
+def costs(case, napi_key, own_key):
+    napi, own = case.get(napi_key), case.get(own_key)
+    return f"{napi:.3f} + {own:.3f}" if napi is not None and own is not None else "-"
+
+
+def fmt_ratio(r):
+    return "-" if r is None else f"{r:.2f}x"
+
+
+def verdict(t):
+    """Two table cells: the ratio and met / NOT met ("-" twice without a figure)."""
+    return "- | -" if t is None else f"{t['ratio']:.2f}x | {'met' if t['met'] else 'NOT met'}"

@@ -75,7 +75,8 @@ class SeedTableSmokeTest(unittest.TestCase):
         code, err, report, md = run("seed_table_smoke_capacity")
         self.assertEqual(code, 0, "the smoke run failed:\n" + err[-3000:])
         self.assertEqual(report["method"], "capacity")
-        self.check_cases(report, md, extra_fields=("capacity_pps", "points", "cpu_pps"))
+        self.check_cases(report, md, extra_fields=("capacity_pps", "points", "cpu_pps",
+                                                   "common_cpu_pps"))
         for c in report["cases"]:
             with self.subTest(case=c["name"]):
                 self.assertTrue(c["points"], "no points")
@@ -84,6 +85,9 @@ class SeedTableSmokeTest(unittest.TestCase):
                     self.assertTrue(set(p) >= {"requested_pps", "offered_pps",
                                                "delivered_pps", "fraction", "passed"})
                 self.assertGreaterEqual(c["capacity_pps"], 0)
+                # Every case passes the smoke's first point, so it measures the common rate.
+                self.assertIsNotNone(c["common_cpu_pps"])
+                self.assertGreater(c["common_cpu_pps"], 0)
 
     def test_full_load_every_case_receives_and_the_report_is_well_formed(self):
         code, err, report, md = run("seed_table_smoke_full_load", "--full-load")
