@@ -16,9 +16,13 @@ CAPACITY_FRACTION = 0.95  # a capacity point passes when at least this much is d
 
 
 def ratio(results, a, b, key="median_pps"):
-    if a in results and b in results and (results[b].get(key) or 0) > 0:
-        return (results[a].get(key) or 0) / results[b][key]
-    return None
+    """a / b on `key`; None when either has no figure (a case without the common rate)."""
+    if a not in results or b not in results:
+        return None
+    top, bottom = results[a].get(key), results[b].get(key)
+    if top is None or bottom is None or bottom <= 0:
+        return None
+    return top / bottom
 
 
 RATIOS = [
