@@ -107,8 +107,10 @@ class SeedTableSmokeTest(unittest.TestCase):
         sys.stderr.write(p.stderr)
         self.assertEqual(p.returncode, 0, p.stderr[-3000:])
         last = p.stdout.strip().splitlines()[-1]
-        self.assertRegex(last, r"median kernel [0-9.]+ \+ receiver [0-9.]+ us/packet$")
-        kernel, own = (float(w) for w in last.split() if w.replace(".", "").isdigit())
+        self.assertRegex(last, r"quadsock_unconnected: median kernel [0-9.]+ \+ receiver "
+                               r"[0-9.]+ us/packet \([0-9.]+ Mpps per CPU\)$")
+        words = last.split()
+        kernel, own = float(words[4]), float(words[7])
         self.assertGreater(kernel, 0)
         self.assertGreater(own, 0)
 
