@@ -85,9 +85,17 @@ class SeedTableSmokeTest(unittest.TestCase):
                     self.assertTrue(set(p) >= {"requested_pps", "offered_pps",
                                                "delivered_pps", "fraction", "passed"})
                 self.assertGreaterEqual(c["capacity_pps"], 0)
-                # Every case passes the smoke's first point, so it measures the common rate.
-                self.assertIsNotNone(c["common_cpu_pps"])
-                self.assertGreater(c["common_cpu_pps"], 0)
+                # The common rate's costs, for a case that passed a point at or above it (in
+                # an unoptimized build hash4 off may not).
+                rate = report["timing"]["common_pps"]
+                reached = any(p["passed"] and p["offered_pps"] >= rate * 0.97
+                              for p in c["points"] if p["phase"] != "common")
+                if reached:
+                    self.assertGreater(c["common_cpu_pps"] or 0, 0)
+                else:
+                    self.assertIsNone(c["common_cpu_pps"])
+        with_common = {c["name"] for c in report["cases"] if c["common_cpu_pps"]}
+        self.assertTrue({"ceiling_afxdp", "quadsock_unconnected"} <= with_common, with_common)
 
     def test_full_load_every_case_receives_and_the_report_is_well_formed(self):
         code, err, report, md = run("seed_table_smoke_full_load", "--full-load")
