@@ -136,9 +136,10 @@ void Stack::ReceiveBatch(Engine& engine, demux::LookupContext& ctx, const LocalA
   // another frame by frame (with 100k sockets each datagram's slot, entry and socket are cold):
   // (1) parse and classify every frame, keeping only a UDP datagram's flow and payload; (2)
   // look the UDP flows up together (LookupBatch prefetches slots and entries); (3) handle every
-  // frame in arrival order, prefetching the socket kDeliveryLookahead datagrams ahead. Frames that need more than the
-  // flow (control frames, datagrams answered with port unreachable) are parsed again in (3):
-  // they are rare, and one parsed frame in L1 beats a batch of them (20 KiB) crowding it out.
+  // frame in arrival order, prefetching sockets kDeliveryLookahead datagrams ahead. Frames that
+  // need more than the flow (control frames, datagrams answered with port unreachable) are
+  // parsed again in (3): they are rare, and one parsed frame in L1 beats a batch of them
+  // (20 KiB) crowding it out.
   Engine::RxBatch& rx = engine.rx;
   const link::LinkInfo& link = engine.link->info();
   size_t udp = 0;
