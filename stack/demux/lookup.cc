@@ -145,7 +145,12 @@ void SocketTable::LookupBatch(LookupContext& ctx, std::span<const FlowKey> flows
         }
       }
     }
-    for (size_t i = 0; i < n; ++i) out[base + i] = Finish(ctx, *b, flows[base + i], probes[i]);
+    for (size_t i = 0; i < n; ++i) {
+      out[base + i] = Finish(ctx, *b, flows[base + i], probes[i]);
+      if (out[base + i].has_value()) {
+        __builtin_prefetch(reinterpret_cast<const void*>(out[base + i]->cookie));
+      }
+    }
   }
 }
 

@@ -187,7 +187,10 @@ class SocketTable {
   // Lookup for each of `flows` (out[i] is Lookup(ctx, flows[i])), in passes over the batch:
   // hash every flow and prefetch its slots, then prefetch the first entry of every hash4 chain,
   // then walk the chains. A batch of flows into a large table then waits for memory about once
-  // per level instead of once per flow and level. out.size() must be flows.size().
+  // per level instead of once per flow and level. As each lookup ends, the line its cookie
+  // points to is prefetched, for callers whose cookie is what they touch next (the stack's is
+  // its socket); a prefetch never faults, so other cookies cost a wasted prefetch. out.size()
+  // must be flows.size().
   void LookupBatch(LookupContext& ctx, std::span<const FlowKey> flows,
                    std::span<std::optional<LookupResult>> out) const;
 
