@@ -312,10 +312,12 @@ CAPACITY = {
     "repeats": 2,           # runs that must all pass for a bisection point to pass
     "runs_at_capacity": 3,  # runs at the rate found, all passing (else it is lowered)
     "case_budget_seconds": 40.0,
-    # After the search, the costs at one rate common to the cases that reach it (the cost per
-    # packet falls as the rate rises, so costs taken at each case's own capacity compare cases
-    # at different rates): common_runs points at common_pps, for a case that passed a point at
-    # or above it. 0: none.
+    # After every search, the costs at one rate common to the cases that reach it (the cost
+    # per packet falls as the rate rises, so costs taken at each case's own capacity compare
+    # cases at different rates): common_runs rounds in which each case that passed a point at
+    # or above common_pps runs a fresh receiver for a warm-up point and a measured point at
+    # common_pps, the cases in turn, so that their ratios share the kernel's drift over the
+    # run. 0: none.
     "common_pps": 1.5e6,
     "common_runs": 3,
 }
@@ -528,10 +530,6 @@ def search_capacity(tb, bins, name, cfg, log):
             paced = [p["requested_pps"] for p in points if p["requested_pps"] > 0]
             lowest = min(paced) if paced else 0
             final = [p for p in points if p["requested_pps"] == lowest]
-        common = []
-        rate = cfg["common_pps"]
-        if rate and any(p["passed"] and p["offered_pps"] >= rate * 0.97 for p in points):
-            common = [point(rate, "common") for _ in range(cfg["common_runs"])]
     finally:
         details = rx.close()
     samples = [p["delivered_pps"] for p in final]
@@ -548,11 +546,6 @@ def search_capacity(tb, bins, name, cfg, log):
              "napi_us_per_packet": per_packet(final, "napi_cpu_s"),
              "receiver_us_per_packet": per_packet(final, "receiver_cpu_s"),
              "cpu_pps": cpu_rate(final),
-             # The same at the common rate (None for a case that did not reach it).
-             "common_pps": cfg["common_pps"] if common else None,
-             "common_napi_us_per_packet": per_packet(common, "napi_cpu_s"),
-             "common_receiver_us_per_packet": per_packet(common, "receiver_cpu_s"),
-             "common_cpu_pps": cpu_rate(common),
              "generator_limited": found == 0,
              "first_failing": (min(failing, key=lambda p: p["offered_pps"])
                                if failing else None),
@@ -561,6 +554,45 @@ def search_capacity(tb, bins, name, cfg, log):
              "loadavg": [load],
              "seconds": round(time.monotonic() - started, 1)}
     return entry
+
+
+def reached(entry, rate):
+    """Whether the case's search passed a point at (about) `rate` or above."""
+    return any(p["passed"] and p["offered_pps"] >= rate * 0.97 for p in entry["points"]
+               if p["phase"] not in ("common warm-up", "common"))
+
+
+def common_in_turn(tb, bins, entries, cfg, log):
+    """The costs at the common rate, the cases that reached it in turn (see CAPACITY). Sets
+    every entry's common_* fields (None for a case that did not reach the rate) and adds the
+    points to its own."""
+    rate = cfg["common_pps"]
+    eligible = [e for e in entries if rate and e.get("points") and reached(e, rate)]
+    measured = {e["name"]: [] for e in eligible}
+    try:
+        for r in range(cfg["common_runs"] if eligible else 0):
+            for e in eligible:
+                started = time.monotonic()
+                rx = ServedReceiver(tb, bins, e["name"], wait=120)
+                try:
+                    for phase in ("common warm-up", "common"):
+                        p = capacity_point(tb, bins, rx, rate, cfg, phase)
+                        e["points"].append(p)
+                        log(f"{e['name']}: {phase} {r + 1}/{cfg['common_runs']}: offered "
+                            f"{p['offered_pps'] / 1e6:.3f}, delivered "
+                            f"{p['delivered_pps'] / 1e6:.3f} Mpps ({p['fraction']:.3f})")
+                    measured[e["name"]].append(p)
+                finally:
+                    rx.close()
+                e["seconds"] = round(e.get("seconds", 0) + time.monotonic() - started, 1)
+    finally:
+        # What was measured, also when a receiver failed on the way.
+        for e in entries:
+            common = measured.get(e["name"], [])
+            e["common_pps"] = rate if common else None
+            e["common_napi_us_per_packet"] = per_packet(common, "napi_cpu_s")
+            e["common_receiver_us_per_packet"] = per_packet(common, "receiver_cpu_s")
+            e["common_cpu_pps"] = cpu_rate(common)
 
 
 def cpu_rate(points):
@@ -657,7 +689,7 @@ def run_full_load(tb, args, cases, title, failures):
 
 
 def run_capacity(tb, args, cases, title, failures):
-    """The capacity search, case after case."""
+    """The capacity search, case after case; then the common rate, the cases in turn."""
     cfg = SMOKE_CAPACITY if args.smoke else CAPACITY
     entries = []
 
@@ -676,6 +708,11 @@ def run_capacity(tb, args, cases, title, failures):
         log(f"{c}: capacity {e['capacity_pps'] / 1e6:.3f} Mpps"
             + (" (the generator's rate: at least)" if e.get("generator_limited") else "")
             + f" in {e.get('seconds', 0)} s")
+    try:
+        common_in_turn(tb, args.bin_dir, entries, cfg, log)
+    except HarnessError as err:
+        failures.append(str(err))
+        log(f"common rate: FAILED: {err}")
     # The points of every case, as a sweep (delivered against offered).
     sweep = [{"case": e["name"], "target_pps": p["requested_pps"],
               "offered_pps": p["offered_pps"], "delivered_pps": p["delivered_pps"]}
