@@ -319,7 +319,7 @@ CAPACITY = {
     # common_pps, the cases in turn, so that their ratios share the kernel's drift over the
     # run. 0: none.
     "common_pps": 1.5e6,
-    "common_runs": 3,
+    "common_runs": 5,
 }
 GENERATOR_EXTRA = []  # more trafficgen arguments for the capacity points
 SMOKE_CAPACITY = dict(CAPACITY, point_seconds=0.5, coarse_points=1, bisections=0, repeats=1,
