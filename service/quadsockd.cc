@@ -28,8 +28,9 @@ ABSL_FLAG(std::string, interface, "", "The network interface to run on (required
 ABSL_FLAG(uint32_t, queues, 1, "RX queues to serve: one AF_XDP socket and poll thread each.");
 ABSL_FLAG(std::vector<std::string>, address, {},
           "The stack's own addresses with prefix lengths (required), comma-separated or "
-          "repeated: 10.1.0.2/24,fd00:1::2/64. The kernel must not have them; all UDP, ICMP, "
-          "ARP and NDP for them goes to quadsock.");
+          "repeated on the command line (in a --flagfile, one line with the list): "
+          "10.1.0.2/24,fd00:1::2/64. The kernel must not have them; all UDP, ICMP, ARP and NDP "
+          "for them goes to quadsock.");
 ABSL_FLAG(std::vector<std::string>, gateway, {},
           "Default gateways, at most one per family, on a connected network: 10.1.0.1");
 ABSL_FLAG(std::string, xdp_mode, "auto",
@@ -82,8 +83,11 @@ int Fail(absl::string_view what, const absl::Status& s) {
   return 1;
 }
 
-// --address may be repeated as well as comma-separated; absl keeps only the last occurrence.
-std::vector<std::string> AllOccurrences(int argc, char** argv, const std::string& flag) {
+// --address may be repeated on the command line as well as comma-separated; absl keeps only
+// the last occurrence, so the command line's are collected before parsing. Without any there,
+// the parsed value (from a --flagfile, say) is `parsed`.
+std::vector<std::string> AllOccurrences(int argc, char** argv, const std::string& flag,
+                                        const absl::Flag<std::vector<std::string>>& parsed) {
   std::vector<std::string> out;
   const std::string eq = "--" + flag + "=";
   for (int i = 1; i < argc; ++i) {
@@ -98,6 +102,11 @@ std::vector<std::string> AllOccurrences(int argc, char** argv, const std::string
     }
     for (absl::string_view v : absl::StrSplit(value, ',', absl::SkipEmpty())) out.emplace_back(v);
   }
+  if (out.empty()) {
+    for (const std::string& v : absl::GetFlag(parsed)) {
+      if (!v.empty()) out.push_back(v);
+    }
+  }
   return out;
 }
 
@@ -107,9 +116,9 @@ int Main(int argc, char** argv) {
       "  quadsockd --interface=eth0 --address=10.1.0.2/24,fd00:1::2/64 "
       "--listen=unix:/run/quadsock/quadsock.sock\n\n"
       "Needs root (or CAP_NET_ADMIN, CAP_NET_RAW, CAP_BPF, CAP_PERFMON). SIGTERM stops it.");
-  const std::vector<std::string> addresses = AllOccurrences(argc, argv, "address");
-  const std::vector<std::string> gateways = AllOccurrences(argc, argv, "gateway");
   absl::ParseCommandLine(argc, argv);
+  const std::vector<std::string> addresses = AllOccurrences(argc, argv, "address", FLAGS_address);
+  const std::vector<std::string> gateways = AllOccurrences(argc, argv, "gateway", FLAGS_gateway);
 
   if (absl::GetFlag(FLAGS_interface).empty()) {
     return Fail("bad flags", absl::InvalidArgumentError("--interface is required"));

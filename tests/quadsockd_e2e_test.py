@@ -34,14 +34,21 @@ def xdp_attached(dev):
 class Daemon:
     """quadsockd as a process, with its log kept for failure messages."""
 
-    def __init__(self, extra=()):
+    def __init__(self, extra=(), flagfile=False):
         self.socket_path = "/tmp/quadsock-e2e-%d.sock" % os.getpid()
         self.log = open("/tmp/quadsock-e2e-%d.log" % os.getpid(), "w+")
-        self.proc = subprocess.Popen(
-            [QUADSOCKD, "--interface=qs0", "--address=%s/24,%s/64" % (STACK4, STACK6),
-             "--listen=unix:" + self.socket_path, "--metrics_listen=127.0.0.1:9464",
-             "--lease_seconds=10"] + list(extra),
-            stdout=self.log, stderr=subprocess.STDOUT)
+        flags = ["--interface=qs0", "--address=%s/24,%s/64" % (STACK4, STACK6),
+                 "--listen=unix:" + self.socket_path, "--metrics_listen=127.0.0.1:9464",
+                 "--lease_seconds=10"] + list(extra)
+        if flagfile:
+            # One flag per line, as a host's configuration file would have them (the
+            # Kubernetes DaemonSet in docker/kubernetes passes the node's so).
+            path = "/tmp/quadsock-e2e-%d.flags" % os.getpid()
+            with open(path, "w") as f:
+                f.write("\n".join(flags) + "\n")
+            flags = ["--flagfile=" + path]
+        self.proc = subprocess.Popen([QUADSOCKD] + flags, stdout=self.log,
+                                     stderr=subprocess.STDOUT)
         self.target = "unix:" + self.socket_path
         deadline = time.time() + 20
         while time.time() < deadline:
@@ -68,6 +75,11 @@ class Daemon:
             self.proc.wait(timeout=timeout)
         return self.proc.returncode
 
+    def close(self):
+        """Kills it (if it still runs) and closes its log."""
+        self.stop(signal.SIGKILL)
+        self.log.close()
+
 
 class QuadsockdTest(unittest.TestCase):
 
@@ -90,7 +102,7 @@ class QuadsockdTest(unittest.TestCase):
             self.client.close()
         except Exception:  # the daemon may be gone already
             pass
-        self.daemon.stop(signal.SIGKILL)
+        self.daemon.close()
         self.net.close()
 
     def peer_udp(self, family, address, port):
@@ -249,9 +261,22 @@ class QuadsockdTest(unittest.TestCase):
         while xdp_attached("qs0") and time.time() < deadline:
             time.sleep(0.1)
         self.assertFalse(xdp_attached("qs0"), "an XDP program outlived quadsockd")
+        self.daemon.close()
         self.daemon = Daemon()  # starts cleanly again on the same interface
         with quadsock.Client(self.daemon.target) as c:
             self.assertEqual(c.health(), "SERVING")
+
+    def test_flags_from_a_flagfile(self):
+        # Both addresses on the file's one --address line: each family answers.
+        self.daemon.close()
+        try:
+            self.client.close()
+        except quadsock.QuadsockError:  # its daemon is gone
+            pass
+        self.daemon = Daemon(flagfile=True)
+        self.client = quadsock.Client(self.daemon.target, name="e2e")
+        self.exchange("ipv4", STACK4, PEER4)
+        self.exchange("ipv6", STACK6, PEER6)
 
     def test_echo_server_example(self):
         echo = subprocess.Popen([ECHO_SERVER, "--target", self.daemon.target, "--port", "7",
@@ -263,7 +288,8 @@ class QuadsockdTest(unittest.TestCase):
             self.assertEqual(peer.recv(2048), b"echo me")
         echo.wait(timeout=10)
         self.assertEqual(echo.returncode, 0)
-        self.assertIn("echoed 2 datagrams", echo.stdout.read())
+        with echo.stdout:
+            self.assertIn("echoed 2 datagrams", echo.stdout.read())
 
     def test_a_client_that_goes_away_leaves_no_sockets(self):
         other = quadsock.Client(self.daemon.target, name="leaver")
