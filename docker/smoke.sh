@@ -41,15 +41,20 @@ ip netns exec "$PEER" ethtool -K qsc1 tx off >/dev/null
 # The runtime's default seccomp profile, but bpf(2) allowed with CAP_BPF (not CAP_SYS_ADMIN).
 docker/seccomp_with_bpf.py /usr/share/containers/seccomp.json > "$sock_dir/seccomp.json"
 
+# As docker/kubernetes/quadsockd.yaml runs it: a read-only root, the node's flags from a file
+# in a read-only /etc/quadsock, the control socket in a mounted /run/quadsock.
+mkdir "$sock_dir/etc" "$sock_dir/run"
+printf -- '--interface=qsc0\n--address=%s/24\n' "$STACK" > "$sock_dir/etc/quadsockd.flags"
 log "running localhost/quadsockd:latest in $NODE with --cap-drop=all --cap-add=$CAPS"
 podman run -d --name "$NAME" --network "ns:/run/netns/$NODE" --cap-drop=all --cap-add="$CAPS" \
-  --security-opt seccomp="$sock_dir/seccomp.json" \
-  -v "$sock_dir:/run/quadsock" localhost/quadsockd:latest \
-  --interface=qsc0 --address="$STACK/24" --listen=unix:/run/quadsock/quadsock.sock >/dev/null
+  --security-opt seccomp="$sock_dir/seccomp.json" --security-opt no-new-privileges --read-only \
+  -v "$sock_dir/etc:/etc/quadsock:ro" -v "$sock_dir/run:/run/quadsock" \
+  localhost/quadsockd:latest --flagfile=/etc/quadsock/quadsockd.flags \
+  --listen=unix:/run/quadsock/quadsock.sock --metrics_listen=127.0.0.1:9464 >/dev/null
 
-target="unix:$sock_dir/quadsock.sock"
+target="unix:$sock_dir/run/quadsock.sock"
 for _ in $(seq 50); do
-  [[ -S "$sock_dir/quadsock.sock" ]] && "$quadctl" --target="$target" health >/dev/null 2>&1 && break
+  [[ -S "$sock_dir/run/quadsock.sock" ]] && "$quadctl" --target="$target" health >/dev/null 2>&1 && break
   sleep 0.2
 done
 if ! "$quadctl" --target="$target" health; then
@@ -57,6 +62,15 @@ if ! "$quadctl" --target="$target" health; then
   podman logs "$NAME" >&2
   exit 1
 fi
+
+# The Kubernetes manifest's liveness probe, run as the kubelet would: inside the container.
+probe=$(/usr/bin/python3 -c '
+import sys, yaml
+ds = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d and d["kind"] == "DaemonSet"][0]
+print(" ".join(ds["spec"]["template"]["spec"]["containers"][0]["livenessProbe"]["exec"]["command"]))
+' docker/kubernetes/quadsockd.yaml)
+podman exec "$NAME" $probe >/dev/null || { log "the manifest's probe failed: $probe"; exit 1; }
+log "the Kubernetes manifest's probe answers inside the container: $probe"
 
 ip netns exec "$PEER" ping -c 3 -i 0.2 -W 2 "$STACK" >/dev/null
 log "ping from the peer answered"
