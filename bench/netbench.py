@@ -630,12 +630,14 @@ def parse_args(argv, default_cases):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--bin-dir", required=True, help="where receiver and trafficgen are")
     p.add_argument("--out", help="JSON output; the .md and .png go next to it")
-    p.add_argument("--cases", default=",".join(default_cases))
-    p.add_argument("--smoke", action="store_true", help="about a second per case, no targets")
-    p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--windows", type=int, default=3, help="sample windows per round")
-    p.add_argument("--window", type=float, default=1.0, help="seconds per sample window")
-    p.add_argument("--no-sweep", action="store_true")
+    p.add_argument("--cases", default=",".join(default_cases),
+                   help=f"comma-separated (default: all): {', '.join(default_cases)}")
+    p.add_argument("--smoke", action="store_true",
+                   help="two points per case, one common-rate round at 40 kpps, no targets")
+    p.add_argument("--rounds", type=int, default=3, help="--full-load: rounds of every case")
+    p.add_argument("--windows", type=int, default=3, help="--full-load: windows per round")
+    p.add_argument("--window", type=float, default=1.0, help="--full-load: seconds per window")
+    p.add_argument("--no-sweep", action="store_true", help="--full-load: no offered-load sweep")
     p.add_argument("--full-load", action="store_true",
                    help="the unpaced medians in rounds and the sweep, instead of the capacity "
                         "search")

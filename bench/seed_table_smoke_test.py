@@ -127,6 +127,15 @@ class SeedTableSmokeTest(unittest.TestCase):
         self.assertGreater(kernel, 0)
         self.assertGreater(own, 0)
 
+    def test_seed_table_help_comes_at_once_and_names_the_cases(self):
+        # No build, no root needed, no namespaces: only the text.
+        p = subprocess.run([sys.executable, os.path.join(HERE, "seed_table"), "--help"],
+                           capture_output=True, text=True, timeout=30)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("issue 7's seed table", p.stdout)
+        for name in EXPECTED:
+            self.assertIn(name, p.stdout)
+
     def test_a_case_that_receives_nothing_fails_the_run(self):
         for method in ([], ["--full-load", "--no-sweep"]):
             with self.subTest(method=method or "capacity"):
