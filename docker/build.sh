@@ -9,6 +9,12 @@
 #   sudo docker/build.sh --rebase   # also remake the base
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+case "${1:-}" in
+  "" | --rebase) ;;
+  -h | --help) sed -n '2,/^set /{/^#/s/^# \{0,1\}//p}' "$0"; exit 0 ;;
+  *) echo "docker/build.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
+esac
 export CONTAINERS_CONF="$PWD/docker/containers.conf"
 
 BASE=localhost/quadsock-base:bookworm

@@ -8,6 +8,12 @@
 #   sudo docker/smoke.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+case "${1:-}" in
+  "") ;;
+  -h | --help) sed -n '2,/^set /{/^#/s/^# \{0,1\}//p}' "$0"; exit 0 ;;
+  *) echo "docker/smoke.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
+esac
 export CONTAINERS_CONF="$PWD/docker/containers.conf"
 
 NODE=qsc-node-$$ PEER=qsc-peer-$$ NAME=quadsockd-smoke-$$

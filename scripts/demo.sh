@@ -8,11 +8,19 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-sockets=500
-[ "${1:-}" = "--sockets" ] && sockets=$2
-
 say() { printf '\n== %s\n' "$*"; }
 die() { printf 'demo: error: %s\n' "$*" >&2; exit 1; }
+
+sockets=500
+while [ $# -gt 0 ]; do
+  case "$1" in
+    -h | --help) sed -n '2,/^set /{/^#/s/^# \{0,1\}//p}' "$0"; exit 0 ;;
+    --sockets) [ $# -ge 2 ] || die "--sockets needs a number"; sockets=$2; shift 2 ;;
+    --sockets=*) sockets=${1#--sockets=}; shift ;;
+    *) printf 'demo: unknown argument %s (see --help)\n' "$1" >&2; exit 2 ;;
+  esac
+done
+[[ "$sockets" =~ ^[1-9][0-9]*$ ]] || die "--sockets wants a positive number, not '$sockets'"
 
 scripts/setup.sh
 say "building quadsockd and the Python client (bazel build -c opt)"

@@ -8,6 +8,12 @@ set -euo pipefail
 say() { printf 'setup: %s\n' "$*"; }
 die() { printf 'setup: error: %s\n' "$*" >&2; exit 1; }
 
+case "${1:-}" in
+  "") ;;
+  -h | --help) sed -n '2,/^set /{/^#/s/^# \{0,1\}//p}' "$0"; exit 0 ;;
+  *) printf 'setup: takes no arguments (see --help)\n' >&2; exit 2 ;;
+esac
+
 [ "$(id -u)" -eq 0 ] || die "run as root (quadsock needs BPF, AF_XDP and network namespaces)"
 [ -r /etc/debian_version ] || die "this script is for Debian 12; install the packages in scripts/packages.txt by hand"
 

@@ -15,6 +15,13 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
+case "${1:-}" in
+  "") ;;
+  -h | --help) sed -n '2,/^set /{/^#/s/^# \{0,1\}//p}' "$0"; exit 0 ;;
+  *) echo "scripts/test.sh: takes no arguments (settings are environment variables; see --help)" >&2
+     exit 2 ;;
+esac
+
 configs=${QUADSOCK_TEST_CONFIGS:-"default asan ubsan tsan"}
 logdir=${QUADSOCK_TEST_LOGS:-"$(mktemp -d /tmp/quadsock-test.XXXXXX)"}
 mkdir -p "$logdir"
