@@ -34,7 +34,7 @@ import sys
 import time
 
 from netbench_report import (CAPACITY_FRACTION, capacity_markdown, evaluate, machine, markdown,
-                             plot)
+                             plot, round_ratios)
 
 RECEIVER_CPU = 0
 GENERATOR_CPU = 1
@@ -768,6 +768,7 @@ def main(argv, default_cases=ALL_CASES, title="seed table"):
         report["cpu_ratios"], cpu_targets = evaluate(results, "cpu_pps")
         report["cpu_targets"] = [] if args.smoke else cpu_targets
         report["common_ratios"], common_targets = evaluate(results, "common_cpu_pps")
+        report["common_round_ratios"] = round_ratios(results)
         report["common_targets"] = [] if args.smoke else common_targets
     md = markdown(report) if args.full_load else capacity_markdown(report)
     print(md)

@@ -63,6 +63,24 @@ TARGETS = [
 ]
 
 
+def round_ratios(results):
+    """Every ratio at the common rate round by round: the cases took turns, so one round's
+    points are seconds apart and share the kernel's state, where rounds are minutes apart.
+    Per point, packets per CPU second (received / (kernel + receiver CPU seconds)); a's point
+    over b's of the same round. {label: [ratio per round]}, for the ratios with points."""
+    def per_cpu(case):
+        points = [p for p in results.get(case, {}).get("points", [])
+                  if p.get("phase") == "common"]
+        return [p["received"] / (p["napi_cpu_s"] + p["receiver_cpu_s"]) for p in points
+                if p["received"] > 0 and p["napi_cpu_s"] + p["receiver_cpu_s"] > 0]
+    out = {}
+    for label, a, b in RATIOS:
+        rounds = [x / y for x, y in zip(per_cpu(a), per_cpu(b))]
+        if rounds:
+            out[label] = rounds
+    return out
+
+
 def evaluate(results, key="median_pps"):
     """Ratios and targets on `key`: median_pps (full load) or capacity_pps."""
     ratios = {label: ratio(results, a, b, key) for label, a, b in RATIOS
@@ -234,12 +252,16 @@ def capacity_markdown(report):
     out += ["", "Per CPU: packets per second of CPU 0, 1 / (kernel + receiver per packet): what "
             "one fully used CPU receives, whatever the scheduler's interleaving; at each case's "
             f"capacity, and {at} for the cases that reached it (costs per packet fall as the "
-            "rate rises, so only the latter compares cases at one rate).",
+            "rate rises, so only the latter compares cases at one rate; the cases took turns "
+            "there, and the range is the ratio's in each round).",
             "", f"| ratio | capacities | per CPU at capacity | per CPU {at} |",
             "| --- | --- | --- | --- |"]
+    by_round = report.get("common_round_ratios", {})
     for label, value in report["ratios"].items():
+        spread = by_round.get(label)
+        rounds = f" ({min(spread):.2f}-{max(spread):.2f} by round)" if spread else ""
         out.append(f"| {label} | {value:.2f}x | {fmt_ratio(cpu_ratios.get(label))} | "
-                   f"{fmt_ratio(common_ratios.get(label))} |")
+                   f"{fmt_ratio(common_ratios.get(label))}{rounds} |")
     if report["targets"]:
         by_cpu = {t["target"]: t for t in report.get("cpu_targets", [])}
         by_common = {t["target"]: t for t in report.get("common_targets", [])}

@@ -94,6 +94,13 @@ class SeedTableSmokeTest(unittest.TestCase):
                     self.assertIsNone(c["common_cpu_pps"])
         with_common = {c["name"] for c in report["cases"] if c["common_cpu_pps"]}
         self.assertTrue({"ceiling_afxdp", "quadsock_unconnected"} <= with_common, with_common)
+        # The ratios at the common rate round by round: one per round, from the points.
+        rounds = report["common_round_ratios"]["quadsock unconnected / AF_XDP ceiling"]
+        self.assertEqual(len(rounds), report["timing"]["common_runs"])
+        for r in rounds:
+            self.assertTrue(math.isfinite(r) and r > 0, rounds)
+        with open(md) as f:
+            self.assertIn("by round)", f.read())
         # Measured in turn after the searches: each such case's last points are its common
         # rate's warm-up and measured points, one pair per round.
         for c in report["cases"]:
