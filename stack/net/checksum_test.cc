@@ -2,7 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
+#include <span>
 #include <vector>
 
 #include "stack/net/bytes.h"
@@ -45,6 +47,36 @@ TEST(ChecksumTest, LargeBuffersDoNotLoseCarries) {
   std::vector<uint8_t> data(65534, 0xff);
   // The sum of all-ones words is all ones: checksum 0 (or, in one's complement, negative zero).
   EXPECT_EQ(ChecksumFinish(ChecksumAdd(0, data)), 0);
+}
+
+// RFC 1071 word by word, as the definition reads: the reference for ChecksumAdd.
+uint32_t ReferenceSum(uint32_t sum, std::span<const uint8_t> bytes) {
+  uint64_t acc = sum;
+  for (size_t i = 0; i < bytes.size(); i += 2) {
+    acc += uint32_t{bytes[i]} << 8 | (i + 1 < bytes.size() ? bytes[i + 1] : 0);
+  }
+  while (acc >> 16) acc = (acc & 0xffff) + (acc >> 16);
+  return static_cast<uint32_t>(acc);
+}
+
+TEST(ChecksumTest, MatchesWordByWordSumForEveryLengthAndAlignment) {
+  std::mt19937 rng(11);
+  std::vector<uint8_t> data(300);
+  for (int round = 0; round < 20; ++round) {
+    for (auto& b : data) b = static_cast<uint8_t>(rng());
+    if (round == 0) std::fill(data.begin(), data.end(), 0xff);  // every word all ones
+    if (round == 1) std::fill(data.begin(), data.end(), 0);
+    for (size_t start = 0; start < 8; ++start) {  // the words need not be aligned in memory
+      for (size_t length = 0; length + start <= 200; ++length) {
+        const std::span<const uint8_t> bytes(data.data() + start, length);
+        for (uint32_t sum : {0u, 1u, 0xffffu, 0x1234abcdu, 0xffffffffu, uint32_t(rng())}) {
+          ASSERT_EQ(ChecksumFinish(ChecksumAdd(sum, bytes)),
+                    ChecksumFinish(ReferenceSum(sum, bytes)))
+              << "round " << round << " start " << start << " length " << length << " sum " << sum;
+        }
+      }
+    }
+  }
 }
 
 TEST(ChecksumTest, PseudoHeaderV4MatchesManualSum) {
