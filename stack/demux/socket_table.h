@@ -186,8 +186,9 @@ class SocketTable {
   std::optional<LookupResult> Lookup(LookupContext& ctx, const FlowKey& flow) const;
   // Lookup for each of `flows` (out[i] is Lookup(ctx, flows[i])), in passes over the batch:
   // hash every flow and prefetch its slots, then prefetch the first entry of every hash4 chain,
-  // then walk the chains. A batch of flows into a large table then waits for memory about once
-  // per level instead of once per flow and level. As each lookup ends, the line its cookie
+  // then walk the hash4 chains one entry per flow and pass (an entry that is not the flow's has
+  // its successor prefetched for the next pass), then finish each lookup. A batch of flows into
+  // a large table then waits for memory about once per level instead of once per flow and level. As each lookup ends, the line its cookie
   // points to is prefetched, for callers whose cookie is what they touch next (the stack's is
   // its socket); a prefetch never faults, so other cookies cost a wasted prefetch. out.size()
   // must be flows.size().
@@ -262,8 +263,21 @@ class SocketTable {
     return (p.filter4->load(std::memory_order_relaxed) & internal::Buckets::FilterBit(p.hash4)) !=
            0;
   }
-  std::optional<LookupResult> Finish(LookupContext& ctx, const internal::Buckets& b,
-                                     const FlowKey& flow, const Probe& p) const;
+  // The hash4 stage of one lookup: tried (the slot2's hash4_cnt is non-zero), entries
+  // compared, and the match.
+  struct Hash4Walk {
+    bool tried = false;
+    uint32_t steps = 0;
+    const internal::Entry* found = nullptr;
+  };
+  // Where the flow's hash4 walk starts (null: nothing to walk); sets w.tried.
+  const internal::Entry* Hash4Head(const Probe& p, Hash4Walk& w) const;
+  static bool Hash4Matches(const internal::Entry& e, const FlowKey& flow, const Probe& p);
+  // The rest of a lookup after its hash4 walk: hash2 when that found nothing, counters, the
+  // reuseport spread.
+  std::optional<LookupResult> Conclude(LookupContext& ctx, const internal::Buckets& b,
+                                       const FlowKey& flow, const Probe& p,
+                                       const Hash4Walk& w) const;
   const internal::Entry* ScoreChain(LookupContext& ctx, const internal::Entry* head, uint64_t hash,
                                     const FlowKey& flow, const AddrKey& dst, const AddrKey& src,
                                     uint8_t family_bit, uint32_t* steps) const;

@@ -281,5 +281,37 @@ TEST_F(TableTest, LookupBatchAnswersAsLookupFlowByFlow) {
   EXPECT_EQ(st.lookups, flows.size() * 8);  // the counters count batched lookups too
 }
 
+// With four slots the hash4 chains are about 80 entries long: LookupBatch walks them one entry
+// per pass for all the batch's flows, and must find what Lookup finds, comparing as many
+// entries.
+TEST_F(TableTest, LookupBatchWalksLongHash4ChainsAsLookup) {
+  SocketTable::Options o = testing::TestOptions();
+  o.min_log2_slots = o.max_log2_slots = 2;
+  Make(o);
+  for (int i = 0; i < 300; ++i) {
+    SocketId s = Bound(V4(true), "10.0.0.1:443");
+    ASSERT_TRUE(table_->Connect(s, Ep("10.9.0." + std::to_string(i % 250 + 1) + ":" +
+                                      std::to_string(1000 + i))).ok());
+  }
+  Bound(V4(true), "0.0.0.0:443");  // the listener
+  std::vector<FlowKey> flows;
+  for (int i = 0; i < 700; ++i) {  // the connected peers, interleaved with flows to the listener
+    flows.push_back(Flow("10.9.0." + std::to_string(i % 250 + 1) + ":" +
+                             std::to_string(1000 + i % 350),
+                         "10.0.0.1:443"));
+  }
+  const TableStats before = table_->Stats();
+  std::vector<std::optional<LookupResult>> one;
+  for (const FlowKey& f : flows) one.push_back(table_->Lookup(*ctx_, f));
+  const TableStats middle = table_->Stats();
+  std::vector<std::optional<LookupResult>> got(flows.size());
+  table_->LookupBatch(*ctx_, flows, got);
+  const TableStats after = table_->Stats();
+  for (size_t i = 0; i < flows.size(); ++i) ASSERT_EQ(got[i], one[i]) << "flow " << i;
+  EXPECT_EQ(after.hash4_hits - middle.hash4_hits, middle.hash4_hits - before.hash4_hits);
+  EXPECT_EQ(after.chain_steps - middle.chain_steps, middle.chain_steps - before.chain_steps);
+  EXPECT_GT((middle.chain_steps - before.chain_steps) / flows.size(), 20u) << "long chains";
+}
+
 }  // namespace
 }  // namespace quadsock::demux
