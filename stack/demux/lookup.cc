@@ -1,9 +1,9 @@
-// The read side of the socket table: Lookup (never locks, never blocks) and its counters.
+// The read side of the socket table: Lookup and LookupBatch (never lock, never block) and their
+// counters.
 #include <algorithm>
 #include <bit>
 
 #include "absl/base/attributes.h"
-
 #include "stack/demux/socket_table.h"
 
 namespace quadsock::demux {
@@ -126,14 +126,15 @@ bool SocketTable::Hash4Matches(const Entry& e, const FlowKey& flow, const Probe&
          net::SameBytes16(e.local, p.dst) && DeviceMatches(e, flow.device);
 }
 
-const Entry* SocketTable::Hash4Head(const Probe& p, Hash4Walk& w) const {
+const Entry* SocketTable::StartHash4Walk(const Probe& p, Hash4Walk& w) const {
   if (!options_.hash4 || p.slot2->hash4_cnt.load(std::memory_order_acquire) == 0) return nullptr;
   w.tried = true;
   return MayHaveHash4(p) ? p.slot4->load(std::memory_order_acquire) : nullptr;
 }
 
-// Inlined into both lookups: called, its result came back through memory and cost a
-// store-forwarding stall per flow (7 ns per frame in stack_benchmark).
+// Inlined into both lookups: as a real call it returned its optional result through memory,
+// and the caller's load of it waited on a store forward per flow (7 ns per frame in
+// stack_benchmark).
 ABSL_ATTRIBUTE_ALWAYS_INLINE inline std::optional<LookupResult> SocketTable::Conclude(
     LookupContext& ctx, const Buckets& b, const FlowKey& flow, const Probe& p,
     const Hash4Walk& w) const {
@@ -175,7 +176,8 @@ std::optional<LookupResult> SocketTable::Lookup(LookupContext& ctx, const FlowKe
   const Buckets* b = buckets_.load(std::memory_order_acquire);
   const Probe p = MakeProbe(*b, flow);
   Hash4Walk w;
-  for (const Entry* e = Hash4Head(p, w); e != nullptr; e = e->next.load(std::memory_order_acquire)) {
+  for (const Entry* e = StartHash4Walk(p, w); e != nullptr;
+       e = e->next.load(std::memory_order_acquire)) {
     ++w.steps;
     if (Hash4Matches(*e, flow, p)) {
       w.found = e;
@@ -188,11 +190,12 @@ std::optional<LookupResult> SocketTable::Lookup(LookupContext& ctx, const FlowKe
 void SocketTable::LookupBatch(LookupContext& ctx, std::span<const FlowKey> flows,
                               std::span<std::optional<LookupResult>> out) const {
   constexpr size_t kChunk = 64;
+  static_assert(kChunk <= 256, "`walking` holds indices as uint8_t");
   const Buckets* b = buckets_.load(std::memory_order_acquire);
   Probe probes[kChunk];
   Hash4Walk walks[kChunk];
-  const Entry* at[kChunk];     // where each walk stands
-  uint8_t walking[kChunk];     // the flows whose walk goes on, in order
+  const Entry* at[kChunk];  // where each walk stands
+  uint8_t walking[kChunk];  // the flows whose walk goes on, in order
   for (size_t base = 0; base < flows.size(); base += kChunk) {
     const size_t n = std::min(kChunk, flows.size() - base);
     const FlowKey* f = &flows[base];
@@ -206,7 +209,7 @@ void SocketTable::LookupBatch(LookupContext& ctx, std::span<const FlowKey> flows
     size_t count = 0;
     for (size_t i = 0; i < n; ++i) {
       walks[i] = Hash4Walk{};
-      if ((at[i] = Hash4Head(probes[i], walks[i])) != nullptr) {
+      if ((at[i] = StartHash4Walk(probes[i], walks[i])) != nullptr) {
         __builtin_prefetch(at[i]);  // what a walk reads of an entry is in its first cache line
         walking[count++] = static_cast<uint8_t>(i);
       }
@@ -216,7 +219,7 @@ void SocketTable::LookupBatch(LookupContext& ctx, std::span<const FlowKey> flows
     // instead of the walk waiting for it. With 100k sockets about a third of the hits are not
     // their chain's head.
     while (count > 0) {
-      size_t still = 0;
+      size_t kept = 0;
       for (size_t k = 0; k < count; ++k) {
         const size_t i = walking[k];
         ++walks[i].steps;
@@ -225,10 +228,10 @@ void SocketTable::LookupBatch(LookupContext& ctx, std::span<const FlowKey> flows
           __builtin_prefetch(reinterpret_cast<const void*>(at[i]->cookie));
         } else if ((at[i] = at[i]->next.load(std::memory_order_acquire)) != nullptr) {
           __builtin_prefetch(at[i]);
-          walking[still++] = static_cast<uint8_t>(i);
+          walking[kept++] = static_cast<uint8_t>(i);
         }
       }
-      count = still;
+      count = kept;
     }
     for (size_t i = 0; i < n; ++i) {
       out[base + i] = Conclude(ctx, *b, f[i], probes[i], walks[i]);

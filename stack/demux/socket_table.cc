@@ -308,7 +308,7 @@ void SocketTable::RefilterHash4(Buckets& b, size_t slot) {
        e = e->next.load(std::memory_order_relaxed)) {
     bits |= Buckets::FilterBit(e->hash);
   }
-  b.filter4[slot].store(bits, std::memory_order_relaxed);
+  b.filter4[slot].store(bits, std::memory_order_release);  // pairs with MayHaveHash4's acquire
 }
 
 void SocketTable::Publish(Socket& s, Entry* fresh) {

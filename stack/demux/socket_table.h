@@ -188,10 +188,10 @@ class SocketTable {
   // hash every flow and prefetch its slots, then prefetch the first entry of every hash4 chain,
   // then walk the hash4 chains one entry per flow and pass (an entry that is not the flow's has
   // its successor prefetched for the next pass), then finish each lookup. A batch of flows into
-  // a large table then waits for memory about once per level instead of once per flow and level. As each lookup ends, the line its cookie
-  // points to is prefetched, for callers whose cookie is what they touch next (the stack's is
-  // its socket); a prefetch never faults, so other cookies cost a wasted prefetch. out.size()
-  // must be flows.size().
+  // a large table then waits for memory about once per level instead of once per flow and level.
+  // The line a found socket's cookie points to is prefetched as soon as it is found, for callers
+  // whose cookie is what they touch next (the stack's is its socket); a prefetch never faults,
+  // so other cookies cost a wasted prefetch. out.size() must be flows.size().
   void LookupBatch(LookupContext& ctx, std::span<const FlowKey> flows,
                    std::span<std::optional<LookupResult>> out) const;
 
@@ -259,8 +259,9 @@ class SocketTable {
   };
   Probe MakeProbe(const internal::Buckets& b, const FlowKey& flow) const;
   // Whether the flow's hash4 slot may hold its entry (the slot's filter has the flow's bit).
+  // Acquire: a writer clears a bit (release) only after it linked the entry's new place.
   static bool MayHaveHash4(const Probe& p) {
-    return (p.filter4->load(std::memory_order_relaxed) & internal::Buckets::FilterBit(p.hash4)) !=
+    return (p.filter4->load(std::memory_order_acquire) & internal::Buckets::FilterBit(p.hash4)) !=
            0;
   }
   // The hash4 stage of one lookup: tried (the slot2's hash4_cnt is non-zero), entries
@@ -270,8 +271,9 @@ class SocketTable {
     uint32_t steps = 0;
     const internal::Entry* found = nullptr;
   };
-  // Where the flow's hash4 walk starts (null: nothing to walk); sets w.tried.
-  const internal::Entry* Hash4Head(const Probe& p, Hash4Walk& w) const;
+  // Starts the flow's hash4 stage: sets w.tried when the stage is tried, and returns the entry
+  // to compare first (null: nothing to walk).
+  const internal::Entry* StartHash4Walk(const Probe& p, Hash4Walk& w) const;
   static bool Hash4Matches(const internal::Entry& e, const FlowKey& flow, const Probe& p);
   // The rest of a lookup after its hash4 walk: hash2 when that found nothing, counters, the
   // reuseport spread.

@@ -295,9 +295,9 @@ TEST_F(TableTest, LookupBatchWalksLongHash4ChainsAsLookup) {
   }
   Bound(V4(true), "0.0.0.0:443");  // the listener
   std::vector<FlowKey> flows;
-  for (int i = 0; i < 700; ++i) {  // the connected peers, interleaved with flows to the listener
-    flows.push_back(Flow("10.9.0." + std::to_string(i % 250 + 1) + ":" +
-                             std::to_string(1000 + i % 350),
+  for (int i = 0; i < 350; ++i) {  // the 300 connected peers, each after a flow to the listener
+    flows.push_back(Flow("10.9.1." + std::to_string(i % 250 + 1) + ":7", "10.0.0.1:443"));
+    flows.push_back(Flow("10.9.0." + std::to_string(i % 250 + 1) + ":" + std::to_string(1000 + i),
                          "10.0.0.1:443"));
   }
   const TableStats before = table_->Stats();
@@ -308,7 +308,14 @@ TEST_F(TableTest, LookupBatchWalksLongHash4ChainsAsLookup) {
   table_->LookupBatch(*ctx_, flows, got);
   const TableStats after = table_->Stats();
   for (size_t i = 0; i < flows.size(); ++i) ASSERT_EQ(got[i], one[i]) << "flow " << i;
+  EXPECT_EQ(middle.hash4_hits - before.hash4_hits, 300u);
   EXPECT_EQ(after.hash4_hits - middle.hash4_hits, middle.hash4_hits - before.hash4_hits);
+  EXPECT_EQ(after.hash4_misses - middle.hash4_misses, middle.hash4_misses - before.hash4_misses);
+  for (int i = 0; i < TableStats::kHistogramBuckets; ++i) {
+    EXPECT_EQ(after.chain_histogram[i] - middle.chain_histogram[i],
+              middle.chain_histogram[i] - before.chain_histogram[i])
+        << "bucket " << i;
+  }
   EXPECT_EQ(after.chain_steps - middle.chain_steps, middle.chain_steps - before.chain_steps);
   EXPECT_GT((middle.chain_steps - before.chain_steps) / flows.size(), 20u) << "long chains";
 }
