@@ -135,8 +135,8 @@ void Stack::ReceiveBatch(Engine& engine, demux::LookupContext& ctx, const LocalA
   // Three passes, so that the memory loads of the whole batch overlap instead of following one
   // another frame by frame (with 100k sockets each datagram's slot, entry and socket are cold):
   // (1) parse and classify every frame, keeping only a UDP datagram's flow and payload; (2)
-  // look the UDP flows up together (LookupBatch prefetches slots and entries); (3) handle every
-  // frame in arrival order, prefetching sockets kDeliveryLookahead datagrams ahead. Frames that
+  // look the UDP flows up together (LookupBatch prefetches slots and entries, and each socket
+  // as it is found: the stack's cookie); (3) handle every frame in arrival order. Frames that
   // need more than the flow (control frames, datagrams answered with port unreachable) are
   // parsed again in (3): they are rare, and one parsed frame in L1 beats a batch of them
   // (20 KiB) crowding it out.
@@ -168,9 +168,6 @@ void Stack::ReceiveBatch(Engine& engine, demux::LookupContext& ctx, const LocalA
   }
   if (udp > 0) {
     table_->LookupBatch(ctx, {rx.keys.data(), udp}, {rx.found.data(), udp});
-    for (size_t j = 0; j < std::min(udp, kDeliveryLookahead); ++j) {
-      if (rx.found[j].has_value()) SocketOf(*rx.found[j]).PrefetchForDelivery();
-    }
   }
   size_t j = 0;  // the next UDP datagram
   for (size_t i = 0; i < frames.size(); ++i) {
@@ -191,9 +188,6 @@ void Stack::ReceiveBatch(Engine& engine, demux::LookupContext& ctx, const LocalA
         SendEchoReply(engine, rx.parsed, bytes);
         break;
       case FrameKind::kUdp: {
-        if (j + kDeliveryLookahead < udp && rx.found[j + kDeliveryLookahead].has_value()) {
-          SocketOf(*rx.found[j + kDeliveryLookahead]).PrefetchForDelivery();
-        }
         const demux::FlowKey& k = rx.keys[j];
         const std::optional<demux::LookupResult>& r = rx.found[j];
         const std::span<const uint8_t> payload = rx.payloads[j];

@@ -103,10 +103,6 @@ class alignas(64) UdpSocket {
     Count(rx_bytes_, payload.size());
   }
 
-  // Poll thread, datagrams before Deliver: start loading what it will touch (for the first
-  // callback, all of it; a queued delivery also reads the second line).
-  void PrefetchForDelivery() const { __builtin_prefetch(this); }
-
   std::optional<ReceivedDatagram> Pop() {
     Queue* q = queue_.load(std::memory_order_acquire);
     if (q == nullptr) return std::nullopt;

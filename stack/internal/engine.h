@@ -27,13 +27,6 @@ namespace quadsock::stack {
 constexpr size_t kRxBatch = 64;
 constexpr size_t kTxBatch = 64;
 constexpr size_t kSendsPerTurn = 256;
-// Deliveries prefetch the socket this many datagrams ahead (and the first this many at once):
-// far enough for a miss to memory to end in time. Prefetching a whole batch's sockets at once
-// after the lookups was slower with 100k sockets (bench/stack_benchmark: about 175 -> 140 ns per
-// frame). The batched lookup also prefetches each socket as its own lookup ends (the cookie),
-// which overlaps the misses with the remaining lookups; with both, 100k 102.5 -> 94.6 ns. The
-// two are not one too many: without this lookahead, 100k measured 111 against 106 ns.
-constexpr size_t kDeliveryLookahead = 16;
 constexpr absl::Duration kTimerPeriod = absl::Milliseconds(100);
 constexpr int kIdleWaitMs = 10;
 // A busy-polling link is polled this long after its last frame before the thread sleeps.
