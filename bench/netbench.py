@@ -25,8 +25,6 @@ import argparse
 import datetime
 import json
 import os
-import re
-import selectors
 import signal
 import statistics
 import subprocess
@@ -35,10 +33,9 @@ import time
 
 from netbench_report import (CAPACITY_FRACTION, capacity_markdown, evaluate, machine, markdown,
                              plot, round_ratios)
+from testbed import (GENERATOR_CPU, LOCAL, RECEIVER_CPU, HarnessError, Testbed, cpu_seconds,
+                     read_line, stop)
 
-RECEIVER_CPU = 0
-GENERATOR_CPU = 1
-LOCAL = "10.9.0.2"  # the receiver's address (kernel or quadsock), on a /16
 PORT = 4000
 CONNECTED_BASE = "10.9.1.1"  # connected peers: flow i from CONNECTED_BASE + i // 50000
 MISS_BASE = "10.9.2.1"  # flows that no socket is connected to (hash4 misses, new flows)
@@ -53,13 +50,7 @@ NICE = ["nice", "-n", "-20"]
 # entry and socket are cold, and on 4 KiB pages most of them also miss the TLB. quadsock with
 # 100k connected at 1.2 Mpps (bench/cost_ab, 4 rounds): receiver 0.149 -> 0.128 us per packet.
 RECEIVER_ENV = ["env", "GLIBC_TUNABLES=glibc.malloc.hugetlb=1"]
-# The veth's NAPI kthread (pinned next to the receiver) runs at the default priority, below the
-# receiver: the consumer of a receive queue must win the CPU over its producer, or under
-# overload the producer fills queues the consumer never gets to drain (receive livelock; Mogul
-# and Ramakrishnan, 1997). Measured here with both at -20: at 7.7 Mpps offered quadsock with 500
-# connected sockets delivered 0.05 Mpps, and capacities flipped between about half and twice
-# their value from run to run; with the NAPI thread at 0 it delivered 1.3 Mpps at that load.
-NAPI_NICE = 0
+BUSY_RETRIES = 6  # see start_receiver
 
 # name -> (receiver arguments, generator flows, generator source base, kernel address needed)
 CASES = {
@@ -91,187 +82,58 @@ SWEEP_RATES = [100e3, 200e3, 400e3, 600e3, 800e3, 1.0e6, 1.3e6, 1.6e6, 2.0e6, 2.
 SMOKE_SWEEP_RATES = [50e3, 200e3]
 
 
-class HarnessError(Exception):
-    pass
+def receiver_command(tb, bins, name, extra):
+    """The receiver's command line for case `name` (and the kernel's address set for it)."""
+    rx_args, _, _, kernel = CASES[name]
+    tb.set_kernel_address(kernel)
+    return ["ip", "netns", "exec", tb.rx_ns, *NICE, *RECEIVER_ENV,
+            os.path.join(bins, "receiver"), *rx_args,
+            f"--interface={tb.rx_dev}", f"--local={LOCAL}", f"--port={PORT}",
+            f"--ip_base={CONNECTED_BASE}", f"--port_base={PORT_BASE}",
+            f"--ports_per_ip={PORTS_PER_IP}", f"--cpu={RECEIVER_CPU}", *extra]
 
 
-def sh(*args, check=True, ns=None, quiet=False):
-    """Runs a command (in namespace `ns`), returns its stdout."""
-    cmd = list(args)
-    if ns is not None:
-        cmd = ["ip", "netns", "exec", ns] + cmd
-    p = subprocess.run(cmd, capture_output=True, text=True)
-    if check and p.returncode != 0:
-        raise HarnessError(f"{' '.join(cmd)}: exit {p.returncode}: {p.stderr.strip()}")
-    return p.stdout
+def generator_command(tb, bins, flows, base, seconds, rate):
+    return ["ip", "netns", "exec", tb.gen_ns, *NICE, os.path.join(bins, "trafficgen"),
+            f"--interface={tb.gen_dev}", f"--dst_mac={tb.rx_mac}", f"--dst={LOCAL}:{PORT}",
+            f"--flows={flows}", f"--ports_per_ip={PORTS_PER_IP}", f"--ip_base={base}",
+            f"--port_base={PORT_BASE}", f"--duration={seconds}", f"--rate={rate}",
+            f"--cpu={GENERATOR_CPU}"]
 
 
-def pid_alive(pid):
-    try:
-        os.kill(pid, 0)
-        return True
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-
-
-def remove_stale_namespaces():
-    for line in sh("ip", "netns", "list", check=False).splitlines():
-        m = re.match(r"(qsb-(\d+)-\w+)", line)
-        if m and not pid_alive(int(m.group(2))):
-            sh("ip", "netns", "del", m.group(1), check=False)
-
-
-class Testbed:
-    """The two namespaces and the veth pair; a context manager that removes them."""
-
-    def __init__(self):
-        pid = os.getpid()
-        self.gen_ns = f"qsb-{pid}-gen"
-        self.rx_ns = f"qsb-{pid}-rx"
-        self.gen_dev = f"qg{pid % 10**7}"
-        self.rx_dev = f"qr{pid % 10**7}"
-        self.kernel_address = False
-        self.rx_mac = None
-
-    def __enter__(self):
-        remove_stale_namespaces()
+def start_receiver(tb, cmd, name, stdin, wait):
+    """Starts a receiver, waits for its READY and pins the NAPI kthread. The kernel lets go of
+    an AF_XDP socket's queue in deferred work after its process ends: a receiver that finds the
+    queue busy is started again, 0.5 s later, up to BUSY_RETRIES times."""
+    for attempt in range(BUSY_RETRIES + 1):
+        proc = subprocess.Popen(cmd, stdin=stdin, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
         try:
-            sh("ip", "netns", "add", self.gen_ns)
-            sh("ip", "netns", "add", self.rx_ns)
-            sh("ip", "link", "add", self.gen_dev, "netns", self.gen_ns, "type", "veth", "peer",
-               "name", self.rx_dev, "netns", self.rx_ns)
-            for ns, dev in ((self.gen_ns, self.gen_dev), (self.rx_ns, self.rx_dev)):
-                sh("ip", "-n", ns, "link", "set", "lo", "up")
-                sh("ip", "-n", ns, "link", "set", dev, "up")
-            # veth takes XDP frames (the generator's XDP_TX) only into a peer with NAPI: GRO on
-            # gives it NAPI also without an XDP program (the kernel cases). Threaded NAPI puts
-            # that work in a kthread that we pin next to the receiver.
-            sh("ethtool", "-K", self.rx_dev, "gro", "on", ns=self.rx_ns)
-            sh("sh", "-c", f"echo 1 > /sys/class/net/{self.rx_dev}/threaded", ns=self.rx_ns)
-            sh("sysctl", "-qw", "net.ipv4.conf.all.rp_filter=0", ns=self.rx_ns)
-            sh("sysctl", "-qw", f"net.ipv4.conf.{self.rx_dev}.rp_filter=0", ns=self.rx_ns)
-            self.rx_mac = sh("cat", f"/sys/class/net/{self.rx_dev}/address",
-                             ns=self.rx_ns).strip()
-        except BaseException:
-            self.close()
-            raise
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-        return False
-
-    def close(self):
-        sh("ip", "netns", "del", self.gen_ns, check=False)
-        sh("ip", "netns", "del", self.rx_ns, check=False)
-
-    def set_kernel_address(self, present):
-        if present == self.kernel_address:
-            return
-        verb = "add" if present else "del"
-        sh("ip", "-n", self.rx_ns, "addr", verb, f"{LOCAL}/16", "dev", self.rx_dev)
-        self.kernel_address = present
-
-    def napi_pids(self):
-        """The receiving veth's NAPI kthreads."""
-        prefix = f"napi/{self.rx_dev}-"[:15]
-        pids = []
-        for pid in os.listdir("/proc"):
-            if not pid.isdigit():
-                continue
-            try:
-                with open(f"/proc/{pid}/comm") as f:
-                    comm = f.read().strip()
-            except OSError:
-                continue
-            if comm.startswith(prefix):
-                pids.append(int(pid))
-        return pids
-
-    def pin_napi(self):
-        """Pins the receiving veth's NAPI kthreads to the receiver's CPU; returns how many."""
-        pids = self.napi_pids()
-        for pid in pids:
-            os.sched_setaffinity(pid, {RECEIVER_CPU})
-            os.setpriority(os.PRIO_PROCESS, pid, NAPI_NICE)
-        return len(pids)
-
-
-def cpu_seconds(pids):
-    """CPU time so far of every thread of `pids` (/proc/<pid>/task/*/schedstat), in seconds."""
-    total = 0
-    for pid in pids:
-        try:
-            tasks = os.listdir(f"/proc/{pid}/task")
-        except OSError:
-            continue
-        for tid in tasks:
-            try:
-                with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
-                    total += int(f.read().split()[0])
-            except (OSError, ValueError, IndexError):
-                continue
-    return total / 1e9
-
-
-def read_line(proc, want, timeout):
-    """Reads proc's stdout until a line starting with `want`; returns it (None at EOF)."""
-    sel = selectors.DefaultSelector()
-    sel.register(proc.stdout, selectors.EVENT_READ)
-    deadline = time.monotonic() + timeout
-    try:
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise HarnessError(f"no {want!r} from {proc.args[7]} within {timeout:.0f} s")
-            if not sel.select(left):
-                continue
-            line = proc.stdout.readline()
-            if not line:
-                return None
-            if line.startswith(want):
-                return line
-    finally:
-        sel.close()
-
-
-def stop(proc):
-    if proc is not None and proc.poll() is None:
-        proc.send_signal(signal.SIGINT)
-        try:
+            if read_line(proc, "READY", timeout=wait) is not None:
+                if tb.pin_napi() == 0:
+                    raise HarnessError(f"{name}: no NAPI kthread for {tb.rx_dev} to pin")
+                return proc
             proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+            err = proc.stderr.read().strip()
+        except BaseException:
+            stop(proc)
+            raise
+        if "Device or resource busy" not in err or attempt == BUSY_RETRIES:
+            raise HarnessError(f"{name}: receiver failed: {err}")
+        time.sleep(0.5)
 
 
 def run_case(tb, bins, name, timing, rate=0.0):
     """One run of case `name`; returns the receiver's samples, details and the generator's."""
-    rx_args, flows, base, kernel = CASES[name]
-    tb.set_kernel_address(kernel)
-    rx_cmd = ["ip", "netns", "exec", tb.rx_ns, *NICE, *RECEIVER_ENV,
-              os.path.join(bins, "receiver"), *rx_args,
-              f"--interface={tb.rx_dev}", f"--local={LOCAL}", f"--port={PORT}",
-              f"--ip_base={CONNECTED_BASE}", f"--port_base={PORT_BASE}",
-              f"--ports_per_ip={PORTS_PER_IP}", f"--cpu={RECEIVER_CPU}",
-              f"--warmup={timing['warmup']}", f"--window={timing['window']}",
-              f"--samples={timing['windows']}", f"--wait={timing['wait']}"]
+    _, flows, base, _ = CASES[name]
+    rx_cmd = receiver_command(tb, bins, name, [
+        f"--warmup={timing['warmup']}", f"--window={timing['window']}",
+        f"--samples={timing['windows']}", f"--wait={timing['wait']}"])
     duration = timing["wait"] + timing["warmup"] + timing["windows"] * timing["window"] + 1
-    gen_cmd = ["ip", "netns", "exec", tb.gen_ns, *NICE, os.path.join(bins, "trafficgen"),
-               f"--interface={tb.gen_dev}", f"--dst_mac={tb.rx_mac}", f"--dst={LOCAL}:{PORT}",
-               f"--flows={flows}", f"--ports_per_ip={PORTS_PER_IP}", f"--ip_base={base}",
-               f"--port_base={PORT_BASE}", f"--duration={duration}", f"--rate={rate}",
-               f"--cpu={GENERATOR_CPU}"]
+    gen_cmd = generator_command(tb, bins, flows, base, duration, rate)
     rx = gen = None
     try:
-        rx = subprocess.Popen(rx_cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        if read_line(rx, "READY", timeout=120) is None:
-            rx.wait(timeout=5)
-            raise HarnessError(f"{name}: receiver failed: {rx.stderr.read().strip()}")
-        if tb.pin_napi() == 0:
-            raise HarnessError(f"{name}: no NAPI kthread for {tb.rx_dev} to pin")
+        rx = start_receiver(tb, rx_cmd, name, stdin=None, wait=120)
         load = os.getloadavg()[0]
         gen = subprocess.Popen(gen_cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True)
@@ -331,25 +193,10 @@ class ServedReceiver:
     """A receiver in --serve mode: counts until its stdin closes; count() reads the total."""
 
     def __init__(self, tb, bins, name, wait):
-        rx_args, self.flows, self.base, kernel = CASES[name]
+        _, self.flows, self.base, _ = CASES[name]
         self.name = name
-        tb.set_kernel_address(kernel)
-        cmd = ["ip", "netns", "exec", tb.rx_ns, *NICE, *RECEIVER_ENV,
-               os.path.join(bins, "receiver"), *rx_args,
-               f"--interface={tb.rx_dev}", f"--local={LOCAL}", f"--port={PORT}",
-               f"--ip_base={CONNECTED_BASE}", f"--port_base={PORT_BASE}",
-               f"--ports_per_ip={PORTS_PER_IP}", f"--cpu={RECEIVER_CPU}", "--serve"]
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=True)
-        try:
-            if read_line(self.proc, "READY", timeout=wait) is None:
-                self.proc.wait(timeout=5)
-                raise HarnessError(f"{name}: receiver failed: {self.proc.stderr.read().strip()}")
-            if tb.pin_napi() == 0:
-                raise HarnessError(f"{name}: no NAPI kthread for {tb.rx_dev} to pin")
-        except BaseException:
-            self.close()
-            raise
+        self.proc = start_receiver(tb, receiver_command(tb, bins, name, ["--serve"]), name,
+                                   stdin=subprocess.PIPE, wait=wait)
 
     def count(self):
         try:
@@ -377,11 +224,7 @@ class ServedReceiver:
 
 
 def run_generator(tb, bins, flows, base, seconds, rate):
-    cmd = ["ip", "netns", "exec", tb.gen_ns, *NICE, os.path.join(bins, "trafficgen"),
-           f"--interface={tb.gen_dev}", f"--dst_mac={tb.rx_mac}", f"--dst={LOCAL}:{PORT}",
-           f"--flows={flows}", f"--ports_per_ip={PORTS_PER_IP}", f"--ip_base={base}",
-           f"--port_base={PORT_BASE}", f"--duration={seconds}", f"--rate={rate}",
-           f"--cpu={GENERATOR_CPU}", *GENERATOR_EXTRA]
+    cmd = generator_command(tb, bins, flows, base, seconds, rate) + GENERATOR_EXTRA
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 30)
     except subprocess.TimeoutExpired:

@@ -1,0 +1,72 @@
+"""Unit tests of the harness's process handling (no root, no network): a receiver that finds
+its AF_XDP queue still busy is started again; any other failure is reported at once."""
+
+import os
+import sys
+import tempfile
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import netbench  # noqa: E402
+
+
+class FakeTestbed:
+    rx_dev = "fake0"
+
+    def __init__(self):
+        self.pinned = 0
+
+    def pin_napi(self):
+        self.pinned += 1
+        return 1
+
+
+def fake_receiver(tries_file, busy_times, other_error=False):
+    """A receiver command that fails `busy_times` times as a busy queue does, then is READY."""
+    fail = ("echo 'receiver: ALREADY_EXISTS: binding an AF_XDP socket: Device or resource busy'"
+            " >&2; exit 1")
+    if other_error:
+        fail = "echo 'receiver: no such interface' >&2; exit 1"
+    script = (f"n=$(cat {tries_file} 2>/dev/null || echo 0); echo $((n + 1)) > {tries_file}; "
+              f"if [ $n -lt {busy_times} ]; then {fail}; fi; echo READY; sleep 30")
+    return ["sh", "-c", script]
+
+
+class StartReceiverTest(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.TemporaryDirectory()
+        self.tries = os.path.join(self.dir.name, "tries")
+        netbench.BUSY_RETRIES = 3
+
+    def tearDown(self):
+        self.dir.cleanup()
+
+    def tries_made(self):
+        with open(self.tries) as f:
+            return int(f.read())
+
+    def test_busy_queue_is_retried_until_ready(self):
+        tb = FakeTestbed()
+        proc = netbench.start_receiver(tb, fake_receiver(self.tries, 2), "case", None, 10)
+        try:
+            self.assertIsNone(proc.poll())
+            self.assertEqual(self.tries_made(), 3)
+            self.assertEqual(tb.pinned, 1)
+        finally:
+            netbench.stop(proc)
+
+    def test_busy_queue_gives_up_after_the_retries(self):
+        with self.assertRaisesRegex(netbench.HarnessError, "case: receiver failed: .*busy"):
+            netbench.start_receiver(FakeTestbed(), fake_receiver(self.tries, 10), "case", None,
+                                    10)
+        self.assertEqual(self.tries_made(), 4)
+
+    def test_other_failures_are_not_retried(self):
+        with self.assertRaisesRegex(netbench.HarnessError, "no such interface"):
+            netbench.start_receiver(FakeTestbed(), fake_receiver(self.tries, 1, True), "case",
+                                    None, 10)
+        self.assertEqual(self.tries_made(), 1)
+
+
+if __name__ == "__main__":
+    unittest.main()
