@@ -78,6 +78,11 @@ absl::StatusOr<std::unique_ptr<AfXdpStack>> AfXdpStack::Create(AfXdpOptions opti
     s->bind_mode_ = (*l)->info().mode;
     links.push_back(std::move(*l));
   }
+  if (const uint32_t mtu = links[0]->info().mtu; mtu < s->port_->interface_mtu()) {
+    options.log(absl::StrFormat(
+        "%s: MTU %u, not the interface's %u: a received frame must fit a %u-byte UMEM frame",
+        options.interface, mtu, s->port_->interface_mtu(), options.frame_size));
+  }
   for (const net::IpPrefix& p : options.stack.addresses) {
     if (absl::Status st = s->steering_->AddAddress(p.address(), /*exclusive=*/true); !st.ok()) {
       return st;

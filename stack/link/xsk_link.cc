@@ -8,6 +8,7 @@
 #include <unistd.h>
 #include <xdp/xsk.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
@@ -41,6 +42,17 @@ absl::Status ErrnoStatus(int err, absl::string_view what) {
 }
 
 bool IsPowerOfTwo(uint32_t v) { return v != 0 && (v & (v - 1)) == 0; }
+
+}  // namespace
+
+uint32_t MaxMtu(uint32_t frame_size) {
+  // The kernel writes a received frame XDP_PACKET_HEADROOM (256) bytes into its chunk; the IP
+  // packet follows an Ethernet header and perhaps one VLAN tag.
+  constexpr uint32_t kRxHeadroom = 256, kLinkHeader = 14 + 4;
+  return frame_size - kRxHeadroom - kLinkHeader;
+}
+
+namespace {
 
 // The interface's MAC address and MTU, through a throwaway socket.
 absl::Status ReadInterface(const std::string& name, net::MacAddress& mac, uint32_t& mtu) {
@@ -210,7 +222,9 @@ absl::StatusOr<std::unique_ptr<XskLink>> XskPort::OpenQueue(uint32_t queue) {
   link->info_.ifindex = ifindex_;
   link->info_.queue = queue;
   link->info_.mac = mac_;
-  link->info_.mtu = mtu_;
+  // A received frame must fit its chunk after the kernel's headroom; a larger interface MTU is
+  // cut to what fits, so that the stack never sends what it could not receive.
+  link->info_.mtu = std::min(mtu_, MaxMtu(options_.frame_size));
   link->area_ = static_cast<uint8_t*>(area_);
   link->frame_size_ = options_.frame_size;
   const uint32_t per_queue = options_.frames / options_.queues;
@@ -229,14 +243,19 @@ XskLink::~XskLink() {
   if (port_ != nullptr) port_->queue_open_[info_.queue] = false;
 }
 
+uint64_t XskLink::ChunkOf(uint64_t addr) const {
+  // The UMEM is in aligned mode (frame_size a power of two): a descriptor's address is its
+  // chunk's plus where in the chunk the data starts (XDP_PACKET_HEADROOM for received frames).
+  return addr & ~uint64_t{frame_size_ - 1};
+}
+
 uint32_t XskLink::IndexOf(uint64_t addr) const {
-  return static_cast<uint32_t>((xsk_umem__extract_addr(addr) - first_addr_) / frame_size_);
+  return static_cast<uint32_t>((ChunkOf(addr) - first_addr_) / frame_size_);
 }
 
 FrameBuffer XskLink::Buffer(uint64_t addr, uint32_t length) const {
-  const uint64_t base = xsk_umem__extract_addr(addr);
-  const uint32_t offset = static_cast<uint32_t>(xsk_umem__extract_offset(addr));
-  return FrameBuffer{area_ + base + offset, length, frame_size_ - offset, addr};
+  const uint32_t offset = static_cast<uint32_t>(addr - ChunkOf(addr));
+  return FrameBuffer{area_ + addr, length, frame_size_ - offset, addr};
 }
 
 void XskLink::Refill() {
@@ -293,9 +312,10 @@ size_t XskLink::Receive(std::span<FrameBuffer> out) {
 
 void XskLink::Release(std::span<const FrameBuffer> frames) {
   for (const FrameBuffer& f : frames) {
-    const uint64_t base = xsk_umem__extract_addr(f.handle);
-    ledger_.Move(IndexOf(base), FramePlace::kLent, FramePlace::kFree);
-    free_.push_back(base);
+    // Back to the chunk's start: a frame sent from it next has the whole chunk.
+    const uint64_t chunk = ChunkOf(f.handle);
+    ledger_.Move(IndexOf(chunk), FramePlace::kLent, FramePlace::kFree);
+    free_.push_back(chunk);
   }
 }
 
@@ -337,7 +357,7 @@ void XskLink::ReapCompletions() {
   uint32_t idx = 0;
   const uint32_t n = xsk_ring_cons__peek(comp_, frame_size_ /* any bound */, &idx);
   for (uint32_t i = 0; i < n; ++i) {
-    const uint64_t addr = xsk_umem__extract_addr(*xsk_ring_cons__comp_addr(comp_, idx + i));
+    const uint64_t addr = ChunkOf(*xsk_ring_cons__comp_addr(comp_, idx + i));
     ledger_.Move(IndexOf(addr), FramePlace::kKernelTx, FramePlace::kFree);
     free_.push_back(addr);
   }

@@ -35,6 +35,10 @@ namespace quadsock::link {
 
 enum class XskBindMode { kAuto, kZeroCopy, kCopy };
 
+// The largest IP MTU whose frames fit a UMEM chunk of `frame_size` bytes as the kernel receives
+// them (after its 256-byte headroom): a queue's LinkInfo::mtu is at most this.
+uint32_t MaxMtu(uint32_t frame_size);
+
 class XskLink;
 
 class XskPort {
@@ -67,6 +71,7 @@ class XskPort {
   const Options& options() const { return options_; }
   uint32_t ifindex() const { return ifindex_; }
   const net::MacAddress& mac() const { return mac_; }
+  uint32_t interface_mtu() const { return mtu_; }  // the queues' may be less: see MaxMtu
 
  private:
   friend class XskLink;
@@ -111,6 +116,7 @@ class XskLink : public Link {
   friend class XskPort;
   XskLink() = default;
 
+  uint64_t ChunkOf(uint64_t addr) const;
   uint32_t IndexOf(uint64_t addr) const;
   FrameBuffer Buffer(uint64_t addr, uint32_t length) const;
   void Refill();
