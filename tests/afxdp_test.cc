@@ -13,6 +13,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -223,6 +224,51 @@ TEST_F(AfXdpSmallFramesTest, LargestDatagramsLeaveFromRecycledFrames) {
     ASSERT_EQ(got.size(), payload.size()) << "round " << i << ": " << got.substr(0, 60);
     ASSERT_TRUE(got == payload) << "round " << i;
   }
+}
+
+// Copy mode sends at most 32 frames per kick: the rest must not wait for the poll thread to
+// go idle, which it never does while frames keep arriving.
+TEST_F(AfXdpTest, BurstOfSendsLeavesWhileReceiving) {
+  const int peer = PeerUdp(kPeerV4, 5000);
+  const int flood = net_->PeerSocket(AF_INET, SOCK_DGRAM);
+  fds_.push_back(flood);
+  SocketId sink = stack().Open(net::Family::kV4).value();
+  ASSERT_TRUE(stack().Bind(sink, Ep("0.0.0.0:4001")).ok());
+  std::atomic<uint64_t> flooded{0};
+  // A slow consumer (20 us a datagram) keeps the poll thread busy, never idle, while the flood
+  // lasts.
+  ASSERT_TRUE(stack().SetReceiveCallback(sink, [&](const Endpoint&, std::span<const uint8_t>) {
+    flooded.fetch_add(1, std::memory_order_relaxed);
+    const absl::Time until = absl::Now() + absl::Microseconds(20);
+    while (absl::Now() < until) {
+    }
+  }).ok());
+  std::atomic<bool> stop{false};
+  std::thread flooder([&] {
+    SockAddr to(kStackV4, 4001);
+    const absl::Time end = absl::Now() + absl::Seconds(8);  // bounded, whatever happens
+    while (!stop.load() && absl::Now() < end) (void)sendto(flood, "f", 1, 0, to.get(), to.len);
+  });
+  while (flooded.load() < 100) absl::SleepFor(absl::Milliseconds(1));
+  SocketId s = stack().Open(net::Family::kV4).value();
+  ASSERT_TRUE(stack().Bind(s, Ep("0.0.0.0:4000")).ok());
+  const Endpoint to = Ep(std::string(kPeerV4) + ":5000");
+  constexpr int kBurst = 500;
+  for (int i = 0; i < kBurst;) {
+    const absl::Status st = stack().Send(s, Bytes(std::to_string(i)), to);
+    if (st.code() == absl::StatusCode::kResourceExhausted) continue;  // send queue full
+    ASSERT_EQ(st, absl::OkStatus());
+    ++i;
+  }
+  int got = 0;
+  for (; got < kBurst; ++got) {
+    if (KernelRecv(peer).rfind("error", 0) == 0) break;  // 3 s without one
+  }
+  const uint64_t flooded_during = flooded.load();
+  stop = true;
+  flooder.join();
+  EXPECT_EQ(got, kBurst) << "while the flood went on (" << flooded_during << " received)";
+  EXPECT_EQ(stack().LinkCounters()[0].tx_ring_full, 0u);
 }
 
 TEST_F(AfXdpTest, PingAndNeighbourResolutionBothWays) {

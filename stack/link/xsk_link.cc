@@ -367,14 +367,31 @@ void XskLink::ReapCompletions() {
 void XskLink::Kick() {
   if (tx_pending_kick_ == 0) return;
   // In copy mode the kernel transmits only when asked; with need_wakeup it says when it must be.
-  if (xsk_ring_prod__needs_wakeup(tx_.get())) {
-    ++counters_.wakeups;
-    if (sendto(fd_, nullptr, 0, MSG_DONTWAIT, nullptr, 0) < 0 && errno != EAGAIN &&
-        errno != EBUSY && errno != ENOBUFS && errno != ENETDOWN) {
-      return;  // keep tx_pending_kick_: try again next turn
-    }
+  if (!xsk_ring_prod__needs_wakeup(tx_.get())) {
+    tx_pending_kick_ = 0;
+    return;
   }
-  tx_pending_kick_ = 0;
+  // A copy-mode sendto sends at most 32 frames (the kernel's TX_BATCH_SIZE) and says EAGAIN
+  // while more wait; left there, they would wait for the next frame queued or for this thread
+  // to go idle (a poll() also drives transmission), and under receive load it never does. So:
+  // kick until the ring is drained, at most a ring's worth of times in a turn.
+  const uint32_t most = tx_->size / 32 + 1;
+  for (uint32_t i = 0; i < most; ++i) {
+    ++counters_.wakeups;
+    if (sendto(fd_, nullptr, 0, MSG_DONTWAIT, nullptr, 0) >= 0 || TxRingDrained()) {
+      tx_pending_kick_ = 0;
+      return;
+    }
+    if (errno == ENOBUFS || errno == ENETDOWN) {
+      tx_pending_kick_ = 0;  // as the kernel's own sockets: the frames wait for the next kick
+      return;
+    }
+    if (errno != EAGAIN) return;  // EBUSY (another sender in the socket) and others: next turn
+  }
+}
+
+bool XskLink::TxRingDrained() {
+  return xsk_prod_nb_free(tx_.get(), tx_->size) == tx_->size;
 }
 
 void XskLink::Poll() {

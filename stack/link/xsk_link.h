@@ -122,6 +122,7 @@ class XskLink : public Link {
   void Refill();
   void ReapCompletions();
   void Kick();
+  bool TxRingDrained();
   void BusyPoll();
 
   XskPort* port_ = nullptr;
