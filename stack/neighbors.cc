@@ -29,17 +29,33 @@ std::optional<net::MacAddress> NeighborTable::Lookup(const net::IpAddress& ip, a
   return e.mac;
 }
 
-bool NeighborTable::MakeRoom() {
+bool NeighborTable::Expired(const Entry& e, absl::Time now) const {
+  return e.state == NeighborState::kStale ||
+         (e.state == NeighborState::kReachable && now - e.updated > options_.reachable_time);
+}
+
+bool NeighborTable::MakeRoom(absl::Time now, bool evict_reachable) {
   if (entries_.size() < options_.max_entries) return true;
+  // The entry updated longest ago among the stale (or expired) ones, else, if allowed, among
+  // the reachable: they can be resolved again. Permanent entries and unresolved ones (our own
+  // datagrams wait there) stay.
   auto oldest = entries_.end();
+  bool oldest_expired = false;
   for (auto it = entries_.begin(); it != entries_.end(); ++it) {
-    if (it->second.state != NeighborState::kStale) continue;
-    if (oldest == entries_.end() || it->second.updated < oldest->second.updated) oldest = it;
+    const Entry& e = it->second;
+    const bool expired = Expired(e, now);
+    if (!expired && !(evict_reachable && e.state == NeighborState::kReachable)) continue;
+    if (oldest == entries_.end() || (expired && !oldest_expired) ||
+        (expired == oldest_expired && e.updated < oldest->second.updated)) {
+      oldest = it;
+      oldest_expired = expired;
+    }
   }
   if (oldest == entries_.end()) {
     ++counters_.table_full;
     return false;
   }
+  counters_.dropped_unresolved += oldest->second.pending.size();
   entries_.erase(oldest);
   return true;
 }
@@ -49,7 +65,7 @@ bool NeighborTable::Queue(PendingDatagram datagram, absl::Time now) {
   auto it = entries_.find(ip);
   bool fresh = false;
   if (it == entries_.end()) {
-    if (!MakeRoom()) {
+    if (!MakeRoom(now, /*evict_reachable=*/true)) {
       ++counters_.dropped_unresolved;
       return false;
     }
@@ -74,7 +90,9 @@ std::vector<PendingDatagram> NeighborTable::Learn(const net::IpAddress& ip,
                                                   bool create) {
   auto it = entries_.find(ip);
   if (it == entries_.end()) {
-    if (!create || !MakeRoom()) return {};
+    // A neighbour learned from the wire (a request for us, RFC 826) takes only a stale
+    // entry's place: a flood of made-up senders must not push out the next hops we send to.
+    if (!create || !MakeRoom(now, /*evict_reachable=*/false)) return {};
     it = entries_.emplace(ip, Entry{}).first;
   }
   Entry& e = it->second;
@@ -120,10 +138,11 @@ std::vector<net::IpAddress> NeighborTable::Tick(absl::Time now) {
   return probe;
 }
 
-absl::Status NeighborTable::SetPermanent(const net::IpAddress& ip, const net::MacAddress& mac) {
+absl::Status NeighborTable::SetPermanent(const net::IpAddress& ip, const net::MacAddress& mac,
+                                         absl::Time now) {
   auto it = entries_.find(ip);
   if (it == entries_.end()) {
-    if (!MakeRoom()) {
+    if (!MakeRoom(now, /*evict_reachable=*/true)) {
       return absl::ResourceExhaustedError(
           absl::StrCat("neighbour table full (", options_.max_entries, " entries)"));
     }

@@ -4,7 +4,9 @@
 // REACHABLE for `reachable_time` after an answer, then STALE: still used, and re-probed on use.
 // Datagrams waiting for a resolution wait in a bounded queue per entry; when it is full, or
 // the probes run out, they are dropped and counted. The table itself is bounded too: when it is
-// full, a new neighbour replaces the oldest stale entry, or is refused (counted).
+// full, a next hop we send to replaces the stale (or expired) entry updated longest ago, else
+// the oldest reachable one; a neighbour learned from the wire takes only a stale one's place;
+// permanent and unresolved entries stay. What finds no room is refused (counted).
 //
 // The caller supplies the time (absl::Time), so tests drive the clock. Not thread-safe: the
 // Stack guards it.
@@ -82,7 +84,8 @@ class NeighborTable {
   std::vector<net::IpAddress> Tick(absl::Time now);
 
   // Administration: a permanent entry (never probed, never expires), and removal.
-  absl::Status SetPermanent(const net::IpAddress& ip, const net::MacAddress& mac);
+  absl::Status SetPermanent(const net::IpAddress& ip, const net::MacAddress& mac,
+                            absl::Time now);
   absl::Status Remove(const net::IpAddress& ip);
   std::vector<NeighborInfo> List() const;
   const NeighborCounters& counters() const { return counters_; }
@@ -97,7 +100,9 @@ class NeighborTable {
     bool refresh = false;  // a stale entry was used: probe it once
     std::deque<PendingDatagram> pending;
   };
-  bool MakeRoom();
+  bool Expired(const Entry& e, absl::Time now) const;
+  // Room for one more entry: false (counted) when the table is full of what may not go.
+  bool MakeRoom(absl::Time now, bool evict_reachable);
 
   Options options_;
   absl::flat_hash_map<net::IpAddress, Entry> entries_;

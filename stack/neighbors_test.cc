@@ -63,17 +63,47 @@ TEST(NeighborTableTest, StaleEntriesAreUsedAndRefreshed) {
 
 TEST(NeighborTableTest, BoundedTableAndPermanentEntries) {
   NeighborTable n({.max_entries = 2});
-  ASSERT_EQ(n.SetPermanent(kPeer, kMac), absl::OkStatus());
-  n.Learn(*net::IpAddress::Parse("10.1.0.3"), kMac, kT0, true);
-  // Full, and nothing is stale: a third neighbour is refused.
-  EXPECT_FALSE(n.Queue({{}, {}, *net::IpAddress::Parse("10.1.0.4"), "x"}, kT0));
+  const net::IpAddress a3 = *net::IpAddress::Parse("10.1.0.3");
+  const net::IpAddress a4 = *net::IpAddress::Parse("10.1.0.4");
+  ASSERT_EQ(n.SetPermanent(kPeer, kMac, kT0), absl::OkStatus());
+  n.Learn(a3, kMac, kT0, true);
+  // Full: a next hop we send to takes the reachable entry's place, never the permanent one's.
+  EXPECT_TRUE(n.Queue({{}, {}, a4, "x"}, kT0));
+  EXPECT_FALSE(n.Lookup(a3, kT0).has_value());
+  EXPECT_EQ(n.Lookup(kPeer, kT0), kMac);
+  // Now full of a permanent and an unresolved entry (a datagram waits there): no room.
+  EXPECT_FALSE(n.Queue({{}, {}, *net::IpAddress::Parse("10.1.0.5"), "y"}, kT0));
   EXPECT_EQ(n.counters().table_full, 1u);
-  EXPECT_EQ(n.SetPermanent(*net::IpAddress::Parse("10.1.0.5"), kMac).code(),
+  EXPECT_EQ(n.SetPermanent(*net::IpAddress::Parse("10.1.0.6"), kMac, kT0).code(),
             absl::StatusCode::kResourceExhausted);
   EXPECT_EQ(n.Remove(*net::IpAddress::Parse("10.1.0.9")).code(), absl::StatusCode::kNotFound);
   // A permanent entry is never replaced by what the wire says.
   n.Learn(kPeer, *net::MacAddress::Parse("02:00:00:00:00:66"), kT0, true);
   EXPECT_EQ(n.Lookup(kPeer, kT0 + absl::Hours(1)), kMac);
+}
+
+// Neighbours learned from requests for us, never sent to, never looked up: they must not keep
+// the table full for good (they used to stay REACHABLE, and only stale entries made room).
+TEST(NeighborTableTest, LearnedNeighboursDoNotLockOutNextHops) {
+  NeighborTable n({.reachable_time = absl::Seconds(30), .max_entries = 4});
+  for (int i = 0; i < 4; ++i) {
+    n.Learn(net::IpAddress::V4(0x0a020000 + i), kMac, kT0 + absl::Seconds(i), true);
+  }
+  // Another sender on the wire while all four are fresh: not learned, nothing pushed out.
+  n.Learn(net::IpAddress::V4(0x0a020009), kMac, kT0 + absl::Seconds(5), true);
+  EXPECT_EQ(n.List().size(), 4u);
+  EXPECT_FALSE(n.Lookup(net::IpAddress::V4(0x0a020009), kT0).has_value());
+  // A next hop we send to gets the oldest learned entry's place, fresh or not.
+  EXPECT_TRUE(n.Queue(Datagram("1"), kT0 + absl::Seconds(6)));
+  EXPECT_FALSE(n.Lookup(net::IpAddress::V4(0x0a020000), kT0).has_value());
+  EXPECT_EQ(n.counters().table_full, 1u);  // only the wire's fifth sender
+  // Once the learned entries have expired, the wire's senders may take their places again,
+  // the oldest first.
+  const absl::Time later = kT0 + absl::Seconds(40);
+  n.Learn(net::IpAddress::V4(0x0a020009), kMac, later, true);
+  EXPECT_EQ(n.Lookup(net::IpAddress::V4(0x0a020009), later), kMac);
+  EXPECT_FALSE(n.Lookup(net::IpAddress::V4(0x0a020001), later).has_value());
+  EXPECT_EQ(n.Lookup(net::IpAddress::V4(0x0a020002), later), kMac);
 }
 
 }  // namespace

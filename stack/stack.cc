@@ -319,7 +319,7 @@ std::vector<NeighborInfo> Stack::Neighbors() const {
 
 absl::Status Stack::SetNeighbor(const net::IpAddress& ip, const net::MacAddress& mac) {
   std::lock_guard<std::mutex> lock(net_mu_);
-  return neighbors_.SetPermanent(ip, mac);
+  return neighbors_.SetPermanent(ip, mac, options_.clock());
 }
 
 absl::Status Stack::RemoveNeighbor(const net::IpAddress& ip) {
