@@ -307,8 +307,26 @@ void Stack::HandleNdp(Engine& engine, const net::ParsedFrame& f, const LocalAddr
   engine.Bump(kNdpAdverts);
 }
 
+namespace {
+
+// Whether a frame's sender may be answered (an echo reply, an ICMP error): not from a broadcast
+// or multicast address, MAC or IP, nor from an unspecified or loopback one, which no host sends
+// from (RFC 1122 3.2.1.3, 3.2.2). An answer to such a source would go to many hosts at once: a
+// reflector.
+bool AnswerableSource(const net::ParsedFrame& f) {
+  static const net::IpAddress kLimitedBroadcast = net::IpAddress::V4(0xffffffff);
+  return !f.eth.src.IsMulticast() && !f.src.IsMulticast() && !f.src.IsUnspecified() &&
+         !f.src.IsLoopback() && f.src != kLimitedBroadcast;
+}
+
+}  // namespace
+
 void Stack::SendEchoReply(Engine& engine, const net::ParsedFrame& f,
                           std::span<const uint8_t> bytes) {
+  if (!AnswerableSource(f)) {
+    engine.Bump(kUnhandled);
+    return;
+  }
   std::optional<link::FrameBuffer> out = NewTxFrame(engine);
   if (!out.has_value()) return;
   net::IcmpHeader reply = f.icmp;
@@ -322,7 +340,7 @@ void Stack::SendEchoReply(Engine& engine, const net::ParsedFrame& f,
 void Stack::SendPortUnreachable(Engine& engine, const net::ParsedFrame& f,
                                 std::span<const uint8_t> bytes, absl::Time now) {
   // Never about a datagram sent to a broadcast or multicast address (RFC 1122 3.2.2).
-  if (f.eth.dst.IsMulticast() || f.dst.IsMulticast() || f.src.IsUnspecified()) return;
+  if (f.eth.dst.IsMulticast() || f.dst.IsMulticast() || !AnswerableSource(f)) return;
   {
     std::lock_guard<std::mutex> lock(net_mu_);
     if (!TakeIcmpErrorToken(now)) {

@@ -89,7 +89,8 @@ struct StackCounters {
   uint64_t parse_errors[net::kParseErrorCount] = {};
   uint64_t not_for_us = 0;          // IP to an address that is not ours
   uint64_t fragments = 0;           // IP fragments: no reassembly, dropped
-  uint64_t unhandled = 0;           // other protocols and ethertypes
+  uint64_t unhandled = 0;           // other protocols and ethertypes; echo requests from a
+                                    // source no host sends from (broadcast, multicast)
   uint64_t udp_delivered = 0;
   uint64_t udp_no_socket = 0;       // answered with port unreachable (unless rate-limited)
   uint64_t icmp_echo_replies = 0;

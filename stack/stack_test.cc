@@ -390,6 +390,46 @@ TEST_F(StackWireTest, EchoReplyV4AndArpReply) {
   EXPECT_EQ(stack_->Neighbors().size(), 1u);  // learned from the request
 }
 
+// No answer to a source that no host sends from: the answer would reach many hosts (a
+// reflector). An echo request and a datagram to a closed port from each, and one from a
+// multicast MAC.
+TEST_F(StackWireTest, NoAnswerToBroadcastOrMulticastSources) {
+  std::vector<uint8_t> buf(256);
+  net::IcmpHeader echo;
+  echo.type = net::kIcmpv4EchoRequest;
+  echo.rest = net::IcmpHeader::EchoRest(9, 3);
+  int injected = 0;
+  for (const char* src : {"255.255.255.255", "224.0.0.1", "127.0.0.1"}) {
+    std::optional<size_t> n = net::BuildIcmp({kMacPeer, kMacB, std::nullopt}, Ip(src),
+                                             Ip("10.1.0.2"), echo, Bytes("ping"), buf);
+    ASSERT_TRUE(wire_->Inject({buf.data(), n.value()}));
+    ASSERT_TRUE(wire_->Inject(Udp((std::string(src) + ":5000").c_str(), "10.1.0.2:7", "x")));
+    injected += 2;
+  }
+  const net::MacAddress group = *net::MacAddress::Parse("01:00:5e:00:00:01");
+  std::optional<size_t> n = net::BuildIcmp({group, kMacB, std::nullopt}, Ip("10.1.0.1"),
+                                           Ip("10.1.0.2"), echo, Bytes("ping"), buf);
+  ASSERT_TRUE(wire_->Inject({buf.data(), n.value()}));
+  n = net::BuildIcmp({kMacPeer, kMacB, std::nullopt}, Ip("ff02::1"), Ip("fd00:1::2"),
+                     {.type = net::kIcmpv6EchoRequest, .rest = echo.rest}, Bytes("ping"), buf);
+  ASSERT_TRUE(wire_->Inject({buf.data(), n.value()}));
+  injected += 2;
+  while (stack_->PollOnce() > 0) {
+  }
+  std::vector<std::vector<uint8_t>> keep;
+  EXPECT_TRUE(Sent(keep).empty());
+  const StackCounters c = stack_->Counters();
+  EXPECT_EQ(c.icmp_echo_replies, 0u);
+  EXPECT_EQ(c.icmp_errors_sent, 0u);
+  EXPECT_EQ(c.rx_frames, static_cast<uint64_t>(injected));
+  // And an ordinary peer still gets its answer.
+  n = net::BuildIcmp({kMacPeer, kMacB, std::nullopt}, Ip("10.1.0.1"), Ip("10.1.0.2"), echo,
+                     Bytes("ping"), buf);
+  ASSERT_TRUE(wire_->Inject({buf.data(), n.value()}));
+  stack_->PollOnce();
+  EXPECT_EQ(Sent(keep).size(), 1u);
+}
+
 TEST_F(StackWireTest, DropsWhatIsNotOursAndCountsWhy) {
   ASSERT_TRUE(wire_->Inject(Udp("10.1.0.1:5000", "10.1.0.9:7", "elsewhere")));
   std::vector<uint8_t> bad = Udp("10.1.0.1:5000", "10.1.0.2:7", "bad");
