@@ -43,6 +43,10 @@ absl::Status ErrnoStatus(int err, absl::string_view what) {
 
 bool IsPowerOfTwo(uint32_t v) { return v != 0 && (v & (v - 1)) == 0; }
 
+// Frames a queue keeps back from its fill ring for sending (see XskLink::Refill): two turns'
+// answers, or less where the fill ring could not otherwise be kept full.
+constexpr uint32_t kTxReserve = 128;
+
 }  // namespace
 
 uint32_t MaxMtu(uint32_t frame_size) {
@@ -230,6 +234,7 @@ absl::StatusOr<std::unique_ptr<XskLink>> XskPort::OpenQueue(uint32_t queue) {
   const uint32_t per_queue = options_.frames / options_.queues;
   link->first_addr_ = uint64_t{queue} * per_queue * options_.frame_size;
   link->ledger_ = FrameLedger(per_queue);
+  link->tx_reserve_ = std::min(kTxReserve, per_queue - options_.ring_size);
   link->free_.reserve(per_queue);
   for (uint32_t i = per_queue; i > 0; --i) {
     link->free_.push_back(link->first_addr_ + uint64_t{i - 1} * options_.frame_size);
@@ -259,12 +264,15 @@ FrameBuffer XskLink::Buffer(uint64_t addr, uint32_t length) const {
 }
 
 void XskLink::Refill() {
-  uint32_t want = static_cast<uint32_t>(free_.size());
-  if (want == 0) return;
+  // Frames kept back for sending: a turn answers what it received (ARP, echo, port
+  // unreachable) before it releases those frames, and under a flood the fill and RX rings
+  // would otherwise hold every frame.
+  if (free_.size() <= tx_reserve_) return;
+  const uint32_t spare = static_cast<uint32_t>(free_.size() - tx_reserve_);
   uint32_t idx = 0;
-  // Reserve only what the fill ring has room for; xsk_ring_prod__reserve is all-or-nothing.
-  want = xsk_prod_nb_free(fill_, want);
-  if (want > free_.size()) want = static_cast<uint32_t>(free_.size());
+  // Reserve only what the fill ring has room for (xsk_ring_prod__reserve is all-or-nothing;
+  // xsk_prod_nb_free may say more than it was asked about).
+  const uint32_t want = std::min(spare, xsk_prod_nb_free(fill_, spare));
   if (want == 0 || xsk_ring_prod__reserve(fill_, want, &idx) != want) return;
   for (uint32_t i = 0; i < want; ++i) {
     const uint64_t addr = free_.back();

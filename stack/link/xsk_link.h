@@ -141,6 +141,7 @@ class XskLink : public Link {
   FrameLedger ledger_{0};
   std::vector<uint64_t> free_;
   uint32_t tx_pending_kick_ = 0;
+  uint32_t tx_reserve_ = 0;  // frames Refill keeps back for sending
   bool busy_poll_ = false;
   LinkCounters counters_;
 };
