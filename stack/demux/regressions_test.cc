@@ -111,6 +111,49 @@ TEST(AddressChange, NoLookupMissWhileAddressChanges) {
   EXPECT_EQ(misses.load(), 0u) << "of " << lookups.load() << " lookups, " << rounds << " rounds";
 }
 
+// The same, where the wildcard's hash2 chain and the exact address's are one chain (1 in 16 with
+// 16 slots): a rehash there swapped the entry in place, and a lookup whose exact pass saw the
+// old (wildcard) entry and whose wildcard pass saw the new (exact) one found neither.
+TEST(AddressChange, NoLookupMissWhenBothAddressesShareAChain) {
+  SocketTable::Options o = testing::TestOptions();
+  o.max_log2_slots = o.min_log2_slots;  // 16 slots, always
+  const FlowHasher hasher(*o.secret);
+  const auto slot = [&](const char* ip, uint16_t port) {
+    return hasher.Hash2(AddrKeyOf(Ip(ip)), port) >> (64 - o.min_log2_slots);
+  };
+  uint16_t port = 4000;
+  while (slot("10.0.0.1", port) != slot("0.0.0.0", port)) ++port;
+  std::unique_ptr<SocketTable> table = SocketTable::Create(o).value();
+  SocketId s = table->Open(V4()).value();
+  ASSERT_TRUE(table->Bind(s, {Ip("0.0.0.0"), port}).ok());
+  const FlowKey flow{Ip("10.9.9.9"), 53, Ip("10.0.0.1"), port, 0};
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> misses{0}, lookups{0};
+  std::thread reader_thread([&] {
+    RcuReaderThread reader;
+    LookupContext ctx(*table);
+    while (!stop.load(std::memory_order_relaxed)) {
+      for (int i = 0; i < 64; ++i) {
+        const std::optional<LookupResult> r = table->Lookup(ctx, flow);
+        if (!r || r->id != s) misses.fetch_add(1, std::memory_order_relaxed);
+      }
+      lookups.fetch_add(64, std::memory_order_relaxed);
+      reader.Quiescent();
+    }
+  });
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  int rounds = 0;
+  while (std::chrono::steady_clock::now() < deadline || rounds < 200) {
+    ASSERT_TRUE(table->Rehash(s, Ip("10.0.0.1"), std::nullopt).ok());  // wildcard -> exact
+    ASSERT_TRUE(table->Rehash(s, Ip("0.0.0.0"), std::nullopt).ok());   // exact -> wildcard
+    ++rounds;
+  }
+  stop = true;
+  reader_thread.join();
+  EXPECT_GT(lookups.load(), 1000u);
+  EXPECT_EQ(misses.load(), 0u) << "of " << lookups.load() << " lookups, " << rounds << " rounds";
+}
+
 // In the kernel connected sockets stay in hash2 and every new flow scores them all.
 TEST_F(TableTest, ConnectedSocketsDoNotSlowNewFlows) {
   SocketTable::Options o = testing::TestOptions();

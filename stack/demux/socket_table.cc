@@ -314,8 +314,12 @@ void SocketTable::RefilterHash4(Buckets& b, size_t slot) {
 void SocketTable::Publish(Socket& s, Entry* fresh) {
   Buckets& b = *buckets_.load(std::memory_order_relaxed);
   Entry* old = s.entry;
-  if (fresh != nullptr && old != nullptr && &ChainHead(b, *fresh) == &ChainHead(b, *old)) {
-    // Same chain: swap in place, so every reader sees exactly one of the two.
+  if (fresh != nullptr && old != nullptr && &ChainHead(b, *fresh) == &ChainHead(b, *old) &&
+      Stage(*fresh) >= Stage(*old)) {
+    // Same chain: swap in place, so every reader sees exactly one of the two. Not when the
+    // new entry belongs to an earlier stage (a wildcard socket given an exact address whose
+    // hash2 chain is the wildcard's): a lookup's exact pass could see the old entry and its
+    // wildcard pass the new one, and take neither. That case links, waits, unlinks, below.
     std::atomic<Entry*>* link = &ChainHead(b, *old);
     while (link->load(std::memory_order_relaxed) != old) {
       link = &link->load(std::memory_order_relaxed)->next;
