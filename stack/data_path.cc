@@ -44,14 +44,14 @@ void Stack::RunEngine(Engine& engine) {
     if (n > 0) continue;
     // Idle: sleep until frames arrive, a send is queued, or the timers are due. Offline, so that
     // writers' grace periods do not wait for a sleeping thread.
-    engine.sleeping.store(true, std::memory_order_seq_cst);
+    engine.sleeping.exchange(1, std::memory_order_acq_rel);  // see Stack::Send
     fds[1].revents = 0;
     if (engine.sends.SizeApprox() == 0) {
       reader.Offline();
       poll(fds, 2, kIdleWaitMs);
       reader.Online();
     }
-    engine.sleeping.store(false, std::memory_order_relaxed);
+    engine.sleeping.store(0, std::memory_order_relaxed);
     if (fds[1].revents & POLLIN) {
       // A sender woke us. (Only then: a read of an empty eventfd is a system call per wakeup
       // for nothing; a wakeup that comes later keeps the fd readable and the next poll short.)

@@ -254,7 +254,10 @@ absl::Status Stack::Send(SocketId id, std::span<const uint8_t> payload,
     return absl::ResourceExhaustedError(absl::StrFormat(
         "the send queue is full (%u datagrams): try again", engine.sends.capacity()));
   }
-  if (engine.sleeping.load(std::memory_order_seq_cst)) {
+  // Read with a read-modify-write, as the poll thread sets it: the two are ordered on this one
+  // flag, so either we see it asleep or it sees the request (a plain load here, after the
+  // push's relaxed CAS, could miss both ways on a weakly ordered CPU).
+  if (engine.sleeping.fetch_add(0, std::memory_order_acq_rel) != 0) {
     const uint64_t one = 1;
     (void)!write(engine.wake_fd, &one, sizeof(one));
   }

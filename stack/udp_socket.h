@@ -95,9 +95,11 @@ class alignas(64) UdpSocket {
         Count(rx_dropped_, 1);
         return;
       }
-      // Wake a consumer blocked in WaitForData; costs a syscall only when one is waiting.
-      // seq_cst pairs with the consumer's: either it sees the datagram, or we see it waiting.
-      if (waiting_.load(std::memory_order_seq_cst)) Wake();
+      // Wake a consumer blocked in WaitForData; costs a syscall only when one is waiting. The
+      // flag is read with a read-modify-write, as the consumer sets it: one of the two comes
+      // first on this one flag, so either it sees the datagram or we see it waiting (a plain
+      // load, after the push's relaxed CAS, could miss both ways on a weakly ordered CPU).
+      if (waiting_.fetch_add(0, std::memory_order_acq_rel) != 0) Wake();
     }
     Count(rx_datagrams_, 1);
     Count(rx_bytes_, payload.size());
@@ -123,12 +125,12 @@ class alignas(64) UdpSocket {
       fd = event_fd_;
     }
     if (fd < 0) return Queued() > 0;
-    waiting_.store(true, std::memory_order_seq_cst);
+    waiting_.exchange(1, std::memory_order_acq_rel);  // see Deliver
     if (Queued() == 0 && !shut_down_.load()) {
       pollfd p{fd, POLLIN, 0};
       poll(&p, 1, timeout_ms);
     }
-    waiting_.store(false, std::memory_order_relaxed);
+    waiting_.store(0, std::memory_order_relaxed);
     uint64_t drain;
     (void)!read(fd, &drain, sizeof(drain));
     return Queued() > 0;
@@ -225,7 +227,7 @@ class alignas(64) UdpSocket {
   alignas(64) std::atomic<Queue*> queue_{nullptr};
   std::atomic<uint64_t> next_sequence_{1};
   std::atomic<uint64_t> rx_dropped_{0};
-  std::atomic<bool> waiting_{false};
+  std::atomic<uint32_t> waiting_{0};  // 1 while a consumer waits in WaitForData
   // The rest: the control plane, consumers, sends.
   const size_t queue_depth_;
   std::atomic<bool> shut_down_{false};

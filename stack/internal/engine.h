@@ -93,7 +93,7 @@ struct Stack::Engine {
   RxBatch rx;
   BoundedQueue<SendRequest*> sends;
   const int wake_fd;
-  std::atomic<bool> sleeping{false};
+  std::atomic<uint32_t> sleeping{0};  // 1 while the poll thread sleeps (see Stack::Send)
   std::thread thread;
   std::unique_ptr<demux::LookupContext> manual_lookup;  // for PollOnce
   std::vector<link::FrameBuffer> tx_batch;
