@@ -152,10 +152,12 @@ static __always_inline int steer_ipv4(struct xdp_md* ctx, void* l3, void* data_e
 
   void* l4 = l3 + ip->ihl * 4;
   if (ip->protocol == IPPROTO_UDP) {
-    // Only the first fragment has the UDP header.
-    if (ip->frag_off & bpf_htons(0x1fff)) {
+    // Fragments (more to come, or not the first): the stack does not reassemble, so at a
+    // shared address every fragment, the first (with the UDP header) too, goes to the kernel,
+    // which does; split between the two, the datagram would be lost.
+    if (ip->frag_off & bpf_htons(0x3fff)) {
       if (exclusive) return redirect(ctx, QS_COUNTER_REDIRECT_UDP);
-      return pass(QS_COUNTER_PASS_NOT_OWNED);  // the kernel reassembles it
+      return pass(QS_COUNTER_PASS_NOT_OWNED);
     }
     struct udphdr* udp = l4;
     if ((void*)(udp + 1) > data_end) return pass(QS_COUNTER_MALFORMED);

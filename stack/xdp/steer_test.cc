@@ -194,6 +194,24 @@ TEST_F(SteerTest, SharedAddressTakesOnlyOwnedPorts) {
   Check(Udp("10.1.0.1", "10.1.0.3", 4000), E::kPassNotOwned);
 }
 
+// The stack does not reassemble: every fragment to a shared address goes to the kernel, the
+// first (which has the UDP header, and an owned port) too; to an exclusive one, to the stack.
+TEST_F(SteerTest, FragmentsOfSharedAddressesAllPass) {
+  const auto fragment = [](std::vector<uint8_t> frame, uint16_t frag_off) {
+    frame[14 + 6] = static_cast<uint8_t>(frag_off >> 8);
+    frame[14 + 7] = static_cast<uint8_t>(frag_off);
+    return frame;
+  };
+  constexpr uint16_t kFirst = 0x2000, kLater = 0x2000 | 100, kLast = 100;  // MF, offset
+  for (uint16_t frag_off : {kFirst, kLater, kLast}) {
+    SCOPED_TRACE(frag_off);
+    Check(fragment(Udp("10.1.0.1", "10.1.0.3", 4000), frag_off), E::kPassNotOwned);
+    Check(fragment(Udp("10.1.0.1", "10.1.0.2", 4000), frag_off), E::kRedirect,
+          &SteeringCounters::redirect_udp);
+  }
+  Check(Udp("10.1.0.1", "10.1.0.3", 4000), E::kRedirect, &SteeringCounters::redirect_udp);
+}
+
 TEST_F(SteerTest, WildcardPortCoversEverySharedAddressOfItsFamily) {
   ASSERT_TRUE(steering_->AddAddress(Ip("10.1.0.4"), false).ok());
   ASSERT_TRUE(steering_->AddPort(IpAddress::AnyV4(), 53).ok());
