@@ -1,5 +1,7 @@
 #include "service/socket_service.h"
 
+#include <condition_variable>
+#include <deque>
 #include <thread>
 
 #include "absl/strings/numbers.h"
@@ -13,6 +15,8 @@ namespace {
 
 constexpr char kSessionHeader[] = "quadsock-session";
 constexpr absl::Duration kWaitSlice = absl::Milliseconds(100);
+// Send results an Exchange stream holds for a client that does not read its responses.
+constexpr size_t kMaxPendingResults = 64;
 
 std::span<const uint8_t> Bytes(const std::string& s) {
   return {reinterpret_cast<const uint8_t*>(s.data()), s.size()};
@@ -419,13 +423,22 @@ grpc::Status SocketServiceImpl::Exchange(
   auto r = Resolve(ctx, first.socket());
   if (!r.ok()) return ToGrpc(r.status());
   const SocketId id = r->second;
-  std::mutex mu;  // guards writes to the stream and `results`
-  std::vector<v1::SendResult> results;
+  // Results of failed sends wait here for the next response. While kMaxPendingResults wait, the
+  // reader stops taking requests: a client that writes but never reads then meets gRPC's flow
+  // control instead of growing this list without bound.
+  std::mutex mu;  // guards `results` and `stopping`
+  std::condition_variable room;
+  std::deque<v1::SendResult> results;
+  bool stopping = false;
   std::atomic<bool> reading{true};
   auto send_all = [&](const v1::ExchangeRequest& req) {
     v1::SendResult result;
-    for (const v1::Datagram& d : req.datagrams()) {
-      if (absl::Status s = SendOne(id, d); !s.ok()) {
+    if (static_cast<size_t>(req.datagrams_size()) > c_.max_batch) {
+      result.set_code(static_cast<int32_t>(absl::StatusCode::kInvalidArgument));
+      result.set_message(absl::StrCat("datagrams: at most ", c_.max_batch, " in one request"));
+    }
+    for (int i = 0; result.code() == 0 && i < req.datagrams_size(); ++i) {
+      if (absl::Status s = SendOne(id, req.datagrams(i)); !s.ok()) {
         result.set_code(static_cast<int32_t>(s.code()));
         result.set_message(std::string(s.message()));
         break;
@@ -440,7 +453,15 @@ grpc::Status SocketServiceImpl::Exchange(
   send_all(first);
   std::thread reader([&] {
     v1::ExchangeRequest req;
-    while (stream->Read(&req)) send_all(req);
+    for (;;) {
+      {
+        std::unique_lock<std::mutex> lock(mu);
+        room.wait(lock, [&] { return stopping || results.size() < kMaxPendingResults; });
+        if (stopping) break;
+      }
+      if (!stream->Read(&req)) break;
+      send_all(req);
+    }
     reading = false;
   });
   grpc::Status status = grpc::Status::OK;
@@ -460,8 +481,9 @@ grpc::Status SocketServiceImpl::Exchange(
     {
       std::lock_guard<std::mutex> lock(mu);
       if (!results.empty()) {
-        *out.mutable_send_result() = results.front();
-        results.erase(results.begin());
+        *out.mutable_send_result() = std::move(results.front());
+        results.pop_front();
+        room.notify_one();
       }
     }
     if (out.datagrams_size() == 0 && !out.has_send_result()) {
@@ -480,6 +502,11 @@ grpc::Status SocketServiceImpl::Exchange(
     last.mutable_end()->set_message(std::string(end.message()));
     stream->Write(last);
   }
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    stopping = true;
+  }
+  room.notify_one();
   ctx->TryCancel();  // unblocks the reader if the client still has its side open
   reader.join();
   return status;
