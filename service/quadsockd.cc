@@ -56,8 +56,8 @@ ABSL_FLAG(uint32_t, receive_queue_depth, 256, "Datagrams a socket keeps unless O
 ABSL_FLAG(uint32_t, max_receive_queue_depth, 65536, "The most a client may ask for.");
 ABSL_FLAG(uint32_t, max_message_bytes, 4 << 20, "Largest gRPC message, in bytes.");
 ABSL_FLAG(uint32_t, lease_seconds, 30,
-          "Seconds without a call before a client's session and sockets are closed (unless it "
-          "holds a Session stream).");
+          "Seconds without a call before a client's session and sockets are closed (an open "
+          "Receive or Exchange stream renews it; a Session stream holds it).");
 ABSL_FLAG(std::string, listen, "unix:/run/quadsock/quadsock.sock",
           "Where clients connect: unix:PATH (mode 0660) or HOST:PORT (needs --tls_cert and "
           "--tls_key).");

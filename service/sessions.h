@@ -2,8 +2,9 @@
 //
 // A session is made by CreateSession and named by an unguessable token. It owns the sockets it
 // opened, under handles that are unguessable too (a handle of another session is NOT_FOUND). It
-// lives while its lease is renewed, or while a Session stream holds it; when it lapses, Expire
-// hands back its sockets for closing. With mTLS a session is also tied to the client
+// lives while its lease is renewed (by every call, and all along an open Receive or Exchange
+// stream), or while a Session stream holds it; when it lapses, Expire hands back its sockets
+// for closing. With mTLS a session is also tied to the client
 // certificate's identity: another identity presenting the token is UNAUTHENTICATED.
 //
 //   Sessions sessions(limits, clock);

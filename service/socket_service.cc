@@ -18,6 +18,28 @@ constexpr absl::Duration kWaitSlice = absl::Milliseconds(100);
 // Send results an Exchange stream holds for a client that does not read its responses.
 constexpr size_t kMaxPendingResults = 64;
 
+// Renews a session's lease while one of its streams is open: the lease counts time without a
+// call, and a stream is one call however long it lasts. Without this a `quadctl recv` longer
+// than the lease lost the session and every socket in it, the streamed one too.
+class LeaseRenewal {
+ public:
+  LeaseRenewal(Sessions& sessions, std::string token, std::string identity)
+      : sessions_(sessions), token_(std::move(token)), identity_(std::move(identity)) {}
+  // Cheap when called often: renews at most once a wait slice (leases are whole seconds).
+  void Tick() {
+    const absl::Time now = absl::Now();
+    if (now < next_) return;
+    next_ = now + kWaitSlice;
+    (void)sessions_.Touch(token_, identity_);  // a session ended meanwhile stays ended
+  }
+
+ private:
+  Sessions& sessions_;
+  const std::string token_;
+  const std::string identity_;
+  absl::Time next_ = absl::InfinitePast();
+};
+
 std::span<const uint8_t> Bytes(const std::string& s) {
   return {reinterpret_cast<const uint8_t*>(s.data()), s.size()};
 }
@@ -395,9 +417,11 @@ grpc::Status SocketServiceImpl::Receive(grpc::ServerContext* ctx, const v1::Rece
   auto r = Resolve(ctx, req->socket());
   if (!r.ok()) return ToGrpc(r.status());
   const SocketId id = r->second;
+  LeaseRenewal lease(c_.sessions, r->first, ServiceContext::Identity(ctx));
   for (uint32_t sent = 0; !ctx->IsCancelled() &&
                           (req->max_datagrams() == 0 || sent < req->max_datagrams());) {
     if (c_.shutting_down.load()) return ToGrpc(absl::UnavailableError("the server is shutting down"));
+    lease.Tick();
     absl::StatusOr<std::optional<stack::ReceivedDatagram>> d = c_.stack.Receive(id);
     if (!d.ok()) return grpc::Status::OK;  // the socket closed: the stream ends
     if (!d->has_value()) {
@@ -466,12 +490,14 @@ grpc::Status SocketServiceImpl::Exchange(
   });
   grpc::Status status = grpc::Status::OK;
   absl::Status end;  // why the server ends the stream, if it does
+  LeaseRenewal lease(c_.sessions, r->first, ServiceContext::Identity(ctx));
   while (reading.load() && !ctx->IsCancelled()) {
     if (c_.shutting_down.load()) {
       end = absl::UnavailableError("the server is shutting down");
       status = ToGrpc(end);
       break;
     }
+    lease.Tick();
     v1::ExchangeResponse out;
     for (size_t i = 0; i < c_.max_batch; ++i) {
       absl::StatusOr<std::optional<stack::ReceivedDatagram>> d = c_.stack.Receive(id);

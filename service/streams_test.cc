@@ -101,5 +101,39 @@ TEST_F(ServiceTest, ExchangeStopsReadingWhileItsResultsAreUnread) {
   stream->Finish();
 }
 
+// A stream outlives a 1 s lease: its session, and so its socket, stay while it is open.
+TEST_F(ServiceTest, OpenStreamsRenewTheirSessionsLease) {
+  const std::string brief = NewSession("brief", 1);
+  const std::string r = OpenBound(brief, "10.1.0.2", 4820);
+  const std::string x = OpenBound(brief, "10.1.0.2", 4821);
+  const stack::SocketId peer = PeerSocket(5820);
+  ClientContext rctx;
+  Auth(rctx, brief);
+  v1::ReceiveRequest rreq;
+  rreq.set_socket(r);
+  std::unique_ptr<grpc::ClientReader<v1::Datagram>> receive = sockets_->Receive(&rctx, rreq);
+  ClientContext xctx;
+  Auth(xctx, brief);
+  auto exchange = sockets_->Exchange(&xctx);
+  v1::ExchangeRequest first;
+  first.set_socket(x);
+  ASSERT_TRUE(exchange->Write(first));
+  absl::SleepFor(absl::Milliseconds(2500));  // the reaper looks every second
+  EXPECT_EQ(stack_->List().size(), 2u) << "the session lapsed under its open streams";
+  PeerSend(peer, "to receive", 4820);
+  PeerSend(peer, "to exchange", 4821);
+  v1::Datagram d;
+  ASSERT_TRUE(receive->Read(&d));
+  EXPECT_EQ(d.payload(), "to receive");
+  v1::ExchangeResponse resp;
+  ASSERT_TRUE(exchange->Read(&resp));
+  ASSERT_EQ(resp.datagrams_size(), 1);
+  EXPECT_EQ(resp.datagrams(0).payload(), "to exchange");
+  rctx.TryCancel();
+  receive->Finish();
+  xctx.TryCancel();
+  exchange->Finish();
+}
+
 }  // namespace
 }  // namespace quadsock::service
