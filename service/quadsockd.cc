@@ -52,6 +52,12 @@ ABSL_FLAG(bool, busy_poll, false,
 ABSL_FLAG(uint32_t, max_sockets, 1 << 20, "Sockets in all, over every client.");
 ABSL_FLAG(uint32_t, max_sockets_per_client, 65536, "Sockets one client session may hold.");
 ABSL_FLAG(uint32_t, max_clients, 1024, "Client sessions at once.");
+ABSL_FLAG(uint32_t, max_streams_per_client, 16,
+          "Receive and Exchange streams one client session may have open at once; more are "
+          "RESOURCE_EXHAUSTED.");
+ABSL_FLAG(uint32_t, max_grpc_threads, 1024,
+          "gRPC's threads for calls in all: each open stream holds one; calls beyond them fail "
+          "with RESOURCE_EXHAUSTED.");
 ABSL_FLAG(uint32_t, receive_queue_depth, 256, "Datagrams a socket keeps unless Open asks.");
 ABSL_FLAG(uint32_t, max_receive_queue_depth, 65536, "The most a client may ask for.");
 ABSL_FLAG(uint32_t, max_message_bytes, 4 << 20, "Largest gRPC message, in bytes.");
@@ -170,6 +176,8 @@ int Main(int argc, char** argv) {
   so.tls_client_ca = absl::GetFlag(FLAGS_tls_client_ca);
   so.sessions.max_sessions = absl::GetFlag(FLAGS_max_clients);
   so.sessions.max_sockets_per_session = absl::GetFlag(FLAGS_max_sockets_per_client);
+  so.sessions.max_streams_per_session = absl::GetFlag(FLAGS_max_streams_per_client);
+  so.max_threads = static_cast<int>(absl::GetFlag(FLAGS_max_grpc_threads));
   so.sessions.default_lease = absl::Seconds(absl::GetFlag(FLAGS_lease_seconds));
   so.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   stack::AfXdpStack* dp = afxdp->get();

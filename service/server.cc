@@ -2,6 +2,7 @@
 
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/resource_quota.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -111,6 +112,11 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerOptions options, sta
   builder.AddListeningPort(address, credentials, &port);
   builder.SetMaxReceiveMessageSize(static_cast<int>(o.max_message_bytes));
   builder.SetMaxSendMessageSize(static_cast<int>(o.max_message_bytes));
+  // The synchronous server starts a thread per call in flight; without a cap, many clients with
+  // streams open (each session may hold max_streams_per_session) could start them unbounded.
+  grpc::ResourceQuota quota("quadsockd");
+  quota.SetMaxThreads(o.max_threads);
+  builder.SetResourceQuota(quota);
   builder.RegisterService(s->sockets_.get());
   builder.RegisterService(s->admin_.get());
   s->server_ = builder.BuildAndStart();

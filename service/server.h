@@ -34,6 +34,8 @@ struct ServerOptions {
   SessionLimits sessions;
   size_t max_message_bytes = 4 << 20;
   size_t max_batch = 1024;
+  // gRPC's threads for calls (a ResourceQuota): each stream holds one while it is open.
+  int max_threads = 1024;
   DataPlaneInfo data_plane;
   std::function<absl::Time()> clock = [] { return absl::Now(); };
 };

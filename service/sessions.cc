@@ -121,6 +121,25 @@ std::vector<std::pair<std::string, SocketId>> Sessions::Sockets(const std::strin
   return out;
 }
 
+absl::Status Sessions::AddStream(const std::string& token) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Session* s = Find(token);
+  if (s == nullptr) return absl::UnauthenticatedError("unknown or expired session");
+  if (s->streams >= limits_.max_streams_per_session) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "the session has its maximum of %u Receive and Exchange streams open",
+        limits_.max_streams_per_session));
+  }
+  ++s->streams;
+  return absl::OkStatus();
+}
+
+void Sessions::RemoveStream(const std::string& token) {
+  std::lock_guard<std::mutex> lock(mu_);
+  // The session may have ended under the stream: then there is nothing to count.
+  if (Session* s = Find(token); s != nullptr && s->streams > 0) --s->streams;
+}
+
 absl::StatusOr<std::vector<SocketId>> Sessions::End(const std::string& token) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = sessions_.find(token);

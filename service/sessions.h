@@ -34,6 +34,8 @@ using stack::SocketId;
 struct SessionLimits {
   size_t max_sessions = 1024;
   size_t max_sockets_per_session = 65536;
+  // Receive and Exchange streams open at once: each holds one of the server's threads.
+  size_t max_streams_per_session = 16;
   absl::Duration default_lease = absl::Seconds(30);
   absl::Duration max_lease = absl::Hours(1);
 };
@@ -61,6 +63,11 @@ class Sessions {
   // (handle, id) of the session's sockets, ordered by handle.
   std::vector<std::pair<std::string, SocketId>> Sockets(const std::string& token) const;
 
+  // A Receive or Exchange stream of the session starts: RESOURCE_EXHAUSTED when it has
+  // max_streams_per_session open. Each success is paired with one RemoveStream.
+  absl::Status AddStream(const std::string& token);
+  void RemoveStream(const std::string& token);
+
   // Ends the session; returns its sockets for closing.
   absl::StatusOr<std::vector<SocketId>> End(const std::string& token);
   // A Session stream holds the session open; Release ends it when the stream goes.
@@ -77,6 +84,7 @@ class Sessions {
     absl::Duration lease;
     absl::Time expires;
     int holders = 0;
+    size_t streams = 0;  // Receive and Exchange streams open
     absl::flat_hash_map<std::string, SocketId> sockets;
   };
   Session* Find(const std::string& token);

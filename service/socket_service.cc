@@ -4,6 +4,7 @@
 #include <deque>
 #include <thread>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -416,6 +417,8 @@ grpc::Status SocketServiceImpl::Receive(grpc::ServerContext* ctx, const v1::Rece
                                         grpc::ServerWriter<v1::Datagram>* writer) {
   auto r = Resolve(ctx, req->socket());
   if (!r.ok()) return ToGrpc(r.status());
+  if (absl::Status st = c_.sessions.AddStream(r->first); !st.ok()) return ToGrpc(st);
+  absl::Cleanup stream_ends = [&] { c_.sessions.RemoveStream(r->first); };
   const SocketId id = r->second;
   LeaseRenewal lease(c_.sessions, r->first, ServiceContext::Identity(ctx));
   for (uint32_t sent = 0; !ctx->IsCancelled() &&
@@ -442,11 +445,17 @@ grpc::Status SocketServiceImpl::Receive(grpc::ServerContext* ctx, const v1::Rece
 grpc::Status SocketServiceImpl::Exchange(
     grpc::ServerContext* ctx,
     grpc::ServerReaderWriter<v1::ExchangeResponse, v1::ExchangeRequest>* stream) {
+  // The session first, from the call's metadata: a caller without one must not hold a thread
+  // waiting for its first request.
+  absl::StatusOr<std::string> token = c_.Session(ctx);
+  if (!token.ok()) return ToGrpc(token.status());
+  if (absl::Status st = c_.sessions.AddStream(*token); !st.ok()) return ToGrpc(st);
+  absl::Cleanup stream_ends = [&] { c_.sessions.RemoveStream(*token); };
   v1::ExchangeRequest first;
   if (!stream->Read(&first)) return grpc::Status::OK;
-  auto r = Resolve(ctx, first.socket());
-  if (!r.ok()) return ToGrpc(r.status());
-  const SocketId id = r->second;
+  absl::StatusOr<SocketId> found = c_.sessions.FindSocket(*token, first.socket());
+  if (!found.ok()) return ToGrpc(found.status());
+  const SocketId id = *found;
   // Results of failed sends wait here for the next response. While kMaxPendingResults wait, the
   // reader stops taking requests: a client that writes but never reads then meets gRPC's flow
   // control instead of growing this list without bound.
@@ -490,7 +499,7 @@ grpc::Status SocketServiceImpl::Exchange(
   });
   grpc::Status status = grpc::Status::OK;
   absl::Status end;  // why the server ends the stream, if it does
-  LeaseRenewal lease(c_.sessions, r->first, ServiceContext::Identity(ctx));
+  LeaseRenewal lease(c_.sessions, *token, ServiceContext::Identity(ctx));
   while (reading.load() && !ctx->IsCancelled()) {
     if (c_.shutting_down.load()) {
       end = absl::UnavailableError("the server is shutting down");

@@ -135,5 +135,81 @@ TEST_F(ServiceTest, OpenStreamsRenewTheirSessionsLease) {
   exchange->Finish();
 }
 
+// Exchange names its socket in the first request, but the session is in the call's metadata:
+// a caller without one is refused at once, before it sends anything.
+TEST_F(ServiceTest, ExchangeChecksTheSessionBeforeReading) {
+  ClientContext ctx;
+  Auth(ctx, "not-a-session");
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(3));
+  auto stream = sockets_->Exchange(&ctx);
+  v1::ExchangeResponse resp;
+  EXPECT_FALSE(stream->Read(&resp));
+  EXPECT_EQ(stream->Finish().error_code(), StatusCode::UNAUTHENTICATED);
+}
+
+class StreamLimitTest : public ServiceTest {
+ protected:
+  void Configure(ServerOptions& o) override { o.sessions.max_streams_per_session = 2; }
+};
+
+TEST_F(StreamLimitTest, ASessionHasAtMostItsNumberOfStreams) {
+  const stack::SocketId peer = PeerSocket(5830);
+  struct Open {
+    std::unique_ptr<ClientContext> ctx = std::make_unique<ClientContext>();
+    std::unique_ptr<grpc::ClientReader<v1::Datagram>> reader;
+  };
+  std::vector<Open> streams(2);
+  for (int i = 0; i < 2; ++i) {
+    const std::string s = OpenBound(session_, "10.1.0.2", 4830 + i);
+    Auth(*streams[i].ctx, session_);
+    v1::ReceiveRequest req;
+    req.set_socket(s);
+    streams[i].reader = sockets_->Receive(streams[i].ctx.get(), req);
+    PeerSend(peer, "up", 4830 + i);  // read back: the stream is running on the server
+    v1::Datagram d;
+    ASSERT_TRUE(streams[i].reader->Read(&d));
+  }
+  const std::string third = OpenBound(session_, "10.1.0.2", 4832);
+  ClientContext ctx;
+  Auth(ctx, session_);
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(3));
+  auto exchange = sockets_->Exchange(&ctx);
+  v1::ExchangeRequest first;
+  first.set_socket(third);
+  exchange->Write(first);
+  v1::ExchangeResponse resp;
+  EXPECT_FALSE(exchange->Read(&resp));
+  const grpc::Status st = exchange->Finish();
+  EXPECT_EQ(st.error_code(), StatusCode::RESOURCE_EXHAUSTED) << st.error_message();
+  // Another session has streams of its own.
+  const std::string other = NewSession("other");
+  const std::string theirs = OpenBound(other, "10.1.0.2", 4833);
+  ClientContext octx;
+  Auth(octx, other);
+  v1::ReceiveRequest oreq;
+  oreq.set_socket(theirs);
+  auto oreader = sockets_->Receive(&octx, oreq);
+  PeerSend(peer, "up", 4833);
+  v1::Datagram d;
+  EXPECT_TRUE(oreader->Read(&d));
+  octx.TryCancel();
+  oreader->Finish();
+  // A stream that ends makes room.
+  streams[0].ctx->TryCancel();
+  streams[0].reader->Finish();
+  absl::SleepFor(absl::Milliseconds(300));  // the server's handler returns (100 ms slices)
+  ClientContext again;
+  Auth(again, session_);
+  v1::ReceiveRequest req;
+  req.set_socket(third);
+  auto reader = sockets_->Receive(&again, req);
+  PeerSend(peer, "room", 4832);
+  EXPECT_TRUE(reader->Read(&d));
+  again.TryCancel();
+  reader->Finish();
+  streams[1].ctx->TryCancel();
+  streams[1].reader->Finish();
+}
+
 }  // namespace
 }  // namespace quadsock::service
