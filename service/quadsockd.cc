@@ -10,6 +10,7 @@
 #include <signal.h>
 
 #include <cstdio>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -116,6 +117,44 @@ std::vector<std::string> AllOccurrences(int argc, char** argv, const std::string
   return out;
 }
 
+// Flags that contradict each other or do not fit where they go, refused before anything starts:
+// left to run, each fails later and blames someone else (a lease over the maximum made every
+// default CreateSession INVALID_ARGUMENT, as if the client had asked for it).
+absl::Status CheckFlags() {
+  const uint32_t lease = absl::GetFlag(FLAGS_lease_seconds);
+  const int64_t max_lease = absl::ToInt64Seconds(service::SessionLimits().max_lease);
+  if (lease == 0) return absl::InvalidArgumentError("--lease_seconds must be at least 1");
+  if (lease > max_lease) {
+    return absl::InvalidArgumentError(absl::StrCat("--lease_seconds=", lease,
+                                                   " is over the maximum lease of ", max_lease,
+                                                   " s"));
+  }
+  const uint32_t depth = absl::GetFlag(FLAGS_receive_queue_depth);
+  const uint32_t max_depth = absl::GetFlag(FLAGS_max_receive_queue_depth);
+  if (depth == 0) return absl::InvalidArgumentError("--receive_queue_depth must be at least 1");
+  if (depth > max_depth) {
+    return absl::InvalidArgumentError(absl::StrCat("--receive_queue_depth=", depth,
+                                                   " is over --max_receive_queue_depth=",
+                                                   max_depth));
+  }
+  // gRPC takes these as int.
+  constexpr uint32_t kMaxInt = std::numeric_limits<int32_t>::max();
+  const uint32_t message = absl::GetFlag(FLAGS_max_message_bytes);
+  if (message < 65536 || message > kMaxInt) {
+    return absl::InvalidArgumentError(absl::StrCat("--max_message_bytes=", message,
+                                                   ": expected 65536..", kMaxInt));
+  }
+  const uint32_t threads = absl::GetFlag(FLAGS_max_grpc_threads);
+  if (threads == 0 || threads > kMaxInt) {
+    return absl::InvalidArgumentError(absl::StrCat("--max_grpc_threads=", threads,
+                                                   ": expected 1..", kMaxInt));
+  }
+  if (absl::GetFlag(FLAGS_max_streams_per_client) == 0) {
+    return absl::InvalidArgumentError("--max_streams_per_client must be at least 1");
+  }
+  return absl::OkStatus();
+}
+
 int Main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "quadsock's userspace UDP stack on AF_XDP, controlled over gRPC.\n\n"
@@ -126,6 +165,7 @@ int Main(int argc, char** argv) {
   const std::vector<std::string> addresses = AllOccurrences(argc, argv, "address", FLAGS_address);
   const std::vector<std::string> gateways = AllOccurrences(argc, argv, "gateway", FLAGS_gateway);
 
+  if (absl::Status s = CheckFlags(); !s.ok()) return Fail("bad flags", s);
   if (absl::GetFlag(FLAGS_interface).empty()) {
     return Fail("bad flags", absl::InvalidArgumentError("--interface is required"));
   }

@@ -1,0 +1,50 @@
+"""quadsockd refuses flags that contradict each other at startup, before it touches the network:
+exit status 1 and a message naming the flag. Needs no root: the checks come first."""
+
+import subprocess
+import sys
+import unittest
+
+QUADSOCKD = sys.argv.pop(1) if len(sys.argv) > 1 else "service/quadsockd"
+# The interface does not exist: a run that got past the flag checks fails on it instead.
+BASE = ["--interface=qs-no-such-if", "--address=10.99.0.2/24",
+        "--listen=unix:/tmp/quadsockd-flags-test.sock"]
+
+
+def run(*flags):
+    p = subprocess.run([QUADSOCKD] + BASE + list(flags), capture_output=True, text=True,
+                       timeout=30)
+    return p.returncode, p.stderr
+
+
+class FlagCheckTest(unittest.TestCase):
+
+    def assert_refused(self, flags, words):
+        code, err = run(*flags)
+        self.assertEqual(code, 1, err)
+        self.assertIn("bad flags", err)
+        for w in words:
+            self.assertIn(w, err)
+        self.assertNotIn("qs-no-such-if", err, "the flags were checked after the data plane")
+
+    def test_lease_over_the_maximum(self):
+        self.assert_refused(["--lease_seconds=7200"], ["--lease_seconds", "3600"])
+
+    def test_lease_of_zero(self):
+        self.assert_refused(["--lease_seconds=0"], ["--lease_seconds"])
+
+    def test_default_queue_depth_over_its_maximum(self):
+        self.assert_refused(["--receive_queue_depth=1024", "--max_receive_queue_depth=512"],
+                            ["--receive_queue_depth", "--max_receive_queue_depth"])
+
+    def test_message_size_that_does_not_fit_an_int(self):
+        self.assert_refused(["--max_message_bytes=2147483648"], ["--max_message_bytes"])
+
+    def test_good_flags_get_as_far_as_the_interface(self):
+        code, err = run("--lease_seconds=60")
+        self.assertEqual(code, 1, err)
+        self.assertIn("qs-no-such-if", err)
+
+
+if __name__ == "__main__":
+    unittest.main()
