@@ -35,8 +35,9 @@ absl::Status PrepareUnixPath(const std::string& path) {
   if (path.empty() || path.size() >= sizeof(sockaddr_un::sun_path)) {
     return absl::InvalidArgumentError(absl::StrCat("--listen: bad Unix socket path \"", path, "\""));
   }
-  const std::string dir = path.substr(0, path.rfind('/'));
-  if (!dir.empty()) mkdir(dir.c_str(), 0755);
+  // The folder, where the path names one ("unix:q.sock" names none: the working directory).
+  const size_t slash = path.rfind('/');
+  if (slash != std::string::npos && slash > 0) mkdir(path.substr(0, slash).c_str(), 0755);
   struct stat st;
   if (lstat(path.c_str(), &st) != 0) return absl::OkStatus();
   if (!S_ISSOCK(st.st_mode)) {

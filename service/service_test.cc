@@ -6,7 +6,10 @@
 #include <atomic>
 #include <thread>
 
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <cstdlib>
 
 #include "service/testing/service_fixture.h"
 
@@ -487,6 +490,22 @@ TEST_F(ServiceTest, AdminReportsAndChanges) {
     ASSERT_TRUE(admin_->CheckFrameAccounting(&ctx, v1::CheckFrameAccountingRequest(), &resp).ok());
     EXPECT_TRUE(resp.ok());
   }
+}
+
+// A relative Unix socket path without a folder: there is no parent to create.
+TEST(ServerStartTest, ListensOnARelativeUnixPathWithoutAFolder) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  ASSERT_NE(tmp, nullptr);
+  ASSERT_EQ(chdir(tmp), 0);
+  ServerOptions o;
+  o.listen = "unix:q.sock";
+  absl::StatusOr<std::unique_ptr<testing::TwoStacks>> t = testing::TwoStacks::Start(o);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ((*t)->server->listening_on(), "unix:q.sock");
+  struct stat st;
+  ASSERT_EQ(lstat("q.sock", &st), 0);
+  EXPECT_TRUE(S_ISSOCK(st.st_mode));
+  EXPECT_EQ((*t)->Stop(), absl::OkStatus());
 }
 
 }  // namespace
