@@ -466,10 +466,19 @@ grpc::Status SocketServiceImpl::Exchange(
   std::atomic<bool> reading{true};
   auto send_all = [&](const v1::ExchangeRequest& req) {
     v1::SendResult result;
+    absl::Status refused;  // the whole request, before any of it is sent
     if (static_cast<size_t>(req.datagrams_size()) > c_.max_batch) {
-      result.set_code(static_cast<int32_t>(absl::StatusCode::kInvalidArgument));
-      result.set_message(absl::StrCat("datagrams: at most ", c_.max_batch, " in one request"));
+      refused = absl::InvalidArgumentError(
+          absl::StrCat("datagrams: at most ", c_.max_batch, " in one request"));
+    } else if (!req.socket().empty() && req.socket() != first.socket()) {
+      // The stream sends from its first request's socket only; sending this request from it
+      // would put the datagrams on a socket the client did not name.
+      refused = absl::InvalidArgumentError(
+          "socket: a later request names another socket than the stream's first (leave it "
+          "empty, or open an Exchange for that socket)");
     }
+    result.set_code(static_cast<int32_t>(refused.code()));
+    result.set_message(std::string(refused.message()));
     for (int i = 0; result.code() == 0 && i < req.datagrams_size(); ++i) {
       if (absl::Status s = SendOne(id, req.datagrams(i)); !s.ok()) {
         result.set_code(static_cast<int32_t>(s.code()));

@@ -211,5 +211,37 @@ TEST_F(StreamLimitTest, ASessionHasAtMostItsNumberOfStreams) {
   streams[1].reader->Finish();
 }
 
+// A later request that names another socket is refused, not sent from the stream's socket.
+TEST_F(ServiceTest, ExchangeRefusesARequestForAnotherSocket) {
+  const std::string mine = OpenBound(session_, "10.1.0.2", 4840);
+  const std::string other = OpenBound(session_, "10.1.0.2", 4841);
+  const stack::SocketId peer = PeerSocket(5840);
+  ClientContext ctx;
+  Auth(ctx, session_);
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  auto stream = sockets_->Exchange(&ctx);
+  v1::ExchangeRequest req;
+  req.set_socket(mine);
+  ASSERT_TRUE(stream->Write(req));
+  req.set_socket(other);
+  v1::Datagram* d = req.add_datagrams();
+  d->set_payload("from the wrong socket");
+  *d->mutable_peer() = Ep("10.1.0.1", 5840);
+  ASSERT_TRUE(stream->Write(req));
+  req.set_socket(mine);  // the stream's own socket, named again: fine
+  req.mutable_datagrams(0)->set_payload("from mine");
+  ASSERT_TRUE(stream->Write(req));
+  v1::ExchangeResponse resp;
+  ASSERT_TRUE(stream->Read(&resp));
+  EXPECT_EQ(resp.send_result().code(), static_cast<int>(StatusCode::INVALID_ARGUMENT));
+  EXPECT_EQ(resp.send_result().queued(), 0u);
+  std::optional<stack::ReceivedDatagram> got = PeerReceive(*peer_, peer, absl::Seconds(3));
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(got->payload, "from mine");
+  EXPECT_EQ(got->source.port, 4840);
+  ctx.TryCancel();
+  stream->Finish();
+}
+
 }  // namespace
 }  // namespace quadsock::service
