@@ -77,6 +77,25 @@ void ServiceContext::CloseAll(const std::vector<SocketId>& ids) {
   for (SocketId id : ids) (void)stack.Close(id);
 }
 
+absl::Status ServiceContext::StartReading(SocketId id) {
+  std::unique_lock<std::mutex> lock(readers_mu_);
+  reader_left_.wait_for(lock, std::chrono::milliseconds(absl::ToInt64Milliseconds(3 * kWaitSlice)),
+                        [&] { return !readers_.contains(id); });
+  if (!readers_.insert(id).second) {
+    return absl::FailedPreconditionError(
+        "the socket already has a Receive or Exchange stream: one reader at a time");
+  }
+  return absl::OkStatus();
+}
+
+void ServiceContext::EndReading(SocketId id) {
+  {
+    std::lock_guard<std::mutex> lock(readers_mu_);
+    readers_.erase(id);
+  }
+  reader_left_.notify_all();
+}
+
 absl::StatusOr<std::pair<std::string, SocketId>> SocketServiceImpl::Resolve(
     grpc::ServerContext* ctx, const std::string& handle) {
   absl::StatusOr<std::string> token = c_.Session(ctx);
@@ -420,6 +439,8 @@ grpc::Status SocketServiceImpl::Receive(grpc::ServerContext* ctx, const v1::Rece
   if (absl::Status st = c_.sessions.AddStream(r->first); !st.ok()) return ToGrpc(st);
   absl::Cleanup stream_ends = [&] { c_.sessions.RemoveStream(r->first); };
   const SocketId id = r->second;
+  if (absl::Status st = c_.StartReading(id); !st.ok()) return ToGrpc(st);
+  absl::Cleanup reading_ends = [&] { c_.EndReading(id); };
   LeaseRenewal lease(c_.sessions, r->first, ServiceContext::Identity(ctx));
   for (uint32_t sent = 0; !ctx->IsCancelled() &&
                           (req->max_datagrams() == 0 || sent < req->max_datagrams());) {
@@ -456,6 +477,8 @@ grpc::Status SocketServiceImpl::Exchange(
   absl::StatusOr<SocketId> found = c_.sessions.FindSocket(*token, first.socket());
   if (!found.ok()) return ToGrpc(found.status());
   const SocketId id = *found;
+  if (absl::Status st = c_.StartReading(id); !st.ok()) return ToGrpc(st);
+  absl::Cleanup reading_ends = [&] { c_.EndReading(id); };
   // Results of failed sends wait here for the next response. While kMaxPendingResults wait, the
   // reader stops taking requests: a client that writes but never reads then meets gRPC's flow
   // control instead of growing this list without bound.

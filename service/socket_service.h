@@ -10,8 +10,11 @@
 #include <grpcpp/grpcpp.h>
 
 #include <atomic>
+#include <condition_variable>
+#include <mutex>
 #include <string>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "quadsock/v1/socket.grpc.pb.h"
 #include "service/sessions.h"
@@ -21,6 +24,8 @@ namespace quadsock::service {
 
 // What the services share: the stack, the sessions, and whether the server is going down.
 struct ServiceContext {
+  ServiceContext(stack::Stack& stack, Sessions& sessions) : stack(stack), sessions(sessions) {}
+
   stack::Stack& stack;
   Sessions& sessions;
   std::atomic<bool> shutting_down{false};
@@ -33,6 +38,18 @@ struct ServiceContext {
   static std::string Identity(grpc::ServerContext* ctx);
   // Closes sockets of ended sessions.
   void CloseAll(const std::vector<SocketId>& ids);
+  // A Receive or Exchange stream starts reading socket `id`: FAILED_PRECONDITION when another
+  // stream reads it (the stack wakes one waiter per socket, and the two would split its
+  // datagrams between them). A stream the client just cancelled ends only at its next wait
+  // slice, so the call waits a little for it first: a client's next receive is not refused.
+  // Each success is paired with one EndReading.
+  absl::Status StartReading(SocketId id);
+  void EndReading(SocketId id);
+
+ private:
+  std::mutex readers_mu_;
+  std::condition_variable reader_left_;
+  absl::flat_hash_set<SocketId> readers_;  // sockets a stream reads
 };
 
 class SocketServiceImpl final : public v1::SocketService::Service {

@@ -243,5 +243,52 @@ TEST_F(ServiceTest, ExchangeRefusesARequestForAnotherSocket) {
   stream->Finish();
 }
 
+// The stack wakes one waiter per socket: a second stream reading the same socket is refused.
+TEST_F(ServiceTest, ASocketHasOneReadingStreamAtATime) {
+  const std::string s = OpenBound(session_, "10.1.0.2", 4850);
+  const stack::SocketId peer = PeerSocket(5850);
+  auto first_ctx = std::make_unique<ClientContext>();
+  Auth(*first_ctx, session_);
+  v1::ReceiveRequest req;
+  req.set_socket(s);
+  auto first = sockets_->Receive(first_ctx.get(), req);
+  PeerSend(peer, "up", 4850);
+  v1::Datagram d;
+  ASSERT_TRUE(first->Read(&d));  // the first stream is running on the server
+  {
+    ClientContext ctx;
+    Auth(ctx, session_);
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(3));
+    auto second = sockets_->Receive(&ctx, req);
+    EXPECT_FALSE(second->Read(&d));
+    const grpc::Status st = second->Finish();
+    EXPECT_EQ(st.error_code(), StatusCode::FAILED_PRECONDITION) << st.error_message();
+  }
+  {
+    ClientContext ctx;
+    Auth(ctx, session_);
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(3));
+    auto exchange = sockets_->Exchange(&ctx);
+    v1::ExchangeRequest x;
+    x.set_socket(s);
+    exchange->Write(x);
+    v1::ExchangeResponse resp;
+    EXPECT_FALSE(exchange->Read(&resp));
+    EXPECT_EQ(exchange->Finish().error_code(), StatusCode::FAILED_PRECONDITION);
+  }
+  // One after the other is fine, even while the server is still ending the first stream (it
+  // notices the cancel at its next wait slice): a client's next receive must not fail on it.
+  first_ctx->TryCancel();
+  first->Finish();
+  ClientContext again_ctx;
+  Auth(again_ctx, session_);
+  auto again = sockets_->Receive(&again_ctx, req);
+  PeerSend(peer, "again", 4850);
+  ASSERT_TRUE(again->Read(&d));
+  EXPECT_EQ(d.payload(), "again");
+  again_ctx.TryCancel();
+  again->Finish();
+}
+
 }  // namespace
 }  // namespace quadsock::service
