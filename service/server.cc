@@ -65,6 +65,7 @@ Server::Server(ServerOptions options, stack::Stack& stack)
       sessions_(options_.sessions, options_.clock),
       context_{stack, sessions_} {
   context_.max_batch = options_.max_batch;
+  context_.max_message_bytes = options_.max_message_bytes;
 }
 
 absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerOptions options, stack::Stack& stack) {

@@ -41,6 +41,17 @@ class LeaseRenewal {
   absl::Time next_ = absl::InfinitePast();
 };
 
+// Bytes of an Exchange response kept for its SendResult (a code and a short message).
+constexpr size_t kResponseReserve = 4096;
+
+// A datagram's bytes inside a response: the message, its field tag and its length varint.
+size_t FramedSize(const v1::Datagram& d) {
+  const size_t n = d.ByteSizeLong();
+  size_t varint = 1;
+  for (size_t v = n; v >= 0x80; v >>= 7) ++varint;
+  return 1 + varint + n;
+}
+
 std::span<const uint8_t> Bytes(const std::string& s) {
   return {reinterpret_cast<const uint8_t*>(s.data()), s.size()};
 }
@@ -532,6 +543,10 @@ grpc::Status SocketServiceImpl::Exchange(
   grpc::Status status = grpc::Status::OK;
   absl::Status end;  // why the server ends the stream, if it does
   LeaseRenewal lease(c_.sessions, *token, ServiceContext::Identity(ctx));
+  std::optional<v1::Datagram> carried;  // received, for the next response
+  // Room for the datagrams: what is left of the limit after a SendResult's worth of bytes.
+  const size_t budget =
+      c_.max_message_bytes > kResponseReserve ? c_.max_message_bytes - kResponseReserve : 0;
   while (reading.load() && !ctx->IsCancelled()) {
     if (c_.shutting_down.load()) {
       end = absl::UnavailableError("the server is shutting down");
@@ -539,11 +554,22 @@ grpc::Status SocketServiceImpl::Exchange(
       break;
     }
     lease.Tick();
+    // Up to max_batch datagrams, and no more than fit the message limit: a larger response's
+    // Write fails, and the datagrams already taken off the socket were lost uncounted. The one
+    // that does not fit is carried over to the next response.
     v1::ExchangeResponse out;
-    for (size_t i = 0; i < c_.max_batch; ++i) {
-      absl::StatusOr<std::optional<stack::ReceivedDatagram>> d = c_.stack.Receive(id);
-      if (!d.ok() || !d->has_value()) break;
-      ToProto(**d, out.add_datagrams());
+    size_t bytes = 0;
+    while (static_cast<size_t>(out.datagrams_size()) < c_.max_batch) {
+      if (!carried.has_value()) {
+        absl::StatusOr<std::optional<stack::ReceivedDatagram>> d = c_.stack.Receive(id);
+        if (!d.ok() || !d->has_value()) break;
+        ToProto(**d, &carried.emplace());
+      }
+      const size_t size = FramedSize(*carried);
+      if (out.datagrams_size() > 0 && bytes + size > budget) break;
+      bytes += size;
+      *out.add_datagrams() = std::move(*carried);
+      carried.reset();
     }
     {
       std::lock_guard<std::mutex> lock(mu);

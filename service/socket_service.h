@@ -30,6 +30,7 @@ struct ServiceContext {
   Sessions& sessions;
   std::atomic<bool> shutting_down{false};
   size_t max_batch = 1024;  // datagrams per SendBatch / Exchange message
+  size_t max_message_bytes = 4 << 20;  // gRPC's limit: Exchange fills responses up to it
 
   // The caller's session token after checking it (and renewing its lease): UNAUTHENTICATED
   // when missing or unknown, UNAVAILABLE when shutting down, DEADLINE_EXCEEDED when late.

@@ -290,5 +290,42 @@ TEST_F(ServiceTest, ASocketHasOneReadingStreamAtATime) {
   again->Finish();
 }
 
+class SmallMessageTest : public ServiceTest {
+ protected:
+  void Configure(ServerOptions& o) override { o.max_message_bytes = 64 << 10; }
+};
+
+// 100 queued datagrams of 1400 bytes are twice the message limit: Exchange splits them over
+// responses instead of failing the Write (and losing what it had taken off the socket).
+TEST_F(SmallMessageTest, ExchangeResponsesStayUnderTheMessageLimit) {
+  const std::string s = OpenBound(session_, "10.1.0.2", 4860);
+  const stack::SocketId peer = PeerSocket(5860);
+  for (int i = 0; i < 100; ++i) {
+    PeerSend(peer, std::string(1400, 'a' + i % 26), 4860);
+    if (i % 10 == 9) absl::SleepFor(absl::Milliseconds(5));
+  }
+  const absl::Time deadline = absl::Now() + absl::Seconds(5);
+  while (Get(s).counters().queued() < 100 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  ASSERT_EQ(Get(s).counters().queued(), 100u);
+  ClientContext ctx;
+  Auth(ctx, session_);
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  auto stream = sockets_->Exchange(&ctx);
+  v1::ExchangeRequest req;
+  req.set_socket(s);
+  ASSERT_TRUE(stream->Write(req));
+  int received = 0;
+  v1::ExchangeResponse resp;
+  while (received < 100 && stream->Read(&resp)) {
+    EXPECT_LE(resp.ByteSizeLong(), 64u << 10);
+    received += resp.datagrams_size();
+  }
+  EXPECT_EQ(received, 100);
+  ctx.TryCancel();
+  stream->Finish();
+}
+
 }  // namespace
 }  // namespace quadsock::service
