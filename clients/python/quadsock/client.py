@@ -321,9 +321,9 @@ class Socket:
         return self._client.call("SendBatch", request).queued
 
     def receive(self, timeout=None, count=None):
-        """Yields Datagrams as they arrive; stops after `count`, or `timeout` seconds in all.
-        With a count the server sends no more than that, so datagrams past it stay queued on
-        the socket for the next receive."""
+        """Yields Datagrams as they arrive; stops after `count`, or `timeout` seconds in all
+        (count None or 0: no limit, as quadctl's --count=0). With a count the server sends no
+        more than that, so datagrams past it stay queued on the socket for the next receive."""
         request = socket_pb2.ReceiveRequest(socket=self.handle, max_datagrams=count or 0)
         stream = self._client.stream("Receive", request, timeout=timeout)
         seen = 0
@@ -331,7 +331,7 @@ class Socket:
             for d in stream:
                 yield _datagram(d)
                 seen += 1
-                if count is not None and seen >= count:
+                if count and seen >= count:
                     return
         except grpc.RpcError as e:
             if e.code() != grpc.StatusCode.DEADLINE_EXCEEDED:

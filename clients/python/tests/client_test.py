@@ -33,5 +33,53 @@ class GeneratedCodeTest(unittest.TestCase):
                          "grpc.health.v1.Health")
 
 
+class _FakeStream:
+    """A Receive stream that yields the given datagrams, then ends (as at the timeout)."""
+
+    def __init__(self, datagrams):
+        self._datagrams = list(datagrams)
+        self.cancelled = False
+
+    def __iter__(self):
+        for d in self._datagrams:
+            if self.cancelled:
+                return
+            yield d
+
+    def cancel(self):
+        self.cancelled = True
+
+
+class _FakeClient:
+    """Stands for quadsock.Client: records the Receive request, answers with a fake stream."""
+
+    def __init__(self, datagrams):
+        self.stream_ = _FakeStream(datagrams)
+        self.request = None
+
+    def stream(self, method, request, **kwargs):
+        self.request = request
+        return self.stream_
+
+
+class ReceiveTest(unittest.TestCase):
+
+    def datagrams(self, n):
+        return [socket_pb2.Datagram(payload=b"d%d" % i, sequence=i + 1) for i in range(n)]
+
+    def test_count_zero_means_no_limit(self):
+        client = _FakeClient(self.datagrams(5))
+        got = list(quadsock.Socket(client, "h").receive(timeout=1, count=0))
+        self.assertEqual([d.payload for d in got], [b"d0", b"d1", b"d2", b"d3", b"d4"])
+        self.assertEqual(client.request.max_datagrams, 0)
+
+    def test_count_stops_after_that_many(self):
+        client = _FakeClient(self.datagrams(5))
+        got = list(quadsock.Socket(client, "h").receive(timeout=1, count=2))
+        self.assertEqual(len(got), 2)
+        self.assertEqual(client.request.max_datagrams, 2)
+        self.assertTrue(client.stream_.cancelled)
+
+
 if __name__ == "__main__":
     unittest.main()
