@@ -88,7 +88,7 @@ s=$("$quadctl" open --family=4)
 ip netns exec "$PEER" /usr/bin/python3 -c "
 import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 s.bind(('$PEER_IP', 5000)); s.sendto(b'hello, container', ('$STACK', 4000))"
-line=$("$quadctl" recv "$s" --timeout=5s)
+line=$("$quadctl" recv "$s" --wait=5s)
 [[ "$line" == *"hello, container"* ]] || { log "unexpected: $line"; exit 1; }
 log "UDP from the peer received: $line"
 "$quadctl" session end >/dev/null

@@ -149,6 +149,12 @@ absl::Status Send(Context& c) {
   std::optional<Endpoint> to;
   if (c.args.Has("to")) to = ParseEndpointArg(c.args.Get("to"));
   const uint32_t repeat = c.args.GetUint("repeat", 1, 1024);
+  // The server takes at most 1024 datagrams in one SendBatch: say so before connecting.
+  const size_t payloads = c.args.positional.size() - 1;
+  if (repeat * payloads > 1024) {
+    throw UsageError(absl::StrCat("--repeat=", repeat, " with ", payloads, " payloads makes ",
+                                  repeat * payloads, " datagrams: at most 1024 in one call"));
+  }
   std::vector<Datagram> batch;
   for (uint32_t i = 0; i < repeat; ++i) {
     for (size_t a = 1; a < c.args.positional.size(); ++a) {
@@ -189,7 +195,8 @@ absl::Status Send(Context& c) {
 
 absl::Status Recv(Context& c) {
   const uint32_t count = c.args.GetUint("count", 1);
-  const absl::Duration timeout = c.args.GetDuration("timeout", absl::Seconds(5));
+  // Not --timeout: that is the global option, each call's deadline, and the two collided.
+  const absl::Duration timeout = c.args.GetDuration("wait", absl::Seconds(5));
   const absl::Time deadline = absl::Now() + timeout;
   RemoteSocket s = c.client().Attach(c.Arg(0));
   auto print = [&c](const Datagram& d) {
@@ -501,12 +508,12 @@ const std::vector<Command>& Commands() {
        S::kRequired,
        {{"to", true, "Destination ADDRESS:PORT (required unless connected)"},
         {"hex", false, "Payloads are hex"},
-        {"repeat", true, "Send the payloads this many times (at most 1024)"}},
+        {"repeat", true, "Send the payloads this many times (at most 1024 datagrams in all)"}},
        Send},
       {"recv", "SOCKET", "Print received datagrams; fails if fewer than --count came in time", 1,
        1, S::kRequired,
-       {{"count", true, "How many (default 1; 0: until --timeout)"},
-        {"timeout", true, "How long to wait in all (default 5s)"},
+       {{"count", true, "How many (default 1; 0: until --wait ends)"},
+        {"wait", true, "How long to wait in all (default 5s)"},
         {"hex", false, "Print payloads as hex"}},
        Recv},
       {"close", "SOCKET", "Close a socket", 1, 1, S::kRequired, {}, Close},

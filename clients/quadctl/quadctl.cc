@@ -4,7 +4,7 @@
 //   export QUADSOCK_SESSION=$(quadctl session new --lease=300)
 //   S=$(quadctl open --family=4)
 //   quadctl bind $S 10.1.0.2:4000
-//   quadctl recv $S --count=1 --timeout=5s
+//   quadctl recv $S --count=1 --wait=5s
 //   quadctl --json get $S | jq .counters
 //   quadctl top --interval=1s --count=10
 //

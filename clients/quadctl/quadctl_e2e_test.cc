@@ -198,7 +198,7 @@ TEST_F(QuadctlTest, SocketsAgainstAKernelPeer) {
   const int peer = PeerUdp(kPeerV4, 5000);
   PeerSend(peer, "ping1", kStackV4, 4000);
   const v1::Datagram d =
-      ParseJson<v1::Datagram>(Ok({"recv", s, "--json", "--count=1", "--timeout=5s"}));
+      ParseJson<v1::Datagram>(Ok({"recv", s, "--json", "--count=1", "--wait=5s"}));
   EXPECT_EQ(d.payload(), "ping1");
   EXPECT_EQ(d.peer().address(), kPeerV4);
   EXPECT_EQ(d.peer().port(), 5000u);
@@ -211,7 +211,7 @@ TEST_F(QuadctlTest, SocketsAgainstAKernelPeer) {
   for (const char* p : {"q3", "q4", "q5"}) PeerSend(peer, p, kStackV4, 4000);
   absl::SleepFor(absl::Milliseconds(200));  // all three in the socket's queue
   for (const char* p : {"q3", "q4", "q5"}) {
-    EXPECT_EQ(ParseJson<v1::Datagram>(Ok({"--json", "recv", s, "--timeout=2s"})).payload(), p);
+    EXPECT_EQ(ParseJson<v1::Datagram>(Ok({"--json", "recv", s, "--wait=2s"})).payload(), p);
   }
 
   // quadsock -> kernel: unconnected, connected, a batch.
@@ -259,7 +259,10 @@ TEST_F(QuadctlTest, SocketsAgainstAKernelPeer) {
   EXPECT_NE(human.find("[fd00:8::2]:4100"), std::string::npos) << human;
 
   // Errors carry the gRPC code and the server's message; exit status 1.
-  Outcome r = Quadctl({"recv", s6, "--timeout=300ms"});
+  // recv waits for its --wait; the global --timeout (each call's deadline) does not shorten it.
+  const absl::Time recv_start = absl::Now();
+  Outcome r = Quadctl({"--timeout=100ms", "recv", s6, "--wait=1s"});
+  EXPECT_GE(absl::Now() - recv_start, absl::Seconds(1));
   EXPECT_EQ(r.rc, 1);
   EXPECT_TRUE(absl::StartsWith(r.err, "quadctl: DEADLINE_EXCEEDED: ")) << r.err;
   const std::string s2 = Ok({"open"});
@@ -378,11 +381,20 @@ TEST_F(QuadctlTest, UsageErrorsAndHelp) {
            {"open", "--session=abc", "--family=5"},
            {"bind", "--session=abc", "S", "10.8.0.2"},
            {"stats", "--bogus"},
-           {"top", "--interval=soon"}}) {
+           {"top", "--interval=soon"},
+           {"recv", "--session=abc", "S", "--wait=soon"},
+           // 1200 datagrams: over the server's 1024 in one call, refused before connecting.
+           {"send", "--session=abc", "S", "--repeat=600", "a", "b"}}) {
     r = Quadctl(bad);
     EXPECT_EQ(r.rc, 2) << absl::StrJoin(bad, " ") << ": " << r.err;
     EXPECT_TRUE(absl::StartsWith(r.err, "quadctl: ")) << r.err;
   }
+  r = Quadctl({"send", "--session=abc", "S", "--repeat=600", "a", "b"});
+  EXPECT_NE(r.err.find("at most 1024"), std::string::npos) << r.err;
+  // recv's wait has its own name: --timeout is the global call deadline, listed once.
+  r = Quadctl({"recv", "--help"});
+  EXPECT_NE(r.out.find("--wait"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("--timeout"), r.out.rfind("--timeout")) << r.out;
   // A session the server does not know: the call fails (1), it is no usage error.
   r = Quadctl({"list", "--session=00000000000000000000000000000000"});
   EXPECT_EQ(r.rc, 1);
