@@ -492,6 +492,39 @@ TEST_F(ServiceTest, AdminReportsAndChanges) {
   }
 }
 
+// Clients know their sockets by handle; the stack's own socket numbers mean nothing to them.
+TEST_F(ServiceTest, ErrorsNameTheSocketByItsHandle) {
+  const std::string s = OpenBound(session_, "10.1.0.2", 4900);
+  auto expect_named = [&s](const grpc::Status& st, StatusCode code) {
+    EXPECT_EQ(st.error_code(), code) << st.error_message();
+    EXPECT_NE(st.error_message().find(s), std::string::npos) << st.error_message();
+    for (char digit = '0'; digit <= '9'; ++digit) {
+      EXPECT_EQ(st.error_message().find(std::string("socket ") + digit), std::string::npos)
+          << st.error_message();
+    }
+  };
+  v1::SendRequest send;  // the stack: "socket N is not connected"
+  send.set_socket(s);
+  send.set_payload("x");
+  v1::SendResponse sent;
+  expect_named(Call(&v1::SocketService::Stub::Send, send, &sent),
+               StatusCode::FAILED_PRECONDITION);
+  v1::BindRequest bind;  // the socket table: "socket N is already bound"
+  bind.set_socket(s);
+  *bind.mutable_local() = Ep("10.1.0.2", 4901);
+  v1::BindResponse bound;
+  expect_named(Call(&v1::SocketService::Stub::Bind, bind, &bound),
+               StatusCode::FAILED_PRECONDITION);
+  v1::SendBatchRequest batch;  // "destination ... is of the wrong family for socket N"
+  batch.set_socket(s);
+  v1::Datagram* d = batch.add_datagrams();
+  d->set_payload("x");
+  *d->mutable_peer() = Ep("fd00:1::1", 9);
+  v1::SendBatchResponse queued;
+  expect_named(Call(&v1::SocketService::Stub::SendBatch, batch, &queued),
+               StatusCode::INVALID_ARGUMENT);
+}
+
 // A relative Unix socket path without a folder: there is no parent to create.
 TEST(ServerStartTest, ListensOnARelativeUnixPathWithoutAFolder) {
   const char* tmp = std::getenv("TEST_TMPDIR");

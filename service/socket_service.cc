@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "absl/cleanup/cleanup.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -50,6 +51,25 @@ size_t FramedSize(const v1::Datagram& d) {
   size_t varint = 1;
   for (size_t v = n; v >= 0x80; v >>= 7) ++varint;
   return 1 + varint + n;
+}
+
+// The stack names a socket by its own number ("no socket 17", "socket 17 is not bound"), which
+// clients never see: they know the socket's handle. The service says the handle instead.
+absl::Status NamedByHandle(const absl::Status& s, SocketId id, const std::string& handle) {
+  if (s.ok()) return s;
+  const std::string number = absl::StrCat("socket ", id);
+  const absl::string_view message = s.message();
+  std::string out;
+  size_t from = 0;
+  for (size_t at = message.find(number); at != absl::string_view::npos;
+       at = message.find(number, at + 1)) {
+    const size_t end = at + number.size();
+    if (end < message.size() && absl::ascii_isdigit(message[end])) continue;  // socket 170
+    absl::StrAppend(&out, message.substr(from, at - from), "socket \"", handle, "\"");
+    from = end;
+  }
+  absl::StrAppend(&out, message.substr(from));
+  return absl::Status(s.code(), out);
 }
 
 std::span<const uint8_t> Bytes(const std::string& s) {
@@ -245,7 +265,7 @@ grpc::Status SocketServiceImpl::Bind(grpc::ServerContext* ctx, const v1::BindReq
   auto r = Resolve(ctx, req->socket());
   if (!r.ok()) return ToGrpc(r.status());
   absl::StatusOr<net::Endpoint> local = BindSocket(r->second, *req);
-  if (!local.ok()) return ToGrpc(local.status());
+  if (!local.ok()) return ToGrpc(NamedByHandle(local.status(), r->second, req->socket()));
   *resp->mutable_local() = ToProto(*local);
   return grpc::Status::OK;
 }
@@ -255,7 +275,7 @@ grpc::Status SocketServiceImpl::Connect(grpc::ServerContext* ctx, const v1::Conn
   auto r = Resolve(ctx, req->socket());
   if (!r.ok()) return ToGrpc(r.status());
   absl::StatusOr<net::Endpoint> local = ConnectSocket(r->second, *req);
-  if (!local.ok()) return ToGrpc(local.status());
+  if (!local.ok()) return ToGrpc(NamedByHandle(local.status(), r->second, req->socket()));
   *resp->mutable_local() = ToProto(*local);
   return grpc::Status::OK;
 }
@@ -265,7 +285,7 @@ grpc::Status SocketServiceImpl::Rehash(grpc::ServerContext* ctx, const v1::Rehas
   auto r = Resolve(ctx, req->socket());
   if (!r.ok()) return ToGrpc(r.status());
   absl::StatusOr<net::Endpoint> local = RehashSocket(r->second, *req);
-  if (!local.ok()) return ToGrpc(local.status());
+  if (!local.ok()) return ToGrpc(NamedByHandle(local.status(), r->second, req->socket()));
   *resp->mutable_local() = ToProto(*local);
   return grpc::Status::OK;
 }
@@ -275,14 +295,15 @@ grpc::Status SocketServiceImpl::Disconnect(grpc::ServerContext* ctx,
                                            v1::DisconnectResponse*) {
   auto r = Resolve(ctx, req->socket());
   if (!r.ok()) return ToGrpc(r.status());
-  return ToGrpc(c_.stack.Disconnect(r->second));
+  return ToGrpc(NamedByHandle(c_.stack.Disconnect(r->second), r->second, req->socket()));
 }
 
 grpc::Status SocketServiceImpl::Close(grpc::ServerContext* ctx, const v1::CloseRequest* req,
                                       v1::CloseResponse*) {
   auto r = Resolve(ctx, req->socket());
   if (!r.ok()) return ToGrpc(r.status());
-  return ToGrpc(CloseSocket(r->first, req->socket(), r->second));
+  return ToGrpc(
+      NamedByHandle(CloseSocket(r->first, req->socket(), r->second), r->second, req->socket()));
 }
 
 absl::Status SocketServiceImpl::Describe(const std::string& handle, SocketId id, v1::Socket* out) {
@@ -310,7 +331,8 @@ grpc::Status SocketServiceImpl::Get(grpc::ServerContext* ctx, const v1::GetReque
                                     v1::Socket* resp) {
   auto r = Resolve(ctx, req->socket());
   if (!r.ok()) return ToGrpc(r.status());
-  return ToGrpc(Describe(req->socket(), r->second, resp));
+  return ToGrpc(
+      NamedByHandle(Describe(req->socket(), r->second, resp), r->second, req->socket()));
 }
 
 grpc::Status SocketServiceImpl::List(grpc::ServerContext* ctx, const v1::ListRequest* req,
@@ -374,16 +396,17 @@ v1::SocketOpResult SocketServiceImpl::RunOp(const std::string& token, const v1::
   result.set_socket(handle);
   absl::StatusOr<SocketId> id = c_.sessions.FindSocket(token, handle);
   if (!id.ok()) return finish(id.status());
+  auto finish_named = [&](const absl::Status& s) { return finish(NamedByHandle(s, *id, handle)); };
   absl::StatusOr<net::Endpoint> local;
   switch (op.op_case()) {
     case v1::SocketOp::kBind: local = BindSocket(*id, op.bind()); break;
     case v1::SocketOp::kConnect: local = ConnectSocket(*id, op.connect()); break;
     case v1::SocketOp::kRehash: local = RehashSocket(*id, op.rehash()); break;
-    case v1::SocketOp::kDisconnect: return finish(c_.stack.Disconnect(*id));
-    default: return finish(CloseSocket(token, handle, *id));  // kClose
+    case v1::SocketOp::kDisconnect: return finish_named(c_.stack.Disconnect(*id));
+    default: return finish_named(CloseSocket(token, handle, *id));  // kClose
   }
   if (local.ok()) *result.mutable_local() = ToProto(*local);
-  return finish(local.status());
+  return finish_named(local.status());
 }
 
 grpc::Status SocketServiceImpl::Batch(grpc::ServerContext* ctx, const v1::BatchRequest* req,
@@ -421,7 +444,7 @@ grpc::Status SocketServiceImpl::Send(grpc::ServerContext* ctx, const v1::SendReq
   v1::Datagram d;
   d.set_payload(req->payload());
   if (req->has_destination()) *d.mutable_peer() = req->destination();
-  return ToGrpc(SendOne(r->second, d));
+  return ToGrpc(NamedByHandle(SendOne(r->second, d), r->second, req->socket()));
 }
 
 grpc::Status SocketServiceImpl::SendBatch(grpc::ServerContext* ctx,
@@ -434,7 +457,8 @@ grpc::Status SocketServiceImpl::SendBatch(grpc::ServerContext* ctx,
         absl::StrCat("datagrams: at most ", c_.max_batch, " in one batch")));
   }
   for (const v1::Datagram& d : req->datagrams()) {
-    if (absl::Status s = SendOne(r->second, d); !s.ok()) {
+    if (absl::Status s = NamedByHandle(SendOne(r->second, d), r->second, req->socket());
+        !s.ok()) {
       return grpc::Status(static_cast<grpc::StatusCode>(s.code()),
                           absl::StrCat("datagram ", resp->queued(), ": ", s.message()));
     }
@@ -514,7 +538,8 @@ grpc::Status SocketServiceImpl::Exchange(
     result.set_code(static_cast<int32_t>(refused.code()));
     result.set_message(std::string(refused.message()));
     for (int i = 0; result.code() == 0 && i < req.datagrams_size(); ++i) {
-      if (absl::Status s = SendOne(id, req.datagrams(i)); !s.ok()) {
+      if (absl::Status s = NamedByHandle(SendOne(id, req.datagrams(i)), id, first.socket());
+          !s.ok()) {
         result.set_code(static_cast<int32_t>(s.code()));
         result.set_message(std::string(s.message()));
         break;

@@ -92,6 +92,16 @@ class ServiceTest : public ::testing::Test {
     EXPECT_TRUE(sockets_->Bind(&ctx, req, &resp).ok());
     return handle;
   }
+  // A unary SocketService call in the test's session:
+  //   Call(&v1::SocketService::Stub::Bind, request, &response)
+  template <typename Request, typename Response>
+  grpc::Status Call(grpc::Status (v1::SocketService::Stub::*method)(ClientContext*,
+                                                                    const Request&, Response*),
+                    const Request& request, Response* response) {
+    ClientContext ctx;
+    Auth(ctx, session_);
+    return (sockets_.get()->*method)(&ctx, request, response);
+  }
   // The peer host's socket, sending to the server stack.
   stack::SocketId PeerSocket(uint16_t port) { return t_->PeerSocket(port).value(); }
   void PeerSend(stack::SocketId s, const std::string& payload, uint16_t port) {
