@@ -3,7 +3,6 @@
 // in-memory wire plays the remote host.
 #include <gtest/gtest.h>
 
-#include <atomic>
 #include <thread>
 
 #include "service/testing/service_fixture.h"
@@ -22,6 +21,23 @@ std::optional<stack::ReceivedDatagram> PeerReceive(stack::Stack& peer, stack::So
   }
 }
 
+// A request of one datagram to the remote host (10.1.0.1:port).
+v1::ExchangeRequest ToPeer(const std::string& payload, uint32_t port) {
+  v1::ExchangeRequest req;
+  v1::Datagram* d = req.add_datagrams();
+  d->set_payload(payload);
+  *d->mutable_peer() = Ep("10.1.0.1", port);
+  return req;
+}
+
+// The stream was refused: no response, and the call ends with `code`.
+template <typename Stream, typename Response>
+void ExpectRefused(TestStream<Stream>& stream, Response& response, StatusCode code) {
+  EXPECT_FALSE(stream->Read(&response));
+  const grpc::Status st = stream.Finish();
+  EXPECT_EQ(st.error_code(), code) << st.error_message();
+}
+
 class ExchangeLimitTest : public ServiceTest {
  protected:
   void Configure(ServerOptions& o) override { o.max_batch = 4; }
@@ -30,17 +46,9 @@ class ExchangeLimitTest : public ServiceTest {
 TEST_F(ExchangeLimitTest, ExchangeRejectsARequestOverTheBatchLimit) {
   const std::string s = OpenBound(session_, "10.1.0.2", 4800);
   const stack::SocketId peer = PeerSocket(5800);
-  ClientContext ctx;
-  Auth(ctx, session_);
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-  auto stream = sockets_->Exchange(&ctx);
-  v1::ExchangeRequest req;
-  req.set_socket(s);
-  for (int i = 0; i < 5; ++i) {
-    v1::Datagram* d = req.add_datagrams();
-    d->set_payload("over");
-    *d->mutable_peer() = Ep("10.1.0.1", 5800);
-  }
+  TestStream<ExchangeStream> stream = OpenExchange(session_, s);
+  v1::ExchangeRequest req = ToPeer("over", 5800);
+  for (int i = 1; i < 5; ++i) *req.add_datagrams() = req.datagrams(0);
   ASSERT_TRUE(stream->Write(req));
   v1::ExchangeResponse resp;
   ASSERT_TRUE(stream->Read(&resp));
@@ -50,8 +58,6 @@ TEST_F(ExchangeLimitTest, ExchangeRejectsARequestOverTheBatchLimit) {
       << resp.send_result().message();
   EXPECT_FALSE(PeerReceive(*peer_, peer, absl::Milliseconds(200)).has_value())
       << "nothing of a rejected request is sent";
-  ctx.TryCancel();
-  stream->Finish();
 }
 
 // A client that writes requests but never reads: each failed send leaves a SendResult to
@@ -59,27 +65,20 @@ TEST_F(ExchangeLimitTest, ExchangeRejectsARequestOverTheBatchLimit) {
 TEST_F(ServiceTest, ExchangeStopsReadingWhileItsResultsAreUnread) {
   const std::string s = OpenBound(session_, "10.1.0.2", 4810);  // unconnected: sends need a peer
   const stack::SocketId peer = PeerSocket(5810);
-  // Without BDP probing the client's receive window stays at 64 KiB, so the server's Writes
-  // block after a known amount of unread responses.
+  // Over the Unix socket, as a real client: without BDP probing the client's receive window
+  // stays at 64 KiB, so the server's Writes block after a known amount of unread responses.
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
   std::unique_ptr<v1::SocketService::Stub> stub = UnixStub(args);
-  ClientContext ctx;
-  Auth(ctx, session_);
-  auto stream = stub->Exchange(&ctx);
+  TestStream<ExchangeStream> stream = OpenExchange(session_, s, absl::Seconds(30), stub.get());
   constexpr int kFailing = 20000;  // each one's result is ~70 bytes: far over the window
   std::thread writer([&] {
+    v1::ExchangeRequest fails;
+    fails.add_datagrams()->set_payload("no destination");  // FAILED_PRECONDITION
     for (int i = 0; i < kFailing; ++i) {
-      v1::ExchangeRequest req;
-      if (i == 0) req.set_socket(s);
-      req.add_datagrams()->set_payload("no destination");  // FAILED_PRECONDITION
-      if (!stream->Write(req)) return;
+      if (!stream->Write(fails)) return;
     }
-    v1::ExchangeRequest last;
-    v1::Datagram* d = last.add_datagrams();
-    d->set_payload("last");
-    *d->mutable_peer() = Ep("10.1.0.1", 5810);
-    stream->Write(last);  // may complete into gRPC's buffers: only the send shows the server
+    stream->Write(ToPeer("last", 5810));  // completes into gRPC's buffers: only the send tells
   });
   EXPECT_FALSE(PeerReceive(*peer_, peer, absl::Seconds(2)).has_value())
       << "the server took every request although none of their results was read";
@@ -95,10 +94,8 @@ TEST_F(ServiceTest, ExchangeStopsReadingWhileItsResultsAreUnread) {
   EXPECT_EQ(results, kFailing);
   std::optional<stack::ReceivedDatagram> last = PeerReceive(*peer_, peer, absl::Seconds(5));
   EXPECT_EQ(last.has_value() ? last->payload : "(none)", "last");
-  ctx.TryCancel();  // unblocks the writer if the server still does not read
+  stream.ctx->TryCancel();  // unblocks the writer if the server still does not read
   writer.join();
-  ctx.TryCancel();
-  stream->Finish();
 }
 
 // A stream outlives a 1 s lease: its session, and so its socket, stay while it is open.
@@ -107,17 +104,8 @@ TEST_F(ServiceTest, OpenStreamsRenewTheirSessionsLease) {
   const std::string r = OpenBound(brief, "10.1.0.2", 4820);
   const std::string x = OpenBound(brief, "10.1.0.2", 4821);
   const stack::SocketId peer = PeerSocket(5820);
-  ClientContext rctx;
-  Auth(rctx, brief);
-  v1::ReceiveRequest rreq;
-  rreq.set_socket(r);
-  std::unique_ptr<grpc::ClientReader<v1::Datagram>> receive = sockets_->Receive(&rctx, rreq);
-  ClientContext xctx;
-  Auth(xctx, brief);
-  auto exchange = sockets_->Exchange(&xctx);
-  v1::ExchangeRequest first;
-  first.set_socket(x);
-  ASSERT_TRUE(exchange->Write(first));
+  TestStream<ReceiveStream> receive = OpenReceive(brief, r);
+  TestStream<ExchangeStream> exchange = OpenExchange(brief, x);
   absl::SleepFor(absl::Milliseconds(2500));  // the reaper looks every second
   EXPECT_EQ(stack_->List().size(), 2u) << "the session lapsed under its open streams";
   PeerSend(peer, "to receive", 4820);
@@ -129,86 +117,55 @@ TEST_F(ServiceTest, OpenStreamsRenewTheirSessionsLease) {
   ASSERT_TRUE(exchange->Read(&resp));
   ASSERT_EQ(resp.datagrams_size(), 1);
   EXPECT_EQ(resp.datagrams(0).payload(), "to exchange");
-  rctx.TryCancel();
-  receive->Finish();
-  xctx.TryCancel();
-  exchange->Finish();
 }
 
 // Exchange names its socket in the first request, but the session is in the call's metadata:
 // a caller without one is refused at once, before it sends anything.
 TEST_F(ServiceTest, ExchangeChecksTheSessionBeforeReading) {
-  ClientContext ctx;
-  Auth(ctx, "not-a-session");
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(3));
-  auto stream = sockets_->Exchange(&ctx);
+  std::unique_ptr<ClientContext> ctx = StreamContext("not-a-session", absl::Seconds(3));
+  TestStream<ExchangeStream> stream(std::move(ctx), nullptr);
+  stream.stream = sockets_->Exchange(stream.ctx.get());
   v1::ExchangeResponse resp;
-  EXPECT_FALSE(stream->Read(&resp));
-  EXPECT_EQ(stream->Finish().error_code(), StatusCode::UNAUTHENTICATED);
+  ExpectRefused(stream, resp, StatusCode::UNAUTHENTICATED);
 }
 
 class StreamLimitTest : public ServiceTest {
  protected:
   void Configure(ServerOptions& o) override { o.sessions.max_streams_per_session = 2; }
+  void SetUp() override {
+    ServiceTest::SetUp();
+    peer_socket_ = PeerSocket(5830);
+  }
+
+  // A Receive stream on a new socket at `port`, known to be running on the server.
+  TestStream<ReceiveStream> Running(const std::string& session, uint16_t port) {
+    TestStream<ReceiveStream> r = OpenReceive(session, OpenBound(session, "10.1.0.2", port));
+    PeerSend(peer_socket_, "up", port);
+    v1::Datagram d;
+    EXPECT_TRUE(r->Read(&d));
+    return r;
+  }
+  stack::SocketId peer_socket_ = 0;
 };
 
 TEST_F(StreamLimitTest, ASessionHasAtMostItsNumberOfStreams) {
-  const stack::SocketId peer = PeerSocket(5830);
-  struct Open {
-    std::unique_ptr<ClientContext> ctx = std::make_unique<ClientContext>();
-    std::unique_ptr<grpc::ClientReader<v1::Datagram>> reader;
-  };
-  std::vector<Open> streams(2);
-  for (int i = 0; i < 2; ++i) {
-    const std::string s = OpenBound(session_, "10.1.0.2", 4830 + i);
-    Auth(*streams[i].ctx, session_);
-    v1::ReceiveRequest req;
-    req.set_socket(s);
-    streams[i].reader = sockets_->Receive(streams[i].ctx.get(), req);
-    PeerSend(peer, "up", 4830 + i);  // read back: the stream is running on the server
-    v1::Datagram d;
-    ASSERT_TRUE(streams[i].reader->Read(&d));
-  }
+  std::optional<TestStream<ReceiveStream>> first = Running(session_, 4830);
+  TestStream<ReceiveStream> second = Running(session_, 4831);
   const std::string third = OpenBound(session_, "10.1.0.2", 4832);
-  ClientContext ctx;
-  Auth(ctx, session_);
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(3));
-  auto exchange = sockets_->Exchange(&ctx);
-  v1::ExchangeRequest first;
-  first.set_socket(third);
-  exchange->Write(first);
-  v1::ExchangeResponse resp;
-  EXPECT_FALSE(exchange->Read(&resp));
-  const grpc::Status st = exchange->Finish();
-  EXPECT_EQ(st.error_code(), StatusCode::RESOURCE_EXHAUSTED) << st.error_message();
-  // Another session has streams of its own.
-  const std::string other = NewSession("other");
-  const std::string theirs = OpenBound(other, "10.1.0.2", 4833);
-  ClientContext octx;
-  Auth(octx, other);
-  v1::ReceiveRequest oreq;
-  oreq.set_socket(theirs);
-  auto oreader = sockets_->Receive(&octx, oreq);
-  PeerSend(peer, "up", 4833);
-  v1::Datagram d;
-  EXPECT_TRUE(oreader->Read(&d));
-  octx.TryCancel();
-  oreader->Finish();
+  {
+    TestStream<ExchangeStream> exchange = OpenExchange(session_, third, absl::Seconds(3));
+    v1::ExchangeResponse resp;
+    ExpectRefused(exchange, resp, StatusCode::RESOURCE_EXHAUSTED);
+  }
+  Running(NewSession("other"), 4833);  // another session has streams of its own
   // A stream that ends makes room.
-  streams[0].ctx->TryCancel();
-  streams[0].reader->Finish();
+  first->Cancel();
+  first.reset();
   absl::SleepFor(absl::Milliseconds(300));  // the server's handler returns (100 ms slices)
-  ClientContext again;
-  Auth(again, session_);
-  v1::ReceiveRequest req;
-  req.set_socket(third);
-  auto reader = sockets_->Receive(&again, req);
-  PeerSend(peer, "room", 4832);
-  EXPECT_TRUE(reader->Read(&d));
-  again.TryCancel();
-  reader->Finish();
-  streams[1].ctx->TryCancel();
-  streams[1].reader->Finish();
+  TestStream<ReceiveStream> again = OpenReceive(session_, third);
+  PeerSend(peer_socket_, "room", 4832);
+  v1::Datagram d;
+  EXPECT_TRUE(again->Read(&d));
 }
 
 // A later request that names another socket is refused, not sent from the stream's socket.
@@ -216,20 +173,12 @@ TEST_F(ServiceTest, ExchangeRefusesARequestForAnotherSocket) {
   const std::string mine = OpenBound(session_, "10.1.0.2", 4840);
   const std::string other = OpenBound(session_, "10.1.0.2", 4841);
   const stack::SocketId peer = PeerSocket(5840);
-  ClientContext ctx;
-  Auth(ctx, session_);
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-  auto stream = sockets_->Exchange(&ctx);
-  v1::ExchangeRequest req;
-  req.set_socket(mine);
-  ASSERT_TRUE(stream->Write(req));
+  TestStream<ExchangeStream> stream = OpenExchange(session_, mine);
+  v1::ExchangeRequest req = ToPeer("from the wrong socket", 5840);
   req.set_socket(other);
-  v1::Datagram* d = req.add_datagrams();
-  d->set_payload("from the wrong socket");
-  *d->mutable_peer() = Ep("10.1.0.1", 5840);
   ASSERT_TRUE(stream->Write(req));
+  req = ToPeer("from mine", 5840);
   req.set_socket(mine);  // the stream's own socket, named again: fine
-  req.mutable_datagrams(0)->set_payload("from mine");
   ASSERT_TRUE(stream->Write(req));
   v1::ExchangeResponse resp;
   ASSERT_TRUE(stream->Read(&resp));
@@ -239,55 +188,32 @@ TEST_F(ServiceTest, ExchangeRefusesARequestForAnotherSocket) {
   ASSERT_TRUE(got.has_value());
   EXPECT_EQ(got->payload, "from mine");
   EXPECT_EQ(got->source.port, 4840);
-  ctx.TryCancel();
-  stream->Finish();
 }
 
 // The stack wakes one waiter per socket: a second stream reading the same socket is refused.
 TEST_F(ServiceTest, ASocketHasOneReadingStreamAtATime) {
   const std::string s = OpenBound(session_, "10.1.0.2", 4850);
   const stack::SocketId peer = PeerSocket(5850);
-  auto first_ctx = std::make_unique<ClientContext>();
-  Auth(*first_ctx, session_);
-  v1::ReceiveRequest req;
-  req.set_socket(s);
-  auto first = sockets_->Receive(first_ctx.get(), req);
+  TestStream<ReceiveStream> first = OpenReceive(session_, s);
   PeerSend(peer, "up", 4850);
   v1::Datagram d;
   ASSERT_TRUE(first->Read(&d));  // the first stream is running on the server
   {
-    ClientContext ctx;
-    Auth(ctx, session_);
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(3));
-    auto second = sockets_->Receive(&ctx, req);
-    EXPECT_FALSE(second->Read(&d));
-    const grpc::Status st = second->Finish();
-    EXPECT_EQ(st.error_code(), StatusCode::FAILED_PRECONDITION) << st.error_message();
+    TestStream<ReceiveStream> second = OpenReceive(session_, s, absl::Seconds(3));
+    ExpectRefused(second, d, StatusCode::FAILED_PRECONDITION);
   }
   {
-    ClientContext ctx;
-    Auth(ctx, session_);
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(3));
-    auto exchange = sockets_->Exchange(&ctx);
-    v1::ExchangeRequest x;
-    x.set_socket(s);
-    exchange->Write(x);
+    TestStream<ExchangeStream> exchange = OpenExchange(session_, s, absl::Seconds(3));
     v1::ExchangeResponse resp;
-    EXPECT_FALSE(exchange->Read(&resp));
-    EXPECT_EQ(exchange->Finish().error_code(), StatusCode::FAILED_PRECONDITION);
+    ExpectRefused(exchange, resp, StatusCode::FAILED_PRECONDITION);
   }
   // One after the other is fine, even while the server is still ending the first stream (it
   // notices the cancel at its next wait slice): a client's next receive must not fail on it.
-  first_ctx->TryCancel();
-  first->Finish();
-  ClientContext again_ctx;
-  Auth(again_ctx, session_);
-  auto again = sockets_->Receive(&again_ctx, req);
+  first.Cancel();
+  TestStream<ReceiveStream> again = OpenReceive(session_, s);
   PeerSend(peer, "again", 4850);
   ASSERT_TRUE(again->Read(&d));
   EXPECT_EQ(d.payload(), "again");
-  again_ctx.TryCancel();
-  again->Finish();
 }
 
 class SmallMessageTest : public ServiceTest {
@@ -309,13 +235,7 @@ TEST_F(SmallMessageTest, ExchangeResponsesStayUnderTheMessageLimit) {
     absl::SleepFor(absl::Milliseconds(10));
   }
   ASSERT_EQ(Get(s).counters().queued(), 100u);
-  ClientContext ctx;
-  Auth(ctx, session_);
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-  auto stream = sockets_->Exchange(&ctx);
-  v1::ExchangeRequest req;
-  req.set_socket(s);
-  ASSERT_TRUE(stream->Write(req));
+  TestStream<ExchangeStream> stream = OpenExchange(session_, s);
   int received = 0;
   v1::ExchangeResponse resp;
   while (received < 100 && stream->Read(&resp)) {
@@ -323,8 +243,6 @@ TEST_F(SmallMessageTest, ExchangeResponsesStayUnderTheMessageLimit) {
     received += resp.datagrams_size();
   }
   EXPECT_EQ(received, 100);
-  ctx.TryCancel();
-  stream->Finish();
 }
 
 }  // namespace

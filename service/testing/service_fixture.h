@@ -24,6 +24,38 @@ namespace quadsock::service {
 using grpc::ClientContext;
 using grpc::StatusCode;
 
+using ReceiveStream = grpc::ClientReader<v1::Datagram>;
+using ExchangeStream = grpc::ClientReaderWriter<v1::ExchangeRequest, v1::ExchangeResponse>;
+
+// A test's stream and its context; cancelled and finished when it goes, unless the test
+// finished it (gRPC allows one Finish).
+template <typename Stream>
+struct TestStream {
+  TestStream(std::unique_ptr<ClientContext> c, std::unique_ptr<Stream> s)
+      : ctx(std::move(c)), stream(std::move(s)) {}
+  TestStream(TestStream&&) = default;
+  ~TestStream() {
+    if (stream != nullptr && !finished) {
+      ctx->TryCancel();
+      stream->Finish();
+    }
+  }
+  Stream* operator->() { return stream.get(); }
+  grpc::Status Finish() {
+    finished = true;
+    return stream->Finish();
+  }
+  // Cancels the call and waits for its end.
+  void Cancel() {
+    ctx->TryCancel();
+    Finish();
+  }
+
+  std::unique_ptr<ClientContext> ctx;
+  std::unique_ptr<Stream> stream;
+  bool finished = false;
+};
+
 inline v1::Endpoint Ep(const std::string& address, uint32_t port) {
   v1::Endpoint e;
   e.set_address(address);
@@ -102,6 +134,36 @@ class ServiceTest : public ::testing::Test {
     Auth(ctx, session_);
     return (sockets_.get()->*method)(&ctx, request, response);
   }
+  // A stream's context in `session`, with a deadline so that a failing test ends.
+  std::unique_ptr<ClientContext> StreamContext(const std::string& session,
+                                               absl::Duration deadline) {
+    auto ctx = std::make_unique<ClientContext>();
+    Auth(*ctx, session);
+    ctx->set_deadline(absl::ToChronoTime(absl::Now() + deadline));
+    return ctx;
+  }
+  // A Receive stream of socket `handle` in `session`.
+  TestStream<ReceiveStream> OpenReceive(const std::string& session, const std::string& handle,
+                                        absl::Duration deadline = absl::Seconds(10)) {
+    std::unique_ptr<ClientContext> ctx = StreamContext(session, deadline);
+    v1::ReceiveRequest req;
+    req.set_socket(handle);
+    std::unique_ptr<ReceiveStream> stream = sockets_->Receive(ctx.get(), req);
+    return TestStream<ReceiveStream>(std::move(ctx), std::move(stream));
+  }
+  // An Exchange stream in `session` whose first request names `handle` and sends nothing.
+  TestStream<ExchangeStream> OpenExchange(const std::string& session, const std::string& handle,
+                                          absl::Duration deadline = absl::Seconds(10),
+                                          v1::SocketService::Stub* stub = nullptr) {
+    std::unique_ptr<ClientContext> ctx = StreamContext(session, deadline);
+    std::unique_ptr<ExchangeStream> stream =
+        (stub != nullptr ? stub : sockets_.get())->Exchange(ctx.get());
+    v1::ExchangeRequest first;
+    first.set_socket(handle);
+    stream->Write(first);
+    return TestStream<ExchangeStream>(std::move(ctx), std::move(stream));
+  }
+
   // The peer host's socket, sending to the server stack.
   stack::SocketId PeerSocket(uint16_t port) { return t_->PeerSocket(port).value(); }
   void PeerSend(stack::SocketId s, const std::string& payload, uint16_t port) {
