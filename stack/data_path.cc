@@ -110,7 +110,17 @@ void Stack::FlushTx(Engine& engine) {
     // The TX ring is full: these frames are dropped (the link counted tx_ring_full).
     engine.link->Release(std::span(engine.tx_batch).subspan(sent));
   }
+  for (size_t i = 0; i < engine.tx_owners.size(); ++i) {
+    const TxOwner& o = engine.tx_owners[i];
+    if (o.socket == nullptr) continue;
+    if (i < sent) {
+      o.socket->CountSent(o.bytes);
+    } else {
+      o.socket->CountSendDrop();
+    }
+  }
   engine.tx_batch.clear();
+  engine.tx_owners.clear();
 }
 
 std::optional<link::FrameBuffer> Stack::NewTxFrame(Engine& engine) {
@@ -120,14 +130,17 @@ std::optional<link::FrameBuffer> Stack::NewTxFrame(Engine& engine) {
   return f;
 }
 
-void Stack::QueueTx(Engine& engine, link::FrameBuffer frame, std::optional<size_t> length) {
+void Stack::QueueTx(Engine& engine, link::FrameBuffer frame, std::optional<size_t> length,
+                    TxOwner owner) {
   if (!length.has_value()) {
     engine.link->Release({&frame, 1});  // did not fit: cannot happen for MTU-checked frames
     engine.Bump(kTxNoBuffer);
+    if (owner.socket != nullptr) owner.socket->CountSendDrop();
     return;
   }
   frame.length = static_cast<uint32_t>(*length);
   engine.tx_batch.push_back(frame);
+  engine.tx_owners.push_back(std::move(owner));
 }
 
 void Stack::ReceiveBatch(Engine& engine, demux::LookupContext& ctx, const LocalAddresses& local,
@@ -407,33 +420,36 @@ void Stack::SendDatagram(Engine& engine, const SendRequest& request, absl::Time 
     next_hop = route->next_hop;
     mac = neighbors_.Lookup(next_hop, now);
     // No MAC yet: the datagram waits for the neighbour (and is counted there if it cannot).
-    if (!mac.has_value()) probe = neighbors_.Queue({src, dst, next_hop, request.payload}, now);
+    if (!mac.has_value()) {
+      probe = neighbors_.Queue({src, dst, next_hop, request.payload, request.socket}, now);
+    }
   }
   if (!mac.has_value()) {
     if (probe) SendProbe(engine, next_hop);
     return;
   }
-  if (TransmitUdp(engine, src, dst, *mac, AsBytes(request.payload))) {
-    request.socket->CountSent(request.payload.size());
-  } else {
-    request.socket->CountSendDrop();
-  }
+  TransmitUdp(engine, src, dst, *mac, AsBytes(request.payload), request.socket);
 }
 
 void Stack::TransmitPending(Engine& engine, const std::vector<PendingDatagram>& ready,
                             const net::MacAddress& mac) {
   // They all waited for the neighbour that just answered with `mac`.
-  for (const PendingDatagram& d : ready) TransmitUdp(engine, d.src, d.dst, mac, AsBytes(d.payload));
+  for (const PendingDatagram& d : ready) {
+    TransmitUdp(engine, d.src, d.dst, mac, AsBytes(d.payload), d.socket);
+  }
 }
 
-bool Stack::TransmitUdp(Engine& engine, const net::Endpoint& src, const net::Endpoint& dst,
-                        const net::MacAddress& dst_mac, std::span<const uint8_t> payload) {
+void Stack::TransmitUdp(Engine& engine, const net::Endpoint& src, const net::Endpoint& dst,
+                        const net::MacAddress& dst_mac, std::span<const uint8_t> payload,
+                        std::shared_ptr<UdpSocket> socket) {
   std::optional<link::FrameBuffer> out = NewTxFrame(engine);
-  if (!out.has_value()) return false;
+  if (!out.has_value()) {
+    if (socket != nullptr) socket->CountSendDrop();
+    return;
+  }
   std::optional<size_t> n = net::BuildUdp({engine.link->info().mac, dst_mac, std::nullopt},
                                           {src, dst}, payload, {out->data, out->capacity});
-  QueueTx(engine, *out, n);
-  return n.has_value();
+  QueueTx(engine, *out, n, {std::move(socket), payload.size()});
 }
 
 void Stack::SendProbe(Engine& engine, const net::IpAddress& target) {

@@ -1,8 +1,22 @@
 #include "stack/neighbors.h"
 
 #include "absl/strings/str_cat.h"
+#include "stack/udp_socket.h"
 
 namespace quadsock::stack {
+
+namespace {
+
+// A datagram the table gives up on: the sending socket counts it as dropped.
+void Dropped(const PendingDatagram& d) {
+  if (d.socket != nullptr) d.socket->CountSendDrop();
+}
+
+void Dropped(const std::deque<PendingDatagram>& ds) {
+  for (const PendingDatagram& d : ds) Dropped(d);
+}
+
+}  // namespace
 
 const char* NeighborStateName(NeighborState s) {
   switch (s) {
@@ -56,6 +70,7 @@ bool NeighborTable::MakeRoom(absl::Time now, bool evict_reachable) {
     return false;
   }
   counters_.dropped_unresolved += oldest->second.pending.size();
+  Dropped(oldest->second.pending);
   entries_.erase(oldest);
   return true;
 }
@@ -67,6 +82,7 @@ bool NeighborTable::Queue(PendingDatagram datagram, absl::Time now) {
   if (it == entries_.end()) {
     if (!MakeRoom(now, /*evict_reachable=*/true)) {
       ++counters_.dropped_unresolved;
+      Dropped(datagram);
       return false;
     }
     it = entries_.emplace(ip, Entry{}).first;
@@ -79,6 +95,7 @@ bool NeighborTable::Queue(PendingDatagram datagram, absl::Time now) {
   Entry& e = it->second;
   if (e.pending.size() >= options_.max_pending) {
     ++counters_.dropped_queue_full;
+    Dropped(datagram);
     return fresh;
   }
   e.pending.push_back(std::move(datagram));
@@ -122,6 +139,7 @@ std::vector<net::IpAddress> NeighborTable::Tick(absl::Time now) {
       if (e.state == NeighborState::kIncomplete) {
         ++counters_.failed;
         counters_.dropped_unresolved += e.pending.size();
+        Dropped(e.pending);
         entries_.erase(it++);
         continue;
       }
@@ -160,6 +178,7 @@ absl::Status NeighborTable::Remove(const net::IpAddress& ip) {
     return absl::NotFoundError(absl::StrCat("no neighbour entry for ", ip.ToString()));
   }
   counters_.dropped_unresolved += it->second.pending.size();
+  Dropped(it->second.pending);
   entries_.erase(it);
   return absl::OkStatus();
 }

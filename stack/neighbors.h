@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -30,12 +31,17 @@
 
 namespace quadsock::stack {
 
+class UdpSocket;
+
 // A datagram that waits for its next hop's MAC address.
 struct PendingDatagram {
   net::Endpoint src;
   net::Endpoint dst;
   net::IpAddress next_hop;
   std::string payload;
+  // The socket that sent it: what the table drops counts as the socket's send drop. (Null in
+  // tests of the table alone.)
+  std::shared_ptr<UdpSocket> socket;
 };
 
 enum class NeighborState { kIncomplete, kReachable, kStale, kPermanent };

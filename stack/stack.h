@@ -160,6 +160,12 @@ class Stack {
  private:
   struct Engine;
   struct SendRequest;
+  // The socket a frame on the way out is a datagram of (none for the stack's own frames): it
+  // counts the datagram sent once the TX ring took it, or dropped.
+  struct TxOwner {
+    std::shared_ptr<UdpSocket> socket;
+    size_t bytes;  // no initializer, so that `TxOwner owner = {}` works inside Stack
+  };
   explicit Stack(StackOptions options);
 
   // The socket, shared so that it outlives a concurrent Close; takes mu_ itself.
@@ -198,11 +204,13 @@ class Stack {
   void SendDatagram(Engine& engine, const SendRequest& request, absl::Time now);
   void TransmitPending(Engine& engine, const std::vector<PendingDatagram>& ready,
                        const net::MacAddress& mac);
-  bool TransmitUdp(Engine& engine, const net::Endpoint& src, const net::Endpoint& dst,
-                   const net::MacAddress& dst_mac, std::span<const uint8_t> payload);
+  void TransmitUdp(Engine& engine, const net::Endpoint& src, const net::Endpoint& dst,
+                   const net::MacAddress& dst_mac, std::span<const uint8_t> payload,
+                   std::shared_ptr<UdpSocket> socket);
   void SendProbe(Engine& engine, const net::IpAddress& target);
   std::optional<link::FrameBuffer> NewTxFrame(Engine& engine);
-  void QueueTx(Engine& engine, link::FrameBuffer frame, std::optional<size_t> length);
+  void QueueTx(Engine& engine, link::FrameBuffer frame, std::optional<size_t> length,
+               TxOwner owner = {});
   void FlushTx(Engine& engine);
   bool TakeIcmpErrorToken(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(net_mu_);
   static std::optional<net::VlanTag> VlanOf(const net::ParsedFrame& f);

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 
@@ -85,6 +86,11 @@ TEST_F(TwoStacksTest, UdpOverIpv4ResolvesWithArpAndDelivers) {
   EXPECT_EQ(d->sequence, 1u);
   EXPECT_EQ(a_->Counters().neighbors.resolved, 1u);
   EXPECT_EQ(b_->Counters().arp_replies, 1u);
+  // It waited for the neighbour, then went out: sent, once.
+  const SocketCounters sent = a_->Get(client).value().counters;
+  EXPECT_EQ(sent.tx_datagrams, 1u);
+  EXPECT_EQ(sent.tx_bytes, 5u);
+  EXPECT_EQ(sent.tx_dropped, 0u);
 
   // And back, to the source it came from: B already knows A from the ARP request.
   ASSERT_EQ(b_->Send(server, Bytes("world"), d->source), absl::OkStatus());
@@ -199,6 +205,54 @@ TEST_F(TwoStacksTest, UnansweredNeighbourDropsAndCounts) {
   EXPECT_EQ(c.neighbors.probes_sent, 3u);
   EXPECT_EQ(c.neighbors.dropped_queue_full, 4u);  // 16 wait, 4 do not fit
   EXPECT_EQ(c.neighbors.dropped_unresolved, 16u);
+  // And the socket says so: nothing sent, all 20 dropped.
+  const SocketCounters sc = a_->Get(s).value().counters;
+  EXPECT_EQ(sc.tx_datagrams, 0u);
+  EXPECT_EQ(sc.tx_dropped, 20u);
+}
+
+// A link whose TX ring takes at most `room` frames a flush.
+class NarrowTxLink : public link::Link {
+ public:
+  NarrowTxLink(std::unique_ptr<link::Link> inner, size_t room)
+      : inner_(std::move(inner)), room_(room) {}
+  const link::LinkInfo& info() const override { return inner_->info(); }
+  size_t Receive(std::span<link::FrameBuffer> out) override { return inner_->Receive(out); }
+  void Release(std::span<const link::FrameBuffer> f) override { inner_->Release(f); }
+  std::optional<link::FrameBuffer> AllocateTx() override { return inner_->AllocateTx(); }
+  size_t Transmit(std::span<const link::FrameBuffer> f) override {
+    return inner_->Transmit(f.first(std::min(f.size(), room_)));
+  }
+  void Poll() override { inner_->Poll(); }
+  int wait_fd() const override { return inner_->wait_fd(); }
+  absl::Status CheckFrameAccounting() const override { return inner_->CheckFrameAccounting(); }
+  link::LinkCounters counters() const override { return inner_->counters(); }
+
+ private:
+  std::unique_ptr<link::Link> inner_;
+  const size_t room_;
+};
+
+// Datagrams count as sent when the TX ring takes them; those it has no room for, as dropped.
+TEST(StackSendCountersTest, SentMeansTheRingTookIt) {
+  FakeClock clock;
+  link::MemoryLink::Pair p = link::MemoryLink::CreateWithTestEnd({.name = "s", .mac = kMacB});
+  std::vector<std::unique_ptr<link::Link>> links;
+  links.push_back(std::make_unique<NarrowTxLink>(std::move(p.link), 3));
+  std::unique_ptr<Stack> st =
+      Stack::Create(Options(clock, "10.1.0.2/24", "fd00:1::2/64"), std::move(links)).value();
+  ASSERT_EQ(st->SetNeighbor(Ip("10.1.0.1"), kMacPeer), absl::OkStatus());
+  SocketId s = st->Open(net::Family::kV4).value();
+  for (int i = 0; i < 10; ++i) {
+    ASSERT_EQ(st->Send(s, Bytes("datagram"), Ep("10.1.0.1:9")), absl::OkStatus());
+  }
+  st->PollOnce();  // one turn, one flush of all ten
+  EXPECT_EQ(p.test_end->TakeSent().size(), 3u);
+  const SocketCounters c = st->Get(s).value().counters;
+  EXPECT_EQ(c.tx_datagrams, 3u);
+  EXPECT_EQ(c.tx_bytes, 3u * 8);
+  EXPECT_EQ(c.tx_dropped, 7u);
+  EXPECT_EQ(st->CheckFrameAccounting(), absl::OkStatus());
 }
 
 TEST_F(TwoStacksTest, SendErrorsAreSpecific) {

@@ -97,6 +97,7 @@ struct Stack::Engine {
   std::thread thread;
   std::unique_ptr<demux::LookupContext> manual_lookup;  // for PollOnce
   std::vector<link::FrameBuffer> tx_batch;
+  std::vector<TxOwner> tx_owners;  // one per frame of tx_batch
   absl::Time next_timer = absl::InfinitePast();
   absl::Time turn_time = absl::InfinitePast();  // the stack clock at the start of the last turn
   std::array<std::atomic<uint64_t>, kCounterCount> counters{};
