@@ -569,6 +569,7 @@ grpc::Status SocketServiceImpl::Exchange(
   absl::Status end;  // why the server ends the stream, if it does
   LeaseRenewal lease(c_.sessions, *token, ServiceContext::Identity(ctx));
   std::optional<v1::Datagram> carried;  // received, for the next response
+  bool write_failed = false;
   // Room for the datagrams: what is left of the limit after a SendResult's worth of bytes.
   const size_t budget =
       c_.max_message_bytes > kResponseReserve ? c_.max_message_bytes - kResponseReserve : 0;
@@ -611,7 +612,30 @@ grpc::Status SocketServiceImpl::Exchange(
       }
       continue;
     }
-    if (!stream->Write(out)) break;
+    if (!stream->Write(out)) {
+      write_failed = true;
+      break;
+    }
+  }
+  if (end.ok() && !write_failed && !reading.load() && !ctx->IsCancelled()) {
+    // The client half-closed (no more requests): what the stream still holds for it, send
+    // results not yet delivered and a datagram already taken off the socket, goes out before
+    // the stream ends. (The reader has ended: `results` is final.)
+    std::deque<v1::SendResult> left;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      left.swap(results);
+    }
+    v1::ExchangeResponse out;
+    if (carried.has_value()) *out.add_datagrams() = std::move(*carried);
+    while (out.datagrams_size() > 0 || !left.empty()) {
+      if (!left.empty()) {
+        *out.mutable_send_result() = std::move(left.front());
+        left.pop_front();
+      }
+      if (!stream->Write(out)) break;
+      out.Clear();
+    }
   }
   if (!end.ok() && reading.load()) {
     // The cancel below is all the client would see: say why first.
@@ -625,7 +649,9 @@ grpc::Status SocketServiceImpl::Exchange(
     stopping = true;
   }
   room.notify_one();
-  ctx->TryCancel();  // unblocks the reader if the client still has its side open
+  // Unblocks the reader if the client still has its side open; a client that half-closed has
+  // had everything, and its call ends OK.
+  if (reading.load()) ctx->TryCancel();
   reader.join();
   return status;
 }

@@ -216,6 +216,26 @@ TEST_F(ServiceTest, ASocketHasOneReadingStreamAtATime) {
   EXPECT_EQ(d.payload(), "again");
 }
 
+// A client that half-closes (WritesDone) still gets what the stream holds for it: the results
+// of its last requests come before the stream ends OK.
+TEST_F(ServiceTest, ExchangeDeliversPendingResultsAfterTheClientHalfCloses) {
+  const std::string s = OpenBound(session_, "10.1.0.2", 4870);  // unconnected: sends need a peer
+  TestStream<ExchangeStream> stream = OpenExchange(session_, s);
+  constexpr int kFailing = 40;
+  v1::ExchangeRequest fails;
+  fails.add_datagrams()->set_payload("no destination");  // FAILED_PRECONDITION
+  for (int i = 0; i < kFailing; ++i) ASSERT_TRUE(stream->Write(fails));
+  ASSERT_TRUE(stream->WritesDone());
+  int results = 0;
+  v1::ExchangeResponse resp;
+  while (stream->Read(&resp)) {
+    if (resp.has_send_result()) ++results;
+  }
+  EXPECT_EQ(results, kFailing);
+  const grpc::Status st = stream.Finish();
+  EXPECT_TRUE(st.ok()) << st.error_message();
+}
+
 class SmallMessageTest : public ServiceTest {
  protected:
   void Configure(ServerOptions& o) override { o.max_message_bytes = 64 << 10; }
