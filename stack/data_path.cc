@@ -265,7 +265,7 @@ void Stack::HandleArp(Engine& engine, const net::ParsedFrame& f, const LocalAddr
   const net::ArpPacket& arp = f.arp;
   const bool for_us = local.Contains(arp.target_ip);
   // RFC 826: merge the sender into an existing entry; create one if the packet is for us.
-  LearnNeighbor(engine, arp.sender_ip, arp.sender_mac, now, for_us);
+  LearnNeighbor(engine, arp.sender_ip, arp.sender_mac, VlanOf(f), now, for_us);
   if (!for_us || arp.op != net::ArpPacket::kRequest) return;
   std::optional<link::FrameBuffer> out = NewTxFrame(engine);
   if (!out.has_value()) return;
@@ -282,14 +282,14 @@ void Stack::HandleArp(Engine& engine, const net::ParsedFrame& f, const LocalAddr
 }
 
 void Stack::LearnNeighbor(Engine& engine, const net::IpAddress& ip, const net::MacAddress& mac,
-                          absl::Time now, bool create) {
+                          std::optional<net::VlanTag> vlan, absl::Time now, bool create) {
   if (ip.IsUnspecified()) return;
   std::vector<PendingDatagram> ready;
   {
     std::lock_guard<std::mutex> lock(net_mu_);
-    ready = neighbors_.Learn(ip, mac, now, create);
+    ready = neighbors_.Learn(ip, mac, now, create, vlan);
   }
-  TransmitPending(engine, ready, mac);
+  TransmitPending(engine, ready, mac, vlan);
 }
 
 void Stack::HandleNdp(Engine& engine, const net::ParsedFrame& f, const LocalAddresses& local,
@@ -299,7 +299,7 @@ void Stack::HandleNdp(Engine& engine, const net::ParsedFrame& f, const LocalAddr
   if (m.link_address.has_value()) {
     // A solicitation teaches us its sender; an advertisement, its target.
     const bool solicitation = f.icmp.type == net::kIcmpv6NeighborSolicitation;
-    LearnNeighbor(engine, solicitation ? f.src : m.target, *m.link_address, now,
+    LearnNeighbor(engine, solicitation ? f.src : m.target, *m.link_address, VlanOf(f), now,
                   solicitation && for_us);
   }
   if (f.icmp.type != net::kIcmpv6NeighborSolicitation || !for_us) return;
@@ -406,6 +406,7 @@ void Stack::SendDatagram(Engine& engine, const SendRequest& request, absl::Time 
   net::Endpoint dst{request.dst.address.Unmapped(), request.dst.port};
   net::Endpoint src{request.src.address.Unmapped(), request.src.port};
   std::optional<net::MacAddress> mac;
+  std::optional<net::VlanTag> vlan;  // the neighbour's, as it was learned
   bool probe = false;
   net::IpAddress next_hop;
   {
@@ -418,7 +419,7 @@ void Stack::SendDatagram(Engine& engine, const SendRequest& request, absl::Time 
     }
     if (src.address.IsUnspecified()) src.address = route->source;
     next_hop = route->next_hop;
-    mac = neighbors_.Lookup(next_hop, now);
+    mac = neighbors_.Lookup(next_hop, now, &vlan);
     // No MAC yet: the datagram waits for the neighbour (and is counted there if it cannot).
     if (!mac.has_value()) {
       probe = neighbors_.Queue({src, dst, next_hop, request.payload, request.socket}, now);
@@ -428,27 +429,27 @@ void Stack::SendDatagram(Engine& engine, const SendRequest& request, absl::Time 
     if (probe) SendProbe(engine, next_hop);
     return;
   }
-  TransmitUdp(engine, src, dst, *mac, AsBytes(request.payload), request.socket);
+  TransmitUdp(engine, src, dst, *mac, vlan, AsBytes(request.payload), request.socket);
 }
 
 void Stack::TransmitPending(Engine& engine, const std::vector<PendingDatagram>& ready,
-                            const net::MacAddress& mac) {
-  // They all waited for the neighbour that just answered with `mac`.
+                            const net::MacAddress& mac, std::optional<net::VlanTag> vlan) {
+  // They all waited for the neighbour that just answered with `mac` (on `vlan`).
   for (const PendingDatagram& d : ready) {
-    TransmitUdp(engine, d.src, d.dst, mac, AsBytes(d.payload), d.socket);
+    TransmitUdp(engine, d.src, d.dst, mac, vlan, AsBytes(d.payload), d.socket);
   }
 }
 
 void Stack::TransmitUdp(Engine& engine, const net::Endpoint& src, const net::Endpoint& dst,
-                        const net::MacAddress& dst_mac, std::span<const uint8_t> payload,
-                        std::shared_ptr<UdpSocket> socket) {
+                        const net::MacAddress& dst_mac, std::optional<net::VlanTag> vlan,
+                        std::span<const uint8_t> payload, std::shared_ptr<UdpSocket> socket) {
   std::optional<link::FrameBuffer> out = NewTxFrame(engine);
   if (!out.has_value()) {
     if (socket != nullptr) socket->CountSendDrop();
     return;
   }
-  std::optional<size_t> n = net::BuildUdp({engine.link->info().mac, dst_mac, std::nullopt},
-                                          {src, dst}, payload, {out->data, out->capacity});
+  std::optional<size_t> n = net::BuildUdp({engine.link->info().mac, dst_mac, vlan}, {src, dst},
+                                          payload, {out->data, out->capacity});
   QueueTx(engine, *out, n, {std::move(socket), payload.size()});
 }
 

@@ -196,17 +196,17 @@ class Stack {
   // Learns (or refreshes; `create`: adds) a neighbour's MAC from a packet, and sends the
   // datagrams that were waiting for it. An unspecified address teaches nothing.
   void LearnNeighbor(Engine& engine, const net::IpAddress& ip, const net::MacAddress& mac,
-                     absl::Time now, bool create);
+                     std::optional<net::VlanTag> vlan, absl::Time now, bool create);
   void SendEchoReply(Engine& engine, const net::ParsedFrame& f, std::span<const uint8_t> bytes);
   void SendPortUnreachable(Engine& engine, const net::ParsedFrame& f,
                            std::span<const uint8_t> bytes, absl::Time now);
   void SendQueued(Engine& engine, absl::Time now);
   void SendDatagram(Engine& engine, const SendRequest& request, absl::Time now);
   void TransmitPending(Engine& engine, const std::vector<PendingDatagram>& ready,
-                       const net::MacAddress& mac);
+                       const net::MacAddress& mac, std::optional<net::VlanTag> vlan);
   void TransmitUdp(Engine& engine, const net::Endpoint& src, const net::Endpoint& dst,
-                   const net::MacAddress& dst_mac, std::span<const uint8_t> payload,
-                   std::shared_ptr<UdpSocket> socket);
+                   const net::MacAddress& dst_mac, std::optional<net::VlanTag> vlan,
+                   std::span<const uint8_t> payload, std::shared_ptr<UdpSocket> socket);
   void SendProbe(Engine& engine, const net::IpAddress& target);
   std::optional<link::FrameBuffer> NewTxFrame(Engine& engine);
   void QueueTx(Engine& engine, link::FrameBuffer frame, std::optional<size_t> length,

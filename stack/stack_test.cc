@@ -484,6 +484,51 @@ TEST_F(StackWireTest, NoAnswerToBroadcastOrMulticastSources) {
   EXPECT_EQ(Sent(keep).size(), 1u);
 }
 
+// A neighbour learned from a tagged frame is on that VLAN: datagrams to it carry the tag, those
+// sent at once and those that waited for the answer alike.
+TEST_F(StackWireTest, DatagramsGoOutOnTheirNeighboursVlan) {
+  const net::VlanTag tag{.tpid = net::kEtherTypeVlan, .tci = 100};
+  std::vector<uint8_t> buf(256);
+  net::ArpPacket who;
+  who.sender_mac = kMacPeer;
+  who.sender_ip = Ip("10.1.0.1");
+  who.target_ip = Ip("10.1.0.2");
+  std::optional<size_t> n =
+      net::BuildArp({kMacPeer, net::MacAddress::Broadcast(), tag}, who, buf);
+  ASSERT_TRUE(wire_->Inject({buf.data(), n.value()}));
+  stack_->PollOnce();
+  SocketId s = stack_->Open(net::Family::kV4).value();
+  ASSERT_EQ(stack_->Send(s, Bytes("known"), Ep("10.1.0.1:9")), absl::OkStatus());
+  ASSERT_EQ(stack_->Send(s, Bytes("waited"), Ep("10.1.0.5:9")), absl::OkStatus());
+  stack_->PollOnce();
+  std::vector<std::vector<uint8_t>> keep;
+  std::vector<net::ParsedFrame> sent = Sent(keep);
+  ASSERT_EQ(sent.size(), 3u);  // the ARP reply, "known", and the request for 10.1.0.5
+  EXPECT_EQ(sent[0].l3, net::L3::kArp);
+  ASSERT_EQ(sent[0].eth.vlan_count, 1);
+  EXPECT_EQ(sent[0].eth.vlans[0], tag);
+  EXPECT_EQ(Str(sent[1].payload(keep[1])), "known");
+  ASSERT_EQ(sent[1].eth.vlan_count, 1);
+  EXPECT_EQ(sent[1].eth.vlans[0], tag);
+  EXPECT_EQ(sent[2].l3, net::L3::kArp);  // unknown: asked untagged
+  EXPECT_EQ(sent[2].eth.vlan_count, 0);
+  // 10.1.0.5 answers on VLAN 100: the datagram that waited goes out there.
+  net::ArpPacket answer;
+  answer.op = net::ArpPacket::kReply;
+  answer.sender_mac = kMacPeer;
+  answer.sender_ip = Ip("10.1.0.5");
+  answer.target_mac = kMacB;
+  answer.target_ip = Ip("10.1.0.2");
+  n = net::BuildArp({kMacPeer, kMacB, tag}, answer, buf);
+  ASSERT_TRUE(wire_->Inject({buf.data(), n.value()}));
+  stack_->PollOnce();
+  sent = Sent(keep);
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(Str(sent[0].payload(keep[0])), "waited");
+  ASSERT_EQ(sent[0].eth.vlan_count, 1);
+  EXPECT_EQ(sent[0].eth.vlans[0], tag);
+}
+
 TEST_F(StackWireTest, DropsWhatIsNotOursAndCountsWhy) {
   ASSERT_TRUE(wire_->Inject(Udp("10.1.0.1:5000", "10.1.0.9:7", "elsewhere")));
   std::vector<uint8_t> bad = Udp("10.1.0.1:5000", "10.1.0.2:7", "bad");
