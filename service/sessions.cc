@@ -121,8 +121,13 @@ std::vector<std::pair<std::string, SocketId>> Sessions::Sockets(const std::strin
   return out;
 }
 
-absl::Status Sessions::AddStream(const std::string& token) {
-  std::lock_guard<std::mutex> lock(mu_);
+absl::Status Sessions::AddStream(const std::string& token, absl::Duration grace) {
+  std::unique_lock<std::mutex> lock(mu_);
+  const auto room = [&] {
+    const Session* s = Find(token);
+    return s == nullptr || s->streams < limits_.max_streams_per_session;
+  };
+  if (!room()) stream_ended_.wait_for(lock, absl::ToChronoMilliseconds(grace), room);
   Session* s = Find(token);
   if (s == nullptr) return absl::UnauthenticatedError("unknown or expired session");
   if (s->streams >= limits_.max_streams_per_session) {
@@ -135,9 +140,12 @@ absl::Status Sessions::AddStream(const std::string& token) {
 }
 
 void Sessions::RemoveStream(const std::string& token) {
-  std::lock_guard<std::mutex> lock(mu_);
-  // The session may have ended under the stream: then there is nothing to count.
-  if (Session* s = Find(token); s != nullptr && s->streams > 0) --s->streams;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    // The session may have ended under the stream: then there is nothing to count.
+    if (Session* s = Find(token); s != nullptr && s->streams > 0) --s->streams;
+  }
+  stream_ended_.notify_all();
 }
 
 absl::StatusOr<std::vector<SocketId>> Sessions::End(const std::string& token) {

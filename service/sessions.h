@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <condition_variable>
 #include <mutex>
 #include <string>
 #include <utility>
@@ -64,8 +65,10 @@ class Sessions {
   std::vector<std::pair<std::string, SocketId>> Sockets(const std::string& token) const;
 
   // A Receive or Exchange stream of the session starts: RESOURCE_EXHAUSTED when it has
-  // max_streams_per_session open. Each success is paired with one RemoveStream.
-  absl::Status AddStream(const std::string& token);
+  // max_streams_per_session open, and none of them ends within `grace` (a cancelled stream's
+  // handler ends a moment after the client let go of it). Each success is paired with one
+  // RemoveStream.
+  absl::Status AddStream(const std::string& token, absl::Duration grace = absl::ZeroDuration());
   void RemoveStream(const std::string& token);
 
   // Ends the session; returns its sockets for closing.
@@ -95,6 +98,7 @@ class Sessions {
   const SessionLimits limits_;
   const std::function<absl::Time()> clock_;
   mutable std::mutex mu_;
+  std::condition_variable stream_ended_;  // signalled by RemoveStream
   absl::flat_hash_map<std::string, Session> sessions_;
 };
 

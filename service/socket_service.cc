@@ -17,6 +17,10 @@ namespace {
 
 constexpr char kSessionHeader[] = "quadsock-session";
 constexpr absl::Duration kWaitSlice = absl::Milliseconds(100);
+// How long a new stream waits for a stream slot (of its session, or its socket's one reader)
+// to free: a stream the client cancelled ends on the server at its next wait slice, and the
+// client's next stream must not be refused for that.
+constexpr absl::Duration kStreamGrace = absl::Milliseconds(300);  // 3 wait slices
 // Send results an Exchange stream holds for a client that does not read its responses.
 constexpr size_t kMaxPendingResults = 64;
 
@@ -110,7 +114,7 @@ void ServiceContext::CloseAll(const std::vector<SocketId>& ids) {
 
 absl::Status ServiceContext::StartReading(SocketId id) {
   std::unique_lock<std::mutex> lock(readers_mu_);
-  reader_left_.wait_for(lock, std::chrono::milliseconds(absl::ToInt64Milliseconds(3 * kWaitSlice)),
+  reader_left_.wait_for(lock, absl::ToChronoMilliseconds(kStreamGrace),
                         [&] { return !readers_.contains(id); });
   if (!readers_.insert(id).second) {
     return absl::FailedPreconditionError(
@@ -471,7 +475,9 @@ grpc::Status SocketServiceImpl::Receive(grpc::ServerContext* ctx, const v1::Rece
                                         grpc::ServerWriter<v1::Datagram>* writer) {
   auto r = Resolve(ctx, req->socket());
   if (!r.ok()) return ToGrpc(r.status());
-  if (absl::Status st = c_.sessions.AddStream(r->first); !st.ok()) return ToGrpc(st);
+  if (absl::Status st = c_.sessions.AddStream(r->first, kStreamGrace); !st.ok()) {
+    return ToGrpc(st);
+  }
   absl::Cleanup stream_ends = [&] { c_.sessions.RemoveStream(r->first); };
   const SocketId id = r->second;
   if (absl::Status st = c_.StartReading(id); !st.ok()) return ToGrpc(st);
@@ -505,7 +511,7 @@ grpc::Status SocketServiceImpl::Exchange(
   // waiting for its first request.
   absl::StatusOr<std::string> token = c_.Session(ctx);
   if (!token.ok()) return ToGrpc(token.status());
-  if (absl::Status st = c_.sessions.AddStream(*token); !st.ok()) return ToGrpc(st);
+  if (absl::Status st = c_.sessions.AddStream(*token, kStreamGrace); !st.ok()) return ToGrpc(st);
   absl::Cleanup stream_ends = [&] { c_.sessions.RemoveStream(*token); };
   v1::ExchangeRequest first;
   if (!stream->Read(&first)) return grpc::Status::OK;
