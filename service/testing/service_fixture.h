@@ -170,12 +170,10 @@ class ServiceTest : public ::testing::Test {
     EXPECT_EQ(t_->PeerSend(s, payload, port), absl::OkStatus());
   }
   v1::Socket Get(const std::string& handle) {
-    ClientContext ctx;
-    Auth(ctx, session_);
     v1::GetRequest req;
     req.set_socket(handle);
     v1::Socket resp;
-    EXPECT_TRUE(sockets_->Get(&ctx, req, &resp).ok());
+    EXPECT_TRUE(Call(&v1::SocketService::Stub::Get, req, &resp).ok());
     return resp;
   }
 
