@@ -271,24 +271,8 @@ TEST_F(ServiceTest, ClosingTheSessionStreamClosesItsSockets) {
 }
 
 TEST_F(ServiceTest, SlowReaderCostsBoundedMemory) {
-  std::string s;
-  {
-    ClientContext ctx;
-    Auth(ctx, session_);
-    v1::OpenRequest req;
-    req.set_family(v1::FAMILY_IPV4);
-    req.set_receive_queue_depth(8);
-    v1::OpenResponse resp;
-    ASSERT_TRUE(sockets_->Open(&ctx, req, &resp).ok());
-    s = resp.socket();
-    ClientContext bctx;
-    Auth(bctx, session_);
-    v1::BindRequest breq;
-    breq.set_socket(s);
-    *breq.mutable_local() = Ep("10.1.0.2", 4300);
-    v1::BindResponse bresp;
-    ASSERT_TRUE(sockets_->Bind(&bctx, breq, &bresp).ok());
-  }
+  const std::string s = OpenBound(session_, "10.1.0.2", 4300, v1::FAMILY_IPV4, 8);
+  ASSERT_FALSE(s.empty());
   const stack::SocketId peer = PeerSocket(5300);
   for (int i = 0; i < 100; ++i) {
     PeerSend(peer, std::string(1000, 'x'), 4300);

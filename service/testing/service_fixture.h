@@ -102,15 +102,16 @@ class ServiceTest : public ::testing::Test {
   void Auth(ClientContext& ctx, const std::string& session) {
     ctx.AddMetadata("quadsock-session", session);
   }
-  // Opens and binds a socket in `session`.
+  // Opens and binds a socket in `session` (receive_queue_depth 0: the server's default).
   std::string OpenBound(const std::string& session, const std::string& addr, uint32_t port,
-                        v1::Family family = v1::FAMILY_IPV4) {
+                        v1::Family family = v1::FAMILY_IPV4, uint32_t receive_queue_depth = 0) {
     std::string handle;
     {
       ClientContext ctx;
       Auth(ctx, session);
       v1::OpenRequest req;
       req.set_family(family);
+      req.set_receive_queue_depth(receive_queue_depth);
       v1::OpenResponse resp;
       EXPECT_TRUE(sockets_->Open(&ctx, req, &resp).ok());
       handle = resp.socket();
