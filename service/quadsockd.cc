@@ -32,6 +32,10 @@ ABSL_FLAG(std::vector<std::string>, address, {},
           "repeated on the command line (in a --flagfile, one line with the list): "
           "10.1.0.2/24,fd00:1::2/64. The kernel must not have them; all UDP, ICMP, ARP and NDP "
           "for them goes to quadsock.");
+ABSL_FLAG(uint32_t, vlan, 0,
+          "The 802.1Q VLAN id (1-4094) the addresses are on: only frames with that one tag are "
+          "the stack's, and all it sends carry it. 0: untagged (the default). The interface "
+          "must not strip VLAN tags on receive (ethtool -K IF rxvlan off).");
 ABSL_FLAG(std::vector<std::string>, gateway, {},
           "Default gateways, at most one per family, on a connected network: 10.1.0.1");
 ABSL_FLAG(std::string, xdp_mode, "auto",
@@ -149,6 +153,10 @@ absl::Status CheckFlags() {
     return absl::InvalidArgumentError(absl::StrCat("--max_grpc_threads=", threads,
                                                    ": expected 1..", kMaxInt));
   }
+  if (const uint32_t vlan = absl::GetFlag(FLAGS_vlan); vlan > 4094) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--vlan=", vlan, ": expected 1..4094, or 0 for untagged"));
+  }
   if (absl::GetFlag(FLAGS_max_streams_per_client) == 0) {
     return absl::InvalidArgumentError("--max_streams_per_client must be at least 1");
   }
@@ -195,6 +203,7 @@ int Main(int argc, char** argv) {
     o.stack.gateways.push_back(*ip);
   }
   o.stack.hash4 = absl::GetFlag(FLAGS_hash4);
+  o.stack.vlan = static_cast<uint16_t>(absl::GetFlag(FLAGS_vlan));
   o.stack.max_sockets = absl::GetFlag(FLAGS_max_sockets);
   o.stack.receive_queue_depth = absl::GetFlag(FLAGS_receive_queue_depth);
   o.stack.max_receive_queue_depth = absl::GetFlag(FLAGS_max_receive_queue_depth);

@@ -40,8 +40,11 @@ class FlagCheckTest(unittest.TestCase):
     def test_message_size_that_does_not_fit_an_int(self):
         self.assert_refused(["--max_message_bytes=2147483648"], ["--max_message_bytes"])
 
+    def test_vlan_id_past_the_range(self):
+        self.assert_refused(["--vlan=4095"], ["--vlan=4095", "1..4094"])
+
     def test_good_flags_get_as_far_as_the_interface(self):
-        code, err = run("--lease_seconds=60")
+        code, err = run("--lease_seconds=60", "--vlan=100")
         self.assertEqual(code, 1, err)
         self.assertIn("qs-no-such-if", err)
 

@@ -84,7 +84,9 @@ absl::StatusOr<std::unique_ptr<AfXdpStack>> AfXdpStack::Create(AfXdpOptions opti
         options.interface, mtu, s->port_->interface_mtu(), options.frame_size));
   }
   for (const net::IpPrefix& p : options.stack.addresses) {
-    if (absl::Status st = s->steering_->AddAddress(p.address(), /*exclusive=*/true); !st.ok()) {
+    if (absl::Status st = s->steering_->AddAddress(p.address(), /*exclusive=*/true,
+                                                   options.stack.vlan);
+        !st.ok()) {
       return st;
     }
   }
@@ -103,8 +105,10 @@ AfXdpStack::~AfXdpStack() {
 }
 
 std::string AfXdpStack::Describe() const {
-  return absl::StrFormat("%s: XDP %s, AF_XDP %s, %u queue%s, %u UMEM frames of %u bytes%s",
-                         options_.interface, xdp::XdpModeName(xdp_mode_), bind_mode_,
+  const std::string vlan =
+      options_.stack.vlan != 0 ? absl::StrFormat(", VLAN %u", options_.stack.vlan) : "";
+  return absl::StrFormat("%s%s: XDP %s, AF_XDP %s, %u queue%s, %u UMEM frames of %u bytes%s",
+                         options_.interface, vlan, xdp::XdpModeName(xdp_mode_), bind_mode_,
                          options_.queues, options_.queues == 1 ? "" : "s", options_.umem_frames,
                          options_.frame_size, options_.busy_poll ? ", busy polling" : "");
 }

@@ -162,7 +162,8 @@ void Stack::ReceiveBatch(Engine& engine, demux::LookupContext& ctx, const LocalA
     // there) through Classify.
     net::UdpFrameView v;
     if (net::ParsePlainUdpFrame(bytes, v)) {
-      if (!ForThisLink(v.dst_mac, link.mac) || !local.Contains(v.dst)) {
+      // (The fast parser takes untagged frames only: not ours when the stack is on a VLAN.)
+      if (!ForThisLink(v.dst_mac, link.mac) || options_.vlan != 0 || !local.Contains(v.dst)) {
         engine.Bump(kNotForUs);
         rx.kind[i] = FrameKind::kDone;
         continue;
@@ -225,7 +226,7 @@ Stack::FrameKind Stack::Classify(Engine& engine, const LocalAddresses& local,
     engine.BumpParse(e);
     return FrameKind::kDone;
   }
-  if (!ForThisLink(f.eth.dst, engine.link->info().mac)) {
+  if (!ForThisLink(f.eth.dst, engine.link->info().mac) || f.eth.vlan_id() != options_.vlan) {
     engine.Bump(kNotForUs);
     return FrameKind::kDone;
   }
@@ -265,7 +266,7 @@ void Stack::HandleArp(Engine& engine, const net::ParsedFrame& f, const LocalAddr
   const net::ArpPacket& arp = f.arp;
   const bool for_us = local.Contains(arp.target_ip);
   // RFC 826: merge the sender into an existing entry; create one if the packet is for us.
-  LearnNeighbor(engine, arp.sender_ip, arp.sender_mac, VlanOf(f), now, for_us);
+  LearnNeighbor(engine, arp.sender_ip, arp.sender_mac, now, for_us);
   if (!for_us || arp.op != net::ArpPacket::kRequest) return;
   std::optional<link::FrameBuffer> out = NewTxFrame(engine);
   if (!out.has_value()) return;
@@ -276,20 +277,20 @@ void Stack::HandleArp(Engine& engine, const net::ParsedFrame& f, const LocalAddr
   reply.target_mac = arp.sender_mac;
   reply.target_ip = arp.sender_ip;
   QueueTx(engine, *out,
-          net::BuildArp({engine.link->info().mac, arp.sender_mac, VlanOf(f)}, reply,
+          net::BuildArp(LinkTo(engine, arp.sender_mac), reply,
                         {out->data, out->capacity}));
   engine.Bump(kArpReplies);
 }
 
 void Stack::LearnNeighbor(Engine& engine, const net::IpAddress& ip, const net::MacAddress& mac,
-                          std::optional<net::VlanTag> vlan, absl::Time now, bool create) {
+                          absl::Time now, bool create) {
   if (ip.IsUnspecified()) return;
   std::vector<PendingDatagram> ready;
   {
     std::lock_guard<std::mutex> lock(net_mu_);
-    ready = neighbors_.Learn(ip, mac, now, create, vlan);
+    ready = neighbors_.Learn(ip, mac, now, create);
   }
-  TransmitPending(engine, ready, mac, vlan);
+  TransmitPending(engine, ready, mac);
 }
 
 void Stack::HandleNdp(Engine& engine, const net::ParsedFrame& f, const LocalAddresses& local,
@@ -299,7 +300,7 @@ void Stack::HandleNdp(Engine& engine, const net::ParsedFrame& f, const LocalAddr
   if (m.link_address.has_value()) {
     // A solicitation teaches us its sender; an advertisement, its target.
     const bool solicitation = f.icmp.type == net::kIcmpv6NeighborSolicitation;
-    LearnNeighbor(engine, solicitation ? f.src : m.target, *m.link_address, VlanOf(f), now,
+    LearnNeighbor(engine, solicitation ? f.src : m.target, *m.link_address, now,
                   solicitation && for_us);
   }
   if (f.icmp.type != net::kIcmpv6NeighborSolicitation || !for_us) return;
@@ -314,7 +315,7 @@ void Stack::HandleNdp(Engine& engine, const net::ParsedFrame& f, const LocalAddr
   const net::MacAddress dst_mac = dad ? net::MacAddress::Ipv6Multicast(dst) : f.eth.src;
   const uint32_t flags = (dad ? 0 : net::NdpMessage::kFlagSolicited) | net::NdpMessage::kFlagOverride;
   QueueTx(engine, *out,
-          net::BuildNdp({engine.link->info().mac, dst_mac, VlanOf(f)}, m.target, dst,
+          net::BuildNdp(LinkTo(engine, dst_mac), m.target, dst,
                         net::kIcmpv6NeighborAdvertisement, advert, {out->data, out->capacity},
                         flags));
   engine.Bump(kNdpAdverts);
@@ -345,7 +346,7 @@ void Stack::SendEchoReply(Engine& engine, const net::ParsedFrame& f,
   net::IcmpHeader reply = f.icmp;
   reply.type = f.l3 == net::L3::kIpv4 ? net::kIcmpv4EchoReply : net::kIcmpv6EchoReply;
   QueueTx(engine, *out,
-          net::BuildIcmp({engine.link->info().mac, f.eth.src, VlanOf(f)}, f.dst, f.src, reply,
+          net::BuildIcmp(LinkTo(engine, f.eth.src), f.dst, f.src, reply,
                          f.payload(bytes), {out->data, out->capacity}));
   engine.Bump(kEchoReplies);
 }
@@ -371,7 +372,7 @@ void Stack::SendPortUnreachable(Engine& engine, const net::ParsedFrame& f,
   const size_t ip_length = f.l4_offset + f.l4_length - f.l3_offset;
   const size_t quote = std::min(ip_length, net::IcmpQuoteLimit(f.src.family()));
   QueueTx(engine, *out,
-          net::BuildIcmp({engine.link->info().mac, f.eth.src, VlanOf(f)}, f.dst, f.src, h,
+          net::BuildIcmp(LinkTo(engine, f.eth.src), f.dst, f.src, h,
                          bytes.subspan(f.l3_offset, quote), {out->data, out->capacity}));
   engine.Bump(kIcmpErrorsSent);
 }
@@ -387,9 +388,10 @@ bool Stack::TakeIcmpErrorToken(absl::Time now) {
   return true;
 }
 
-std::optional<net::VlanTag> Stack::VlanOf(const net::ParsedFrame& f) {
-  if (f.eth.vlan_count == 0) return std::nullopt;
-  return f.eth.vlans[f.eth.vlan_count - 1];
+net::LinkAddresses Stack::LinkTo(Engine& engine, const net::MacAddress& dst) const {
+  std::optional<net::VlanTag> tag;
+  if (options_.vlan != 0) tag = net::VlanTag{.tpid = net::kEtherTypeVlan, .tci = options_.vlan};
+  return {engine.link->info().mac, dst, tag};
 }
 
 void Stack::SendQueued(Engine& engine, absl::Time now) {
@@ -406,7 +408,6 @@ void Stack::SendDatagram(Engine& engine, const SendRequest& request, absl::Time 
   net::Endpoint dst{request.dst.address.Unmapped(), request.dst.port};
   net::Endpoint src{request.src.address.Unmapped(), request.src.port};
   std::optional<net::MacAddress> mac;
-  std::optional<net::VlanTag> vlan;  // the neighbour's, as it was learned
   bool probe = false;
   net::IpAddress next_hop;
   {
@@ -419,7 +420,7 @@ void Stack::SendDatagram(Engine& engine, const SendRequest& request, absl::Time 
     }
     if (src.address.IsUnspecified()) src.address = route->source;
     next_hop = route->next_hop;
-    mac = neighbors_.Lookup(next_hop, now, &vlan);
+    mac = neighbors_.Lookup(next_hop, now);
     // No MAC yet: the datagram waits for the neighbour (and is counted there if it cannot).
     if (!mac.has_value()) {
       probe = neighbors_.Queue({src, dst, next_hop, request.payload, request.socket}, now);
@@ -429,27 +430,27 @@ void Stack::SendDatagram(Engine& engine, const SendRequest& request, absl::Time 
     if (probe) SendProbe(engine, next_hop);
     return;
   }
-  TransmitUdp(engine, src, dst, *mac, vlan, AsBytes(request.payload), request.socket);
+  TransmitUdp(engine, src, dst, *mac, AsBytes(request.payload), request.socket);
 }
 
 void Stack::TransmitPending(Engine& engine, const std::vector<PendingDatagram>& ready,
-                            const net::MacAddress& mac, std::optional<net::VlanTag> vlan) {
-  // They all waited for the neighbour that just answered with `mac` (on `vlan`).
+                            const net::MacAddress& mac) {
+  // They all waited for the neighbour that just answered with `mac`.
   for (const PendingDatagram& d : ready) {
-    TransmitUdp(engine, d.src, d.dst, mac, vlan, AsBytes(d.payload), d.socket);
+    TransmitUdp(engine, d.src, d.dst, mac, AsBytes(d.payload), d.socket);
   }
 }
 
 void Stack::TransmitUdp(Engine& engine, const net::Endpoint& src, const net::Endpoint& dst,
-                        const net::MacAddress& dst_mac, std::optional<net::VlanTag> vlan,
-                        std::span<const uint8_t> payload, std::shared_ptr<UdpSocket> socket) {
+                        const net::MacAddress& dst_mac, std::span<const uint8_t> payload,
+                        std::shared_ptr<UdpSocket> socket) {
   std::optional<link::FrameBuffer> out = NewTxFrame(engine);
   if (!out.has_value()) {
     if (socket != nullptr) socket->CountSendDrop();
     return;
   }
-  std::optional<size_t> n = net::BuildUdp({engine.link->info().mac, dst_mac, vlan}, {src, dst},
-                                          payload, {out->data, out->capacity});
+  std::optional<size_t> n =
+      net::BuildUdp(LinkTo(engine, dst_mac), {src, dst}, payload, {out->data, out->capacity});
   QueueTx(engine, *out, n, {std::move(socket), payload.size()});
 }
 
@@ -471,7 +472,7 @@ void Stack::SendProbe(Engine& engine, const net::IpAddress& target) {
     request.sender_ip = source;
     request.target_ip = target;
     QueueTx(engine, *out,
-            net::BuildArp({mac, net::MacAddress::Broadcast(), std::nullopt}, request,
+            net::BuildArp(LinkTo(engine, net::MacAddress::Broadcast()), request,
                           {out->data, out->capacity}));
     return;
   }
@@ -480,7 +481,7 @@ void Stack::SendProbe(Engine& engine, const net::IpAddress& target) {
   solicitation.target = target;
   solicitation.link_address = mac;
   QueueTx(engine, *out,
-          net::BuildNdp({mac, net::MacAddress::Ipv6Multicast(group), std::nullopt}, source, group,
+          net::BuildNdp(LinkTo(engine, net::MacAddress::Ipv6Multicast(group)), source, group,
                         net::kIcmpv6NeighborSolicitation, solicitation,
                         {out->data, out->capacity}));
 }

@@ -28,12 +28,10 @@ const char* NeighborStateName(NeighborState s) {
   return "?";
 }
 
-std::optional<net::MacAddress> NeighborTable::Lookup(const net::IpAddress& ip, absl::Time now,
-                                                     std::optional<net::VlanTag>* vlan) {
+std::optional<net::MacAddress> NeighborTable::Lookup(const net::IpAddress& ip, absl::Time now) {
   auto it = entries_.find(ip);
   if (it == entries_.end() || !it->second.mac.has_value()) return std::nullopt;
   Entry& e = it->second;
-  if (vlan != nullptr) *vlan = e.vlan;
   if (e.state == NeighborState::kReachable && now - e.updated > options_.reachable_time) {
     e.state = NeighborState::kStale;
   }
@@ -106,7 +104,7 @@ bool NeighborTable::Queue(PendingDatagram datagram, absl::Time now) {
 
 std::vector<PendingDatagram> NeighborTable::Learn(const net::IpAddress& ip,
                                                   const net::MacAddress& mac, absl::Time now,
-                                                  bool create, std::optional<net::VlanTag> vlan) {
+                                                  bool create) {
   auto it = entries_.find(ip);
   if (it == entries_.end()) {
     // A neighbour learned from the wire (a request for us, RFC 826) takes only a stale
@@ -118,7 +116,6 @@ std::vector<PendingDatagram> NeighborTable::Learn(const net::IpAddress& ip,
   if (e.state == NeighborState::kPermanent) return {};
   if (!e.mac.has_value()) ++counters_.resolved;
   e.mac = mac;
-  e.vlan = vlan;
   e.state = NeighborState::kReachable;
   e.updated = now;
   e.refresh = false;

@@ -78,18 +78,14 @@ class NeighborTable {
   explicit NeighborTable(Options options) : options_(options) {}
 
   // The MAC to send to, if known. A stale entry is marked for a refreshing probe.
-  // `vlan`, if given, gets the VLAN tag the neighbour was learned with (none: untagged).
-  std::optional<net::MacAddress> Lookup(const net::IpAddress& ip, absl::Time now,
-                                        std::optional<net::VlanTag>* vlan = nullptr);
+  std::optional<net::MacAddress> Lookup(const net::IpAddress& ip, absl::Time now);
   // Queues a datagram for an unresolved neighbour. Returns true when a probe should go out now
   // (a new entry). A full queue drops the datagram (counted).
   bool Queue(PendingDatagram datagram, absl::Time now);
   // Records an answer (ARP reply or request, neighbour advertisement). With create=false only
   // an existing entry is updated (RFC 826's merge rule). Returns the datagrams now sendable.
-  // `vlan`: the tag of the frame it came in (a peer on a VLAN is sent to on that VLAN).
   std::vector<PendingDatagram> Learn(const net::IpAddress& ip, const net::MacAddress& mac,
-                                     absl::Time now, bool create,
-                                     std::optional<net::VlanTag> vlan = std::nullopt);
+                                     absl::Time now, bool create);
   // Timers: the neighbours to probe now. Entries whose probes ran out are removed and their
   // datagrams dropped (counted).
   std::vector<net::IpAddress> Tick(absl::Time now);
@@ -104,7 +100,6 @@ class NeighborTable {
  private:
   struct Entry {
     std::optional<net::MacAddress> mac;
-    std::optional<net::VlanTag> vlan;
     NeighborState state = NeighborState::kIncomplete;
     absl::Time updated;
     absl::Time next_probe;

@@ -28,6 +28,10 @@ absl::StatusOr<std::unique_ptr<Stack>> Stack::Create(
   if (options.addresses.empty()) {
     return absl::InvalidArgumentError("a stack needs at least one address (such as 10.1.0.2/24)");
   }
+  if (options.vlan > 4094) {
+    return absl::InvalidArgumentError(absl::StrCat("VLAN id ", options.vlan,
+                                                   " is out of range: 1-4094, or 0 for none"));
+  }
   std::unique_ptr<Stack> stack(new Stack(std::move(options)));
   {
     std::lock_guard<std::mutex> lock(stack->net_mu_);

@@ -47,7 +47,7 @@
 
 namespace quadsock::net {
 struct ParsedFrame;
-struct VlanTag;
+struct LinkAddresses;
 }  // namespace quadsock::net
 
 namespace quadsock::stack {
@@ -58,6 +58,9 @@ using SocketId = demux::SocketId;
 struct StackOptions {
   std::vector<net::IpPrefix> addresses;   // ours, with their connected networks
   std::vector<net::IpAddress> gateways;   // at most one per family
+  // The 802.1Q VLAN the stack's addresses are on (1-4094): it takes only frames with that one
+  // tag and tags all it sends. 0: untagged (priority-tagged frames, VLAN id 0, count as such).
+  uint16_t vlan = 0;
   bool hash4 = true;                      // the seed's switch (CONFIG_BASE_SMALL when false)
   uint16_t ephemeral_low = 32768;
   uint16_t ephemeral_high = 60999;
@@ -87,7 +90,7 @@ struct SocketStatus {
 struct StackCounters {
   uint64_t rx_frames = 0;
   uint64_t parse_errors[net::kParseErrorCount] = {};
-  uint64_t not_for_us = 0;          // IP to an address that is not ours
+  uint64_t not_for_us = 0;          // for another host: its MAC or IP address, another VLAN
   uint64_t fragments = 0;           // IP fragments: no reassembly, dropped
   uint64_t unhandled = 0;           // other protocols and ethertypes; echo requests from a
                                     // source no host sends from (broadcast, multicast)
@@ -196,24 +199,25 @@ class Stack {
   // Learns (or refreshes; `create`: adds) a neighbour's MAC from a packet, and sends the
   // datagrams that were waiting for it. An unspecified address teaches nothing.
   void LearnNeighbor(Engine& engine, const net::IpAddress& ip, const net::MacAddress& mac,
-                     std::optional<net::VlanTag> vlan, absl::Time now, bool create);
+                     absl::Time now, bool create);
   void SendEchoReply(Engine& engine, const net::ParsedFrame& f, std::span<const uint8_t> bytes);
   void SendPortUnreachable(Engine& engine, const net::ParsedFrame& f,
                            std::span<const uint8_t> bytes, absl::Time now);
   void SendQueued(Engine& engine, absl::Time now);
   void SendDatagram(Engine& engine, const SendRequest& request, absl::Time now);
   void TransmitPending(Engine& engine, const std::vector<PendingDatagram>& ready,
-                       const net::MacAddress& mac, std::optional<net::VlanTag> vlan);
+                       const net::MacAddress& mac);
   void TransmitUdp(Engine& engine, const net::Endpoint& src, const net::Endpoint& dst,
-                   const net::MacAddress& dst_mac, std::optional<net::VlanTag> vlan,
-                   std::span<const uint8_t> payload, std::shared_ptr<UdpSocket> socket);
+                   const net::MacAddress& dst_mac, std::span<const uint8_t> payload,
+                   std::shared_ptr<UdpSocket> socket);
   void SendProbe(Engine& engine, const net::IpAddress& target);
   std::optional<link::FrameBuffer> NewTxFrame(Engine& engine);
   void QueueTx(Engine& engine, link::FrameBuffer frame, std::optional<size_t> length,
                TxOwner owner = {});
   void FlushTx(Engine& engine);
   bool TakeIcmpErrorToken(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(net_mu_);
-  static std::optional<net::VlanTag> VlanOf(const net::ParsedFrame& f);
+  // Our end of a frame to `dst`: the link's MAC address and the stack's VLAN tag, if any.
+  net::LinkAddresses LinkTo(Engine& engine, const net::MacAddress& dst) const;
 
   const StackOptions options_;
   std::unique_ptr<demux::SocketTable> table_;

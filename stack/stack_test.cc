@@ -8,6 +8,7 @@
 #include <cstring>
 #include <string>
 
+#include "absl/strings/match.h"
 #include "stack/link/memory_link.h"
 #include "stack/net/frame.h"
 #include "stack/net/frame_builder.h"
@@ -233,6 +234,20 @@ class NarrowTxLink : public link::Link {
   const size_t room_;
 };
 
+TEST(StackOptionsTest, VlanIdsPastTheRangeAreRefused) {
+  FakeClock clock;
+  for (uint16_t vlan : {4095, 4096, 65535}) {
+    link::MemoryLink::Pair p = link::MemoryLink::CreateWithTestEnd({.name = "s", .mac = kMacB});
+    std::vector<std::unique_ptr<link::Link>> links;
+    links.push_back(std::move(p.link));
+    StackOptions o = Options(clock, "10.1.0.2/24", "fd00:1::2/64");
+    o.vlan = vlan;
+    absl::StatusOr<std::unique_ptr<Stack>> st = Stack::Create(std::move(o), std::move(links));
+    EXPECT_EQ(st.status().code(), absl::StatusCode::kInvalidArgument) << vlan;
+    EXPECT_TRUE(absl::StrContains(st.status().message(), "1-4094")) << st.status();
+  }
+}
+
 // Datagrams count as sent when the TX ring takes them; those it has no room for, as dropped.
 TEST(StackSendCountersTest, SentMeansTheRingTookIt) {
   FakeClock clock;
@@ -335,18 +350,23 @@ TEST_F(TwoStacksTest, ThreadsCarryTrafficBothWays) {
 // A stack whose far end the test holds: exact frames in, exact frames out.
 class StackWireTest : public ::testing::Test {
  protected:
-  void SetUp() override {
+  void SetUp() override { MakeStack(/*vlan=*/0); }
+  void TearDown() override { EXPECT_EQ(stack_->CheckFrameAccounting(), absl::OkStatus()); }
+
+  void MakeStack(uint16_t vlan) {
     link::MemoryLink::Pair p = link::MemoryLink::CreateWithTestEnd({.name = "s", .mac = kMacB});
     wire_ = std::move(p.test_end);
     std::vector<std::unique_ptr<link::Link>> links;
     links.push_back(std::move(p.link));
-    stack_ = Stack::Create(Options(clock_, "10.1.0.2/24", "fd00:1::2/64"), std::move(links)).value();
+    StackOptions o = Options(clock_, "10.1.0.2/24", "fd00:1::2/64");
+    o.vlan = vlan;
+    stack_ = Stack::Create(std::move(o), std::move(links)).value();
   }
-  void TearDown() override { EXPECT_EQ(stack_->CheckFrameAccounting(), absl::OkStatus()); }
 
-  std::vector<uint8_t> Udp(const char* src, const char* dst, const std::string& payload) {
+  std::vector<uint8_t> Udp(const char* src, const char* dst, const std::string& payload,
+                           std::optional<net::VlanTag> tag = std::nullopt) {
     std::vector<uint8_t> buf(2048);
-    std::optional<size_t> n = net::BuildUdp({kMacPeer, kMacB, std::nullopt}, {Ep(src), Ep(dst)},
+    std::optional<size_t> n = net::BuildUdp({kMacPeer, kMacB, tag}, {Ep(src), Ep(dst)},
                                             Bytes(payload), buf);
     buf.resize(n.value());
     return buf;
@@ -484,49 +504,78 @@ TEST_F(StackWireTest, NoAnswerToBroadcastOrMulticastSources) {
   EXPECT_EQ(Sent(keep).size(), 1u);
 }
 
-// A neighbour learned from a tagged frame is on that VLAN: datagrams to it carry the tag, those
-// sent at once and those that waited for the answer alike.
-TEST_F(StackWireTest, DatagramsGoOutOnTheirNeighboursVlan) {
-  const net::VlanTag tag{.tpid = net::kEtherTypeVlan, .tci = 100};
-  std::vector<uint8_t> buf(256);
-  net::ArpPacket who;
-  who.sender_mac = kMacPeer;
-  who.sender_ip = Ip("10.1.0.1");
-  who.target_ip = Ip("10.1.0.2");
-  std::optional<size_t> n =
-      net::BuildArp({kMacPeer, net::MacAddress::Broadcast(), tag}, who, buf);
-  ASSERT_TRUE(wire_->Inject({buf.data(), n.value()}));
-  stack_->PollOnce();
+// A stack on no VLAN takes untagged and priority-tagged frames (VLAN id 0) only: the same
+// address on another VLAN is another host's.
+TEST_F(StackWireTest, FramesOfAVlanAreNotOursWithoutOne) {
   SocketId s = stack_->Open(net::Family::kV4).value();
-  ASSERT_EQ(stack_->Send(s, Bytes("known"), Ep("10.1.0.1:9")), absl::OkStatus());
+  ASSERT_TRUE(stack_->Bind(s, Ep("10.1.0.2:7")).ok());
+  ASSERT_TRUE(wire_->Inject(Udp("10.1.0.1:5000", "10.1.0.2:7", "vlan 100",
+                                net::VlanTag{.tpid = net::kEtherTypeVlan, .tci = 100})));
+  ASSERT_TRUE(wire_->Inject(Udp("10.1.0.1:5000", "10.1.0.2:7", "priority",
+                                net::VlanTag{.tpid = net::kEtherTypeVlan, .tci = 0xa000})));
+  stack_->PollOnce();
+  std::optional<ReceivedDatagram> d = stack_->Receive(s).value();
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->payload, "priority");
+  EXPECT_FALSE(stack_->Receive(s).value().has_value());
+  EXPECT_EQ(stack_->Counters().not_for_us, 1u);
+  std::vector<std::vector<uint8_t>> keep;
+  EXPECT_TRUE(Sent(keep).empty());  // not even port unreachable for the tagged one
+}
+
+// A stack on VLAN 100 takes frames with that one tag only, and tags all it sends: answers,
+// datagrams, and the requests for neighbours it does not know yet.
+TEST_F(StackWireTest, AStackOnAVlanTakesAndSendsThatTagOnly) {
+  MakeStack(/*vlan=*/100);
+  const net::VlanTag tag{.tpid = net::kEtherTypeVlan, .tci = 100};
+  SocketId s = stack_->Open(net::Family::kV4).value();
+  ASSERT_TRUE(stack_->Bind(s, Ep("10.1.0.2:7")).ok());
+  ASSERT_TRUE(wire_->Inject(Udp("10.1.0.1:5000", "10.1.0.2:7", "untagged")));
+  ASSERT_TRUE(wire_->Inject(Udp("10.1.0.1:5000", "10.1.0.2:7", "vlan 200",
+                                net::VlanTag{.tpid = net::kEtherTypeVlan, .tci = 200})));
+  std::vector<uint8_t> qinq = Udp("10.1.0.1:5000", "10.1.0.2:7", "qinq", tag);
+  const uint8_t outer[] = {0x88, 0xa8, 0x00, 0x64};  // 802.1ad, service VLAN 100
+  qinq.insert(qinq.begin() + 12, std::begin(outer), std::end(outer));
+  ASSERT_TRUE(wire_->Inject(qinq));
+  ASSERT_TRUE(wire_->Inject(Udp("10.1.0.1:5000", "10.1.0.2:7", "vlan 100", tag)));
+  ASSERT_TRUE(wire_->Inject(Udp("10.1.0.1:5000", "10.1.0.2:7", "vlan 100, priority 5",
+                                net::VlanTag{.tpid = net::kEtherTypeVlan, .tci = 0xa064})));
+  stack_->PollOnce();
+  EXPECT_EQ(stack_->Receive(s).value()->payload, "vlan 100");
+  EXPECT_EQ(stack_->Receive(s).value()->payload, "vlan 100, priority 5");
+  EXPECT_FALSE(stack_->Receive(s).value().has_value());
+  EXPECT_EQ(stack_->Counters().not_for_us, 3u);
+  std::vector<std::vector<uint8_t>> keep;
+  EXPECT_TRUE(Sent(keep).empty());
+
+  // A neighbour not known yet is asked on the VLAN; its answer sends the datagram, tagged.
   ASSERT_EQ(stack_->Send(s, Bytes("waited"), Ep("10.1.0.5:9")), absl::OkStatus());
   stack_->PollOnce();
-  std::vector<std::vector<uint8_t>> keep;
   std::vector<net::ParsedFrame> sent = Sent(keep);
-  ASSERT_EQ(sent.size(), 3u);  // the ARP reply, "known", and the request for 10.1.0.5
+  ASSERT_EQ(sent.size(), 1u);
   EXPECT_EQ(sent[0].l3, net::L3::kArp);
   ASSERT_EQ(sent[0].eth.vlan_count, 1);
   EXPECT_EQ(sent[0].eth.vlans[0], tag);
-  EXPECT_EQ(Str(sent[1].payload(keep[1])), "known");
-  ASSERT_EQ(sent[1].eth.vlan_count, 1);
-  EXPECT_EQ(sent[1].eth.vlans[0], tag);
-  EXPECT_EQ(sent[2].l3, net::L3::kArp);  // unknown: asked untagged
-  EXPECT_EQ(sent[2].eth.vlan_count, 0);
-  // 10.1.0.5 answers on VLAN 100: the datagram that waited goes out there.
   net::ArpPacket answer;
   answer.op = net::ArpPacket::kReply;
   answer.sender_mac = kMacPeer;
   answer.sender_ip = Ip("10.1.0.5");
   answer.target_mac = kMacB;
   answer.target_ip = Ip("10.1.0.2");
-  n = net::BuildArp({kMacPeer, kMacB, tag}, answer, buf);
+  std::vector<uint8_t> buf(256);
+  std::optional<size_t> n = net::BuildArp({kMacPeer, kMacB, tag}, answer, buf);
   ASSERT_TRUE(wire_->Inject({buf.data(), n.value()}));
+  // And a closed port's port unreachable goes back on the VLAN too.
+  ASSERT_TRUE(wire_->Inject(Udp("10.1.0.1:5000", "10.1.0.2:8", "closed", tag)));
   stack_->PollOnce();
   sent = Sent(keep);
-  ASSERT_EQ(sent.size(), 1u);
+  ASSERT_EQ(sent.size(), 2u);
   EXPECT_EQ(Str(sent[0].payload(keep[0])), "waited");
-  ASSERT_EQ(sent[0].eth.vlan_count, 1);
-  EXPECT_EQ(sent[0].eth.vlans[0], tag);
+  EXPECT_EQ(sent[1].icmp.type, net::kIcmpv4DestUnreachable);
+  for (const net::ParsedFrame& f : sent) {
+    ASSERT_EQ(f.eth.vlan_count, 1);
+    EXPECT_EQ(f.eth.vlans[0], tag);
+  }
 }
 
 TEST_F(StackWireTest, DropsWhatIsNotOursAndCountsWhy) {

@@ -3,10 +3,13 @@
 // program) and a peer namespace where the kernel plays the other host. Needs root.
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <linux/if_packet.h>
+#include <net/ethernet.h>
 #include <bpf/libbpf.h>
 #include <net/if.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -22,6 +25,8 @@
 
 #include "stack/afxdp_stack.h"
 #include "stack/link/xsk_link.h"
+#include "stack/net/frame.h"
+#include "stack/net/frame_builder.h"
 #include "tests/peer_netns.h"
 
 namespace quadsock {
@@ -326,6 +331,152 @@ TEST_F(AfXdpTest, PingAndNeighbourResolutionBothWays) {
   EXPECT_EQ(KernelRecv(peer4), "arp first");
   EXPECT_EQ(KernelRecv(peer6), "ndp first");
   EXPECT_GE(stack().Counters().neighbors.resolved, 2u);
+}
+
+// quadsock on VLAN 100 of its interface. This kernel has no 802.1Q devices (CONFIG_VLAN_8021Q
+// is off), so the peer is a packet socket on qs1: it sends tagged frames made here and reads
+// quadsock's answers with their tags (the kernel's receive path moves a tag into the packet's
+// auxiliary data; a tag still in the frame counts as well).
+constexpr char kVlanStackV4[] = "10.7.100.2";
+constexpr char kVlanPeerV4[] = "10.7.100.1";
+constexpr uint16_t kVlan = 100;
+
+class AfXdpVlanTest : public AfXdpTest {
+ protected:
+  struct Answer {
+    net::ParsedFrame frame;
+    std::vector<uint8_t> bytes;
+    int vlan = 0;  // the tag's VLAN id; 0 untagged
+  };
+
+  void Customize(stack::AfXdpOptions& o) override {
+    o.stack.vlan = kVlan;
+    o.stack.addresses = {*net::IpPrefix::Parse(std::string(kVlanStackV4) + "/24")};
+    net_->PeerShell("ip link set qs1 promisc on");
+    raw_ = net_->PeerSocket(AF_PACKET, SOCK_RAW, htons(ETH_P_ALL));
+    fds_.push_back(raw_);
+    const int on = 1;
+    EXPECT_EQ(setsockopt(raw_, SOL_PACKET, PACKET_AUXDATA, &on, sizeof(on)), 0);
+    timeval tv{0, 200 * 1000};
+    setsockopt(raw_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    sockaddr_ll at{};
+    at.sll_family = AF_PACKET;
+    at.sll_protocol = htons(ETH_P_ALL);
+    at.sll_ifindex = net_->PeerIfindex();
+    EXPECT_EQ(bind(raw_, reinterpret_cast<sockaddr*>(&at), sizeof(at)), 0) << std::strerror(errno);
+    ifindex_ = at.sll_ifindex;
+    // quadsock's MAC is qs0's (this namespace's /sys is the host's: ask the kernel instead).
+    const int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    ifreq r{};
+    std::strncpy(r.ifr_name, "qs0", IFNAMSIZ - 1);
+    EXPECT_EQ(ioctl(fd, SIOCGIFHWADDR, &r), 0) << std::strerror(errno);
+    close(fd);
+    mac_ = net::MacAddress::FromBytes(reinterpret_cast<const uint8_t*>(r.ifr_hwaddr.sa_data));
+  }
+
+  static net::LinkAddresses Link(std::optional<uint16_t> vlan, const net::MacAddress& dst) {
+    std::optional<net::VlanTag> tag;
+    if (vlan.has_value()) tag = net::VlanTag{.tpid = net::kEtherTypeVlan, .tci = *vlan};
+    return {kPeerMac, dst, tag};
+  }
+
+  void SendRaw(std::span<const uint8_t> frame) {
+    sockaddr_ll to{};
+    to.sll_family = AF_PACKET;
+    to.sll_ifindex = ifindex_;
+    to.sll_halen = 6;
+    ASSERT_EQ(sendto(raw_, frame.data(), frame.size(), 0, reinterpret_cast<sockaddr*>(&to),
+                     sizeof(to)),
+              static_cast<ssize_t>(frame.size()))
+        << std::strerror(errno);
+  }
+
+  void SendUdp(std::optional<uint16_t> vlan, const std::string& payload) {
+    std::vector<uint8_t> buf(2048);
+    std::optional<size_t> n = net::BuildUdp(
+        Link(vlan, mac_), {Ep(std::string(kVlanPeerV4) + ":5000"),
+                                 Ep(std::string(kVlanStackV4) + ":4000")},
+        Bytes(payload), buf);
+    SendRaw({buf.data(), n.value()});
+  }
+
+  // The next frame quadsock sent to the peer, within 3 s.
+  std::optional<Answer> NextAnswer() {
+    const absl::Time deadline = absl::Now() + absl::Seconds(3);
+    while (absl::Now() < deadline) {
+      Answer a;
+      a.bytes.resize(2048);
+      iovec iov{a.bytes.data(), a.bytes.size()};
+      sockaddr_ll from{};
+      alignas(cmsghdr) char control[CMSG_SPACE(sizeof(tpacket_auxdata))];
+      msghdr m{};
+      m.msg_name = &from;
+      m.msg_namelen = sizeof(from);
+      m.msg_iov = &iov;
+      m.msg_iovlen = 1;
+      m.msg_control = control;
+      m.msg_controllen = sizeof(control);
+      const ssize_t n = recvmsg(raw_, &m, 0);
+      if (n <= 0 || from.sll_pkttype == PACKET_OUTGOING) continue;
+      a.bytes.resize(static_cast<size_t>(n));
+      for (cmsghdr* c = CMSG_FIRSTHDR(&m); c != nullptr; c = CMSG_NXTHDR(&m, c)) {
+        if (c->cmsg_level != SOL_PACKET || c->cmsg_type != PACKET_AUXDATA) continue;
+        tpacket_auxdata aux;
+        std::memcpy(&aux, CMSG_DATA(c), sizeof(aux));
+        if (aux.tp_status & TP_STATUS_VLAN_VALID) a.vlan = aux.tp_vlan_tci & 0x0fff;
+      }
+      if (net::ParseFrame(a.bytes, a.frame) != net::ParseError::kOk) continue;
+      if (a.frame.eth.vlan_count == 1) a.vlan = a.frame.eth.vlans[0].vlan_id();
+      if (a.frame.eth.src != mac_) continue;
+      return a;
+    }
+    return std::nullopt;
+  }
+
+  static inline const net::MacAddress kPeerMac = *net::MacAddress::Parse("02:00:00:07:00:01");
+  int raw_ = -1;
+  int ifindex_ = 0;
+  net::MacAddress mac_;
+};
+
+TEST_F(AfXdpVlanTest, PeerOnTheVlanIsAnsweredOnItAndUntaggedFramesAreNotTheStacks) {
+  SocketId s = stack().Open(net::Family::kV4).value();
+  ASSERT_TRUE(stack().Bind(s, Ep("0.0.0.0:4000")).ok());
+
+  // ARP on the VLAN: answered on it.
+  net::ArpPacket who;
+  who.sender_mac = kPeerMac;
+  who.sender_ip = *net::IpAddress::Parse(kVlanPeerV4);
+  who.target_ip = *net::IpAddress::Parse(kVlanStackV4);
+  std::vector<uint8_t> buf(128);
+  std::optional<size_t> n = net::BuildArp(Link(kVlan, net::MacAddress::Broadcast()), who, buf);
+  SendRaw({buf.data(), n.value()});
+  std::optional<Answer> a = NextAnswer();
+  ASSERT_TRUE(a.has_value()) << "no ARP reply";
+  EXPECT_EQ(a->frame.l3, net::L3::kArp);
+  EXPECT_EQ(a->vlan, kVlan);
+
+  // UDP both ways on the VLAN.
+  SendUdp(kVlan, "tagged");
+  std::optional<stack::ReceivedDatagram> d = ReceiveWithin(s, absl::Seconds(3));
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->payload, "tagged");
+  ASSERT_EQ(stack().Send(s, Bytes("back"), d->source), absl::OkStatus());
+  a = NextAnswer();
+  ASSERT_TRUE(a.has_value()) << "no datagram back";
+  EXPECT_EQ(a->frame.l4, net::L4::kUdp);
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(a->frame.payload(a->bytes).data()),
+                        a->frame.payload(a->bytes).size()),
+            "back");
+  EXPECT_EQ(a->vlan, kVlan);
+
+  // Untagged, or on VLAN 200, the address is not the stack's: the XDP program passes the frames
+  // to the kernel, and the socket gets nothing.
+  const uint64_t not_owned = afxdp_->steering().Counters().value().pass_not_owned;
+  SendUdp(std::nullopt, "untagged");
+  SendUdp(200, "vlan 200");
+  EXPECT_FALSE(ReceiveWithin(s, absl::Milliseconds(300)).has_value());
+  EXPECT_EQ(afxdp_->steering().Counters().value().pass_not_owned, not_owned + 2);
 }
 
 TEST_F(AfXdpTest, FiveHundredConnectedSocketsEachGetTheirOwnDatagrams) {

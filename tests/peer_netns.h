@@ -144,6 +144,17 @@ class PeerNetwork {
     return rc;
   }
 
+  // The peer interface's index in its namespace.
+  int PeerIfindex() const {
+    int index = 0;
+    std::thread t([&] {
+      if (setns(ns_fd_, CLONE_NEWNET) == 0) index = static_cast<int>(if_nametoindex(peer_.c_str()));
+    });
+    t.join();
+    EXPECT_GT(index, 0) << "no " << peer_ << " in " << ns_;
+    return index;
+  }
+
   // A kernel socket created inside the peer namespace (a socket stays in the namespace it was
   // made in, whichever thread uses it later).
   int PeerSocket(int domain, int type, int protocol = 0) const {

@@ -42,6 +42,14 @@ struct EthernetHeader {
   std::array<VlanTag, kMaxVlanTags> vlans{};  // outermost first
 
   size_t size() const { return kSize + kVlanTagSize * vlan_count; }
+  // The 802.1Q VLAN the frame is on: 0 when untagged or priority-tagged (one tag with VLAN id
+  // 0), the id of a single 802.1Q tag, and kNoSingleVlan for 802.1ad or two tags (QinQ).
+  static constexpr int kNoSingleVlan = -1;
+  int vlan_id() const {
+    if (vlan_count == 0) return 0;
+    if (vlan_count > 1 || vlans[0].tpid != kEtherTypeVlan) return kNoSingleVlan;
+    return vlans[0].vlan_id();
+  }
   ParseError Parse(ByteReader& r);
   void Write(ByteWriter& w) const;
 };

@@ -5,7 +5,7 @@
 // counters are in steer_common.h; the loader is steering.h. All logic that can live in
 // userspace does: this program only parses, looks up and counts.
 //
-// Parsing is bounded (at most two VLAN tags, no IPv6 extension-header walk) and every read is
+// Parsing is bounded (at most one 802.1Q tag, no IPv6 extension-header walk) and every read is
 // checked against data_end right before it, in the shape the verifier follows.
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
@@ -107,10 +107,13 @@ static __always_inline void v4_mapped(__u8 out[16], const __u8 v4[4]) {
   __builtin_memcpy(out + 12, v4, 4);
 }
 
-static __always_inline struct qs_addr_value* owned(const __u8 addr[16]) {
+// The stack's entry for `addr` when the frame is on the address's VLAN (see steer_common.h).
+static __always_inline struct qs_addr_value* owned(const __u8 addr[16], __u16 vlan) {
   struct qs_addr_key key;
   __builtin_memcpy(key.addr, addr, 16);
-  return bpf_map_lookup_elem(&qs_addrs, &key);
+  struct qs_addr_value* value = bpf_map_lookup_elem(&qs_addrs, &key);
+  if (value && value->vlan != vlan) return 0;
+  return value;
 }
 
 // Whether UDP to (addr, port) belongs to the stack at a shared address: an entry for the address
@@ -126,7 +129,7 @@ static __always_inline int port_owned(const __u8 addr[16], __be16 port, int v4) 
   return bpf_map_lookup_elem(&qs_ports, &key) != 0;
 }
 
-static __always_inline int steer_arp(struct xdp_md* ctx, void* l3, void* data_end) {
+static __always_inline int steer_arp(struct xdp_md* ctx, void* l3, void* data_end, __u16 vlan) {
   struct arp_eth_ipv4* arp = l3;
   if ((void*)(arp + 1) > data_end) return pass(QS_COUNTER_MALFORMED);
   if (arp->htype != bpf_htons(ARPHRD_ETHER_) || arp->ptype != bpf_htons(ETH_P_IP) ||
@@ -135,18 +138,18 @@ static __always_inline int steer_arp(struct xdp_md* ctx, void* l3, void* data_en
   }
   __u8 target[16];
   v4_mapped(target, arp->tpa);
-  struct qs_addr_value* value = owned(target);
+  struct qs_addr_value* value = owned(target, vlan);
   if (!value || !(value->flags & QS_ADDR_EXCLUSIVE)) return pass(QS_COUNTER_PASS_NOT_OWNED);
   return redirect(ctx, QS_COUNTER_REDIRECT_ARP);
 }
 
-static __always_inline int steer_ipv4(struct xdp_md* ctx, void* l3, void* data_end) {
+static __always_inline int steer_ipv4(struct xdp_md* ctx, void* l3, void* data_end, __u16 vlan) {
   struct iphdr* ip = l3;
   if ((void*)(ip + 1) > data_end) return pass(QS_COUNTER_MALFORMED);
   if (ip->version != 4 || ip->ihl < 5) return pass(QS_COUNTER_MALFORMED);
   __u8 dst[16];
   v4_mapped(dst, (const __u8*)&ip->daddr);
-  struct qs_addr_value* value = owned(dst);
+  struct qs_addr_value* value = owned(dst, vlan);
   if (!value) return pass(QS_COUNTER_PASS_NOT_OWNED);
   int exclusive = value->flags & QS_ADDR_EXCLUSIVE;
 
@@ -179,7 +182,7 @@ static __always_inline int solicited_node(const struct in6_addr* a) {
          a->in6_u.u6_addr32[2] == bpf_htonl(1) && a->in6_u.u6_addr8[12] == 0xff;
 }
 
-static __always_inline int steer_ipv6(struct xdp_md* ctx, void* l3, void* data_end) {
+static __always_inline int steer_ipv6(struct xdp_md* ctx, void* l3, void* data_end, __u16 vlan) {
   struct ipv6hdr* ip = l3;
   if ((void*)(ip + 1) > data_end) return pass(QS_COUNTER_MALFORMED);
   if (ip->version != 6) return pass(QS_COUNTER_MALFORMED);
@@ -193,12 +196,12 @@ static __always_inline int steer_ipv6(struct xdp_md* ctx, void* l3, void* data_e
       return pass(QS_COUNTER_PASS_OTHER);
     }
     if (ns->type != ICMPV6_NS) return pass(QS_COUNTER_PASS_OTHER);
-    struct qs_addr_value* value = owned(ns->target);
+    struct qs_addr_value* value = owned(ns->target, vlan);
     if (!value || !(value->flags & QS_ADDR_EXCLUSIVE)) return pass(QS_COUNTER_PASS_NOT_OWNED);
     return redirect(ctx, QS_COUNTER_REDIRECT_NS);
   }
 
-  struct qs_addr_value* value = owned(ip->daddr.in6_u.u6_addr8);
+  struct qs_addr_value* value = owned(ip->daddr.in6_u.u6_addr8, vlan);
   if (!value) return pass(QS_COUNTER_PASS_NOT_OWNED);
   int exclusive = value->flags & QS_ADDR_EXCLUSIVE;
   void* l4 = ip + 1;
@@ -230,26 +233,24 @@ int quadsock_steer(struct xdp_md* ctx) {
   __be16 proto = eth->h_proto;
   void* l3 = eth + 1;
 
-  // Up to two VLAN tags (802.1ad outside 802.1Q, or two 802.1Q), unrolled.
-  if (proto == bpf_htons(ETH_P_8021Q) || proto == bpf_htons(ETH_P_8021AD_)) {
+  // The frame's VLAN: none (0), or the id of one 802.1Q tag (0 too for a priority tag). An
+  // address's VLAN is one of these; 802.1ad and two tags are no address's.
+  __u16 vlan = 0;
+  if (proto == bpf_htons(ETH_P_8021AD_)) return pass(QS_COUNTER_PASS_OTHER);
+  if (proto == bpf_htons(ETH_P_8021Q)) {
     struct vlan_tag* tag = l3;
     if ((void*)(tag + 1) > data_end) return pass(QS_COUNTER_MALFORMED);
+    vlan = bpf_ntohs(tag->tci) & 0x0fff;
     proto = tag->next_proto;
     l3 = tag + 1;
     if (proto == bpf_htons(ETH_P_8021Q) || proto == bpf_htons(ETH_P_8021AD_)) {
-      tag = l3;
-      if ((void*)(tag + 1) > data_end) return pass(QS_COUNTER_MALFORMED);
-      proto = tag->next_proto;
-      l3 = tag + 1;
-      if (proto == bpf_htons(ETH_P_8021Q) || proto == bpf_htons(ETH_P_8021AD_)) {
-        return pass(QS_COUNTER_PASS_OTHER);
-      }
+      return pass(QS_COUNTER_PASS_OTHER);
     }
   }
 
-  if (proto == bpf_htons(ETH_P_IP)) return steer_ipv4(ctx, l3, data_end);
-  if (proto == bpf_htons(ETH_P_IPV6)) return steer_ipv6(ctx, l3, data_end);
-  if (proto == bpf_htons(ETH_P_ARP)) return steer_arp(ctx, l3, data_end);
+  if (proto == bpf_htons(ETH_P_IP)) return steer_ipv4(ctx, l3, data_end, vlan);
+  if (proto == bpf_htons(ETH_P_IPV6)) return steer_ipv6(ctx, l3, data_end, vlan);
+  if (proto == bpf_htons(ETH_P_ARP)) return steer_arp(ctx, l3, data_end, vlan);
   return pass(QS_COUNTER_PASS_OTHER);
 }
 

@@ -5,7 +5,7 @@
  *
  *   struct qs_addr_key key = {0};           // 10.1.0.2 is ::ffff:10.1.0.2
  *   memcpy(key.addr, ip.bytes16().data(), 16);
- *   struct qs_addr_value value = {.flags = QS_ADDR_EXCLUSIVE};
+ *   struct qs_addr_value value = {.flags = QS_ADDR_EXCLUSIVE, .vlan = 0};
  *   bpf_map_update_elem(addrs_fd, &key, &value, BPF_ANY);
  *
  * What the program steers to the AF_XDP socket of the frame's RX queue (everything else passes
@@ -52,8 +52,16 @@ struct qs_addr_key {
 /* qs_addr_value.flags */
 #define QS_ADDR_EXCLUSIVE (1u << 0) /* the stack owns the address outright (see above) */
 
+/* The VLAN an address is on, as its frames carry it: 0 for untagged frames and for frames with
+ * one 802.1Q tag of VLAN id 0 (priority-tagged); else the id of their one 802.1Q tag. Frames
+ * with an 802.1ad tag or two tags are on no address's VLAN: they pass (PASS_OTHER). A frame to
+ * an owned address on another VLAN than the address's is not owned (PASS_NOT_OWNED). */
+#define QS_MAX_VLAN 4094
+
 struct qs_addr_value {
   __u32 flags;
+  __u16 vlan; /* 0-QS_MAX_VLAN, see above */
+  __u16 pad;  /* zero */
 };
 
 /* qs_ports: BPF_MAP_TYPE_HASH, struct qs_port_key -> struct qs_port_value. Consulted only for
@@ -79,7 +87,7 @@ struct qs_port_value {
 enum qs_counter {
   QS_COUNTER_REDIRECT = 0,     /* steered to the stack (bpf_redirect_map called) */
   QS_COUNTER_PASS_NOT_OWNED,   /* IP or ARP for an address or port the stack does not own */
-  QS_COUNTER_PASS_OTHER,       /* not ours by protocol: TCP, other ethertypes, 3+ VLAN tags */
+  QS_COUNTER_PASS_OTHER,       /* not ours by protocol: TCP, other ethertypes, 802.1ad/QinQ */
   QS_COUNTER_MALFORMED,        /* too short or impossible headers; passed to the kernel */
   QS_COUNTER_REDIRECT_NO_XSK,  /* of REDIRECT: no socket on the RX queue, so passed instead */
   QS_COUNTER_REDIRECT_UDP,     /* of REDIRECT: UDP (IPv4 or IPv6) */

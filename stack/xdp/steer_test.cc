@@ -45,14 +45,15 @@ std::vector<uint8_t> Udp(const char* src, const char* dst, uint16_t dport,
   return frame;
 }
 
-std::vector<uint8_t> Arp(const char* sender, const char* target) {
+std::vector<uint8_t> Arp(const char* sender, const char* target,
+                         std::optional<net::VlanTag> vlan = std::nullopt) {
   std::vector<uint8_t> frame(128);
   net::ArpPacket arp;
   arp.op = net::ArpPacket::kRequest;
   arp.sender_mac = Link().src;
   arp.sender_ip = Ip(sender);
   arp.target_ip = Ip(target);
-  net::LinkAddresses link = Link();
+  net::LinkAddresses link = Link(vlan);
   link.dst = net::MacAddress::Broadcast();
   frame.resize(net::BuildArp(link, arp, frame).value());
   return frame;
@@ -115,6 +116,10 @@ class SteerTest : public ::testing::Test {
     ASSERT_TRUE(steering_->AddAddress(Ip("fd00:1::3"), /*exclusive=*/false).ok());
     ASSERT_TRUE(steering_->AddPort(Ip("10.1.0.3"), 4000).ok());
     ASSERT_TRUE(steering_->AddPort(Ip("fd00:1::3"), 4000).ok());
+    // 10.1.0.4 (the stack's) and fd00:1::4 (shared) are on VLAN 100.
+    ASSERT_TRUE(steering_->AddAddress(Ip("10.1.0.4"), /*exclusive=*/true, 100).ok());
+    ASSERT_TRUE(steering_->AddAddress(Ip("fd00:1::4"), /*exclusive=*/false, 100).ok());
+    ASSERT_TRUE(steering_->AddPort(Ip("fd00:1::4"), 4000).ok());
   }
 
   // Runs the program on `frame` (RX queue 0) and returns its verdict.
@@ -224,16 +229,35 @@ TEST_F(SteerTest, WildcardPortCoversEverySharedAddressOfItsFamily) {
   Check(Udp("fd00:1::1", "fd00:1::9", 53), E::kPassNotOwned);
 }
 
-TEST_F(SteerTest, VlanTaggedUdp) {
-  net::VlanTag tag{.tpid = net::kEtherTypeVlan, .tci = 100};
-  Check(Udp("10.1.0.1", "10.1.0.2", 9, tag), E::kRedirect, &SteeringCounters::redirect_udp);
-  Check(Udp("fd00:1::1", "fd00:1::3", 4000, tag), E::kRedirect,
-        &SteeringCounters::redirect_udp);
-  Check(Udp("10.1.0.1", "10.1.0.9", 9, tag), E::kPassNotOwned);
-  // QinQ: two tags are read; a third is not.
-  Check(OuterTag(Udp("10.1.0.1", "10.1.0.2", 9, tag)), E::kRedirect,
-        &SteeringCounters::redirect_udp);
-  Check(OuterTag(OuterTag(Udp("10.1.0.1", "10.1.0.2", 9, tag))), E::kPassOther);
+// An address is owned on its VLAN only: the same address on another VLAN is another host's.
+TEST_F(SteerTest, AnAddressTakesFramesOfItsVlanOnly) {
+  const net::VlanTag vlan100{.tpid = net::kEtherTypeVlan, .tci = 100};
+  const net::VlanTag vlan200{.tpid = net::kEtherTypeVlan, .tci = 200};
+  const net::VlanTag priority{.tpid = net::kEtherTypeVlan, .tci = 0xa000};  // VLAN id 0
+  const net::VlanTag vlan100_priority{.tpid = net::kEtherTypeVlan, .tci = 0xa064};
+  const auto udp = &SteeringCounters::redirect_udp;
+  Check(Udp("10.1.0.1", "10.1.0.4", 9, vlan100), E::kRedirect, udp);
+  Check(Udp("10.1.0.1", "10.1.0.4", 9, vlan100_priority), E::kRedirect, udp);
+  Check(Udp("10.1.0.1", "10.1.0.4", 9), E::kPassNotOwned);
+  Check(Udp("10.1.0.1", "10.1.0.4", 9, vlan200), E::kPassNotOwned);
+  Check(Udp("fd00:1::1", "fd00:1::4", 4000, vlan100), E::kRedirect, udp);
+  Check(Udp("fd00:1::1", "fd00:1::4", 4000), E::kPassNotOwned);
+  Check(Arp("10.1.0.1", "10.1.0.4", vlan100), E::kRedirect, &SteeringCounters::redirect_arp);
+  Check(Arp("10.1.0.1", "10.1.0.4"), E::kPassNotOwned);
+  // Untagged addresses: untagged or priority-tagged frames only.
+  Check(Udp("10.1.0.1", "10.1.0.2", 9, priority), E::kRedirect, udp);
+  Check(Udp("10.1.0.1", "10.1.0.2", 9, vlan100), E::kPassNotOwned);
+  Check(Arp("10.1.0.1", "10.1.0.2", vlan100), E::kPassNotOwned);
+  // 802.1ad, alone or outside 802.1Q, and two 802.1Q tags are no address's VLAN.
+  Check(OuterTag(Udp("10.1.0.1", "10.1.0.2", 9)), E::kPassOther);
+  Check(OuterTag(Udp("10.1.0.1", "10.1.0.4", 9, vlan100)), E::kPassOther);
+  Check(OuterTag(Udp("10.1.0.1", "10.1.0.4", 9, vlan100), net::kEtherTypeVlan), E::kPassOther);
+  // Moving an address to another VLAN moves what is steered.
+  ASSERT_TRUE(steering_->AddAddress(Ip("10.1.0.4"), /*exclusive=*/true, 200).ok());
+  Check(Udp("10.1.0.1", "10.1.0.4", 9, vlan200), E::kRedirect, udp);
+  Check(Udp("10.1.0.1", "10.1.0.4", 9, vlan100), E::kPassNotOwned);
+  EXPECT_EQ(steering_->AddAddress(Ip("10.1.0.5"), true, 4095).code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST_F(SteerTest, ArpForExclusiveTargetIsRedirected) {
@@ -292,7 +316,7 @@ TEST_F(SteerTest, TruncatedFramesPassAsMalformed) {
     size_t headers;  // bytes the program needs to decide
     uint64_t SteeringCounters::*kind;
   };
-  net::VlanTag tag{.tpid = net::kEtherTypeVlan, .tci = 5};
+  net::VlanTag tag{.tpid = net::kEtherTypeVlan, .tci = 100};
   const Case cases[] = {
       {"udp4", Udp("10.1.0.1", "10.1.0.2", 9), 14 + 20 + 8, &SteeringCounters::redirect_udp},
       {"udp6", Udp("fd00:1::1", "fd00:1::2", 9), 14 + 40 + 8, &SteeringCounters::redirect_udp},
@@ -300,7 +324,7 @@ TEST_F(SteerTest, TruncatedFramesPassAsMalformed) {
        &SteeringCounters::redirect_udp},
       {"udp6 shared", Udp("fd00:1::1", "fd00:1::3", 4000), 14 + 40 + 8,
        &SteeringCounters::redirect_udp},
-      {"udp4 qinq", OuterTag(Udp("10.1.0.1", "10.1.0.2", 9, tag)), 14 + 8 + 20 + 8,
+      {"udp4 vlan", Udp("10.1.0.1", "10.1.0.4", 9, tag), 14 + 4 + 20 + 8,
        &SteeringCounters::redirect_udp},
       {"arp", Arp("10.1.0.1", "10.1.0.2"), 14 + 28, &SteeringCounters::redirect_arp},
       {"icmp4", Echo("10.1.0.1", "10.1.0.2"), 14 + 20 + 8, &SteeringCounters::redirect_icmp},

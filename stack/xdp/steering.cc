@@ -231,14 +231,20 @@ bool Steering::attached() const {
   return link_fd_ >= 0;
 }
 
-absl::Status Steering::AddAddress(const net::IpAddress& address, bool exclusive) {
+absl::Status Steering::AddAddress(const net::IpAddress& address, bool exclusive,
+                                  uint16_t vlan) {
   if (address.IsUnspecified() || address.IsMulticast()) {
     return absl::InvalidArgumentError(
         absl::StrCat("cannot own ", address.ToString(), ": not a unicast address"));
   }
+  if (vlan > QS_MAX_VLAN) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot own ", address.ToString(),
+                                                   " on VLAN ", vlan, ": VLAN ids are 1-",
+                                                   QS_MAX_VLAN, ", or 0 for none"));
+  }
   qs_addr_key key;
   std::memcpy(key.addr, address.bytes16().data(), sizeof(key.addr));
-  qs_addr_value value{.flags = exclusive ? QS_ADDR_EXCLUSIVE : 0u};
+  qs_addr_value value{.flags = exclusive ? QS_ADDR_EXCLUSIVE : 0u, .vlan = vlan, .pad = 0};
   if (bpf_map_update_elem(addrs_fd_, &key, &value, BPF_ANY) != 0) {
     int error = errno;
     if (error == E2BIG) {

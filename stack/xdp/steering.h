@@ -91,9 +91,11 @@ class Steering {
 
   // An address the stack owns (IPv4 or IPv6). `exclusive`: the stack owns it outright and gets
   // all UDP, ICMP, ARP and NDP to it; otherwise it shares it with the kernel and gets only UDP to
-  // the ports added with AddPort. Adding again updates the flag. INVALID_ARGUMENT for the
-  // unspecified address or a multicast one; RESOURCE_EXHAUSTED when the map is full.
-  absl::Status AddAddress(const net::IpAddress& address, bool exclusive);
+  // the ports added with AddPort. `vlan`: the 802.1Q VLAN the address is on (1-4094); 0, none:
+  // frames to it must be untagged or priority-tagged. Adding again updates flag and VLAN.
+  // INVALID_ARGUMENT for the unspecified address, a multicast one, or a VLAN id past 4094;
+  // RESOURCE_EXHAUSTED when the map is full.
+  absl::Status AddAddress(const net::IpAddress& address, bool exclusive, uint16_t vlan = 0);
   // NOT_FOUND when the address is not owned.
   absl::Status RemoveAddress(const net::IpAddress& address);
 
