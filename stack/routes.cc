@@ -39,21 +39,44 @@ std::optional<net::IpAddress> RouteTable::gateway(net::Family family) const {
   return family == net::Family::kV4 ? gateway_v4_ : gateway_v6_;
 }
 
+const net::IpPrefix* RouteTable::Connected(const net::IpAddress& address) const {
+  const net::IpPrefix* best = nullptr;
+  for (const net::IpPrefix& p : addresses_) {
+    if (p.Contains(address) && (best == nullptr || p.length() > best->length())) best = &p;
+  }
+  return best;
+}
+
 absl::StatusOr<Route> RouteTable::Lookup(const net::IpAddress& to) const {
   // An IPv6 socket talking to a v4-mapped peer sends IPv4.
   const net::IpAddress destination = to.Unmapped();
-  const net::IpPrefix* best = nullptr;
-  for (const net::IpPrefix& p : addresses_) {
-    if (p.Contains(destination) && (best == nullptr || p.length() > best->length())) best = &p;
+  if (const net::IpPrefix* p = Connected(destination)) {
+    return Route{destination, p->address(), false};
   }
-  if (best != nullptr) return Route{destination, best->address(), false};
   const std::optional<net::IpAddress> gw = gateway(destination.family());
   if (!gw.has_value()) {
     return absl::NotFoundError(absl::StrCat("no route to host ", destination.ToString()));
   }
-  absl::StatusOr<Route> to_gateway = Lookup(*gw);
-  if (!to_gateway.ok()) return to_gateway.status();
-  return Route{*gw, to_gateway->source, true};
+  const net::IpPrefix* via = Connected(*gw);
+  if (via == nullptr) {
+    return absl::NotFoundError(absl::StrCat("no route to host ", destination.ToString(),
+                                            ": gateway ", gw->ToString(),
+                                            " is on no connected network any more"));
+  }
+  // The source is the address on the gateway's network, unless that is link-local (the usual
+  // IPv6 gateway is fe80::1) and the destination is not: a router drops a link-local source
+  // beyond the link, so an address of wider scope of the family goes instead, where there is
+  // one (RFC 6724 5, rule 2).
+  net::IpAddress source = via->address();
+  if (source.IsLinkLocal() && !destination.IsLinkLocal()) {
+    for (const net::IpPrefix& p : addresses_) {
+      if (p.address().family() == destination.family() && !p.address().IsLinkLocal()) {
+        source = p.address();
+        break;
+      }
+    }
+  }
+  return Route{*gw, source, true};
 }
 
 absl::StatusOr<net::IpAddress> RouteTable::SourceFor(const net::IpAddress& peer) const {

@@ -43,6 +43,8 @@ class RouteTable {
   absl::StatusOr<net::IpAddress> SourceFor(const net::IpAddress& peer) const;
 
   bool IsLocal(const net::IpAddress& address) const;
+  // The longest of our prefixes that holds `address`, or null.
+  const net::IpPrefix* Connected(const net::IpAddress& address) const;
   const std::vector<net::IpPrefix>& addresses() const { return addresses_; }
   std::optional<net::IpAddress> gateway(net::Family family) const;
 

@@ -46,5 +46,29 @@ TEST(RouteTableTest, AddressErrors) {
   EXPECT_FALSE(r.IsLocal(Ip("10.1.0.2")));
 }
 
+// The usual IPv6 gateway is link-local: a datagram beyond the link goes from a global address,
+// one on the link from the link-local one.
+TEST(RouteTableTest, LinkLocalGatewayGivesAGlobalSourceBeyondTheLink) {
+  RouteTable r;
+  ASSERT_EQ(r.AddAddress(*net::IpPrefix::Parse("fe80::2/64")), absl::OkStatus());
+  ASSERT_EQ(r.AddAddress(*net::IpPrefix::Parse("fd00:1::2/64")), absl::OkStatus());
+  ASSERT_EQ(r.SetGateway(Ip("fe80::1")), absl::OkStatus());
+  absl::StatusOr<Route> beyond = r.Lookup(Ip("2001:db8::7"));
+  ASSERT_TRUE(beyond.ok()) << beyond.status();
+  EXPECT_EQ(beyond->next_hop, Ip("fe80::1"));
+  EXPECT_EQ(beyond->source, Ip("fd00:1::2"));
+  EXPECT_EQ(*r.SourceFor(Ip("2001:db8::7")), Ip("fd00:1::2"));
+  EXPECT_EQ(r.Lookup(Ip("fe80::9"))->source, Ip("fe80::2"));
+}
+
+// A gateway whose network went away is no route, not a loop looking for one.
+TEST(RouteTableTest, GatewayOffEveryNetworkIsNoRoute) {
+  RouteTable r;
+  ASSERT_EQ(r.AddAddress(*net::IpPrefix::Parse("10.1.0.2/24")), absl::OkStatus());
+  ASSERT_EQ(r.SetGateway(Ip("10.1.0.1")), absl::OkStatus());
+  ASSERT_EQ(r.RemoveAddress(Ip("10.1.0.2")), absl::OkStatus());
+  EXPECT_EQ(r.Lookup(Ip("192.0.2.1")).status().code(), absl::StatusCode::kNotFound);
+}
+
 }  // namespace
 }  // namespace quadsock::stack
