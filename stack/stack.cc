@@ -149,10 +149,39 @@ absl::StatusOr<net::Endpoint> Stack::Bind(SocketId id, const net::Endpoint& loca
   return table_->Bind(id, local);  // NOT_FOUND for an unknown socket, as for Disconnect
 }
 
+absl::Status Stack::CheckPeer(const net::Endpoint& peer, const demux::SocketInfo& socket) const {
+  const net::IpAddress wire = peer.address.Unmapped();
+  std::string why;
+  if (peer.port == 0) {
+    why = "port 0";
+  } else if (wire.IsUnspecifiedInAnyForm()) {
+    why = "the unspecified address";
+  } else if (wire.IsMulticast()) {
+    why = "a multicast address (not supported)";
+  } else if (wire == net::IpAddress::V4(0xffffffff)) {
+    why = "the broadcast address (not supported)";
+  } else if (const net::IpAddress local = socket.local.address.Unmapped();
+             !local.IsUnspecifiedInAnyForm() && local.family() != wire.family()) {
+    why = absl::StrCat("another IP version than the socket's address ", local.ToString());
+  } else {
+    std::lock_guard<std::mutex> lock(net_mu_);
+    for (const net::IpPrefix& p : routes_.addresses()) {
+      // A connected IPv4 network's broadcast address (all host bits set; /31 and /32 have none).
+      if (wire.is_v4() && p.address().is_v4() && p.length() < 31 && p.Contains(wire) &&
+          (wire.v4_host_order() | (p.length() == 0 ? 0u : ~0u << (32 - p.length()))) == ~0u) {
+        why = absl::StrCat("the broadcast address of ", p.ToString(), " (not supported)");
+      }
+    }
+  }
+  if (why.empty()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(peer.ToString(), " is ", why));
+}
+
 absl::StatusOr<net::Endpoint> Stack::Connect(SocketId id, const net::Endpoint& peer) {
-  if (peer.port == 0) return absl::InvalidArgumentError("cannot connect to port 0");
-  if (peer.address.IsUnspecified()) {
-    return absl::InvalidArgumentError("cannot connect to the unspecified address");
+  absl::StatusOr<demux::SocketInfo> info = table_->Get(id);
+  if (!info.ok()) return info.status();
+  if (absl::Status s = CheckPeer(peer, *info); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot connect to ", s.message()));
   }
   return table_->Connect(id, peer);
 }
@@ -213,8 +242,8 @@ absl::Status Stack::Send(SocketId id, std::span<const uint8_t> payload,
     return absl::FailedPreconditionError(
         absl::StrCat("socket ", id, " is not connected: give a destination"));
   }
-  if (dst.port == 0 || dst.address.IsUnspecified()) {
-    return absl::InvalidArgumentError(absl::StrCat("cannot send to ", dst.ToString()));
+  if (absl::Status s = CheckPeer(dst, *info); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot send to ", s.message()));
   }
   const bool v6_socket = info->options.family == net::Family::kV6;
   // A dual-stack IPv6 socket may be given an IPv4 destination, as Linux's udpv6_sendmsg allows.

@@ -174,6 +174,9 @@ class Stack {
   // The socket, shared so that it outlives a concurrent Close; takes mu_ itself.
   absl::StatusOr<std::shared_ptr<UdpSocket>> FindSocket(SocketId id) const;
   absl::Status CheckLocal(const net::IpAddress& address) const;
+  // Whether `peer` can be sent to (or connected to) from `socket`: a unicast address, a port,
+  // and the IP version of the socket's address if it has one. INVALID_ARGUMENT saying why.
+  absl::Status CheckPeer(const net::Endpoint& peer, const demux::SocketInfo& socket) const;
 
   // The data path, on a poll thread (or PollOnce's caller).
   void RunEngine(Engine& engine);

@@ -292,6 +292,43 @@ TEST_F(TwoStacksTest, SendErrorsAreSpecific) {
             absl::StatusCode::kInvalidArgument);
 }
 
+// Destinations no unicast datagram can go to are refused, not sent to a gateway or asked for
+// with ARP: the unspecified address in any form, multicast, broadcast (limited, or a connected
+// network's), and from a socket with an address of one IP version, the other.
+TEST_F(TwoStacksTest, PeersThatAreNoUnicastHostAreRefused) {
+  SocketId v4 = a_->Open(net::Family::kV4).value();
+  SocketId dual = a_->Open(net::Family::kV6).value();
+  SocketId bound6 = a_->Open(net::Family::kV6).value();
+  ASSERT_TRUE(a_->Bind(bound6, Ep("[fd00:1::1]:4000")).ok());
+  const struct {
+    SocketId socket;
+    const char* peer;
+    const char* why;
+  } cases[] = {
+      {dual, "[::ffff:0.0.0.0]:53", "unspecified"},
+      {v4, "224.0.0.251:5353", "multicast"},
+      {dual, "[ff02::1]:9", "multicast"},
+      {v4, "255.255.255.255:9", "broadcast"},
+      {v4, "10.1.0.255:9", "broadcast address of 10.1.0.1/24"},
+      {bound6, "10.1.0.7:9", "IP version"},
+      {bound6, "[::ffff:10.1.0.7]:9", "IP version"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.peer);
+    absl::Status sent = a_->Send(c.socket, Bytes("x"), Ep(c.peer));
+    EXPECT_EQ(sent.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_TRUE(absl::StrContains(sent.message(), c.why)) << sent;
+    absl::Status connected = a_->Connect(c.socket, Ep(c.peer)).status();
+    EXPECT_EQ(connected.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_TRUE(absl::StrContains(connected.message(), c.why)) << connected;
+  }
+  // Hosts of the network, and an address that is a broadcast only on some other network, are
+  // fine.
+  EXPECT_EQ(a_->Send(v4, Bytes("x"), Ep("10.1.0.254:9")), absl::OkStatus());
+  EXPECT_EQ(a_->Send(v4, Bytes("x"), Ep("192.0.2.255:9")), absl::OkStatus());
+  EXPECT_EQ(a_->Send(dual, Bytes("x"), Ep("10.1.0.7:9")), absl::OkStatus());
+}
+
 // The first callback lives in the socket, a replacement on the heap: each datagram goes to the
 // callback set when it arrives, and the socket queues nothing while one is set.
 TEST_F(TwoStacksTest, ReplacedReceiveCallbackTakesTheNextDatagrams) {
