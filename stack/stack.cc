@@ -181,7 +181,8 @@ absl::StatusOr<net::Endpoint> Stack::Connect(SocketId id, const net::Endpoint& p
   absl::StatusOr<demux::SocketInfo> info = table_->Get(id);
   if (!info.ok()) return info.status();
   if (absl::Status s = CheckPeer(peer, *info); !s.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("cannot connect to ", s.message()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("socket ", id, " cannot connect to ", s.message()));
   }
   return table_->Connect(id, peer);
 }
@@ -243,7 +244,8 @@ absl::Status Stack::Send(SocketId id, std::span<const uint8_t> payload,
         absl::StrCat("socket ", id, " is not connected: give a destination"));
   }
   if (absl::Status s = CheckPeer(dst, *info); !s.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("cannot send to ", s.message()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("socket ", id, " cannot send to ", s.message()));
   }
   const bool v6_socket = info->options.family == net::Family::kV6;
   // A dual-stack IPv6 socket may be given an IPv4 destination, as Linux's udpv6_sendmsg allows.
