@@ -157,7 +157,7 @@ std::vector<net::IpAddress> NeighborTable::Tick(absl::Time now) {
 }
 
 absl::Status NeighborTable::SetPermanent(const net::IpAddress& ip, const net::MacAddress& mac,
-                                         absl::Time now) {
+                                         absl::Time now, std::vector<PendingDatagram>* ready) {
   auto it = entries_.find(ip);
   if (it == entries_.end()) {
     if (!MakeRoom(now, /*evict_reachable=*/true)) {
@@ -166,9 +166,19 @@ absl::Status NeighborTable::SetPermanent(const net::IpAddress& ip, const net::Ma
     }
     it = entries_.emplace(ip, Entry{}).first;
   }
-  it->second.mac = mac;
-  it->second.state = NeighborState::kPermanent;
-  it->second.refresh = false;
+  Entry& e = it->second;
+  e.mac = mac;
+  e.state = NeighborState::kPermanent;
+  e.refresh = false;
+  // A permanent entry is never probed nor learned again: what waited must leave now.
+  std::deque<PendingDatagram> pending = std::move(e.pending);
+  e.pending.clear();
+  if (ready != nullptr) {
+    for (PendingDatagram& d : pending) ready->push_back(std::move(d));
+  } else {
+    counters_.dropped_unresolved += pending.size();
+    Dropped(pending);
+  }
   return absl::OkStatus();
 }
 

@@ -90,9 +90,11 @@ class NeighborTable {
   // datagrams dropped (counted).
   std::vector<net::IpAddress> Tick(absl::Time now);
 
-  // Administration: a permanent entry (never probed, never expires), and removal.
-  absl::Status SetPermanent(const net::IpAddress& ip, const net::MacAddress& mac,
-                            absl::Time now);
+  // Administration: a permanent entry (never probed, never expires), and removal. Datagrams
+  // that were waiting for the neighbour go to `ready`, now sendable (dropped and counted when
+  // it is null).
+  absl::Status SetPermanent(const net::IpAddress& ip, const net::MacAddress& mac, absl::Time now,
+                            std::vector<PendingDatagram>* ready = nullptr);
   absl::Status Remove(const net::IpAddress& ip);
   std::vector<NeighborInfo> List() const;
   const NeighborCounters& counters() const { return counters_; }

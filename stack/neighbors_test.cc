@@ -61,6 +61,23 @@ TEST(NeighborTableTest, StaleEntriesAreUsedAndRefreshed) {
   EXPECT_EQ(n.List()[0].state, NeighborState::kReachable);
 }
 
+// Setting a neighbour by hand hands over what waited for it, or drops it counted: never leaves
+// it in an entry that no answer or timer will visit again.
+TEST(NeighborTableTest, PermanentEntryReleasesWhatWaited) {
+  NeighborTable n({});
+  EXPECT_TRUE(n.Queue({{}, {}, kPeer, "one"}, kT0));
+  EXPECT_FALSE(n.Queue({{}, {}, kPeer, "two"}, kT0));
+  std::vector<PendingDatagram> ready;
+  ASSERT_EQ(n.SetPermanent(kPeer, kMac, kT0, &ready), absl::OkStatus());
+  ASSERT_EQ(ready.size(), 2u);
+  EXPECT_EQ(ready[0].payload, "one");
+  EXPECT_EQ(n.List()[0].pending, 0u);
+  const net::IpAddress other = *net::IpAddress::Parse("10.1.0.8");
+  EXPECT_TRUE(n.Queue({{}, {}, other, "three"}, kT0));
+  ASSERT_EQ(n.SetPermanent(other, kMac, kT0), absl::OkStatus());
+  EXPECT_EQ(n.counters().dropped_unresolved, 1u);
+}
+
 TEST(NeighborTableTest, BoundedTableAndPermanentEntries) {
   NeighborTable n({.max_entries = 2});
   const net::IpAddress a3 = *net::IpAddress::Parse("10.1.0.3");

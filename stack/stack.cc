@@ -289,6 +289,11 @@ absl::Status Stack::Send(SocketId id, std::span<const uint8_t> payload,
     return absl::ResourceExhaustedError(absl::StrFormat(
         "the send queue is full (%u datagrams): try again", engine.sends.capacity()));
   }
+  WakeForSends(engine);
+  return absl::OkStatus();
+}
+
+void Stack::WakeForSends(Engine& engine) {
   // Read with a read-modify-write, as the poll thread sets it: the two are ordered on this one
   // flag, so either we see it asleep or it sees the request (a plain load here, after the
   // push's relaxed CAS, could miss both ways on a weakly ordered CPU).
@@ -296,7 +301,6 @@ absl::Status Stack::Send(SocketId id, std::span<const uint8_t> payload,
     const uint64_t one = 1;
     (void)!write(engine.wake_fd, &one, sizeof(one));
   }
-  return absl::OkStatus();
 }
 
 absl::StatusOr<std::optional<ReceivedDatagram>> Stack::Receive(SocketId id) {
@@ -356,8 +360,27 @@ std::vector<NeighborInfo> Stack::Neighbors() const {
 }
 
 absl::Status Stack::SetNeighbor(const net::IpAddress& ip, const net::MacAddress& mac) {
-  std::lock_guard<std::mutex> lock(net_mu_);
-  return neighbors_.SetPermanent(ip, mac, options_.clock());
+  std::vector<PendingDatagram> ready;
+  {
+    std::lock_guard<std::mutex> lock(net_mu_);
+    if (absl::Status s = neighbors_.SetPermanent(ip, mac, options_.clock(), &ready); !s.ok()) {
+      return s;
+    }
+  }
+  // Datagrams that waited for this neighbour go out through a poll thread, as sends do.
+  for (PendingDatagram& d : ready) {
+    Engine& engine = *engines_[0];
+    std::shared_ptr<UdpSocket> socket = d.socket;
+    auto* request = new SendRequest{std::move(d.socket), d.src, d.dst, std::move(d.payload)};
+    if (!engine.sends.TryPush(request)) {
+      delete request;
+      engine.tx_queue_full.fetch_add(1, std::memory_order_relaxed);
+      if (socket != nullptr) socket->CountSendDrop();
+      continue;
+    }
+    WakeForSends(engine);
+  }
+  return absl::OkStatus();
 }
 
 absl::Status Stack::RemoveNeighbor(const net::IpAddress& ip) {

@@ -207,6 +207,8 @@ class Stack {
   void SendPortUnreachable(Engine& engine, const net::ParsedFrame& f,
                            std::span<const uint8_t> bytes, absl::Time now);
   void SendQueued(Engine& engine, absl::Time now);
+  // After a send request is queued: wakes the engine's poll thread if it sleeps.
+  void WakeForSends(Engine& engine);
   void SendDatagram(Engine& engine, const SendRequest& request, absl::Time now);
   void TransmitPending(Engine& engine, const std::vector<PendingDatagram>& ready,
                        const net::MacAddress& mac);

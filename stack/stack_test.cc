@@ -615,6 +615,24 @@ TEST_F(StackWireTest, AStackOnAVlanTakesAndSendsThatTagOnly) {
   }
 }
 
+// A neighbour made permanent while datagrams wait for it: they leave, to the MAC given.
+TEST_F(StackWireTest, DatagramsWaitingForANeighbourLeaveWhenItIsSetByHand) {
+  SocketId s = stack_->Open(net::Family::kV4).value();
+  ASSERT_EQ(stack_->Send(s, Bytes("waited"), Ep("10.1.0.5:9")), absl::OkStatus());
+  stack_->PollOnce();
+  std::vector<std::vector<uint8_t>> keep;
+  std::vector<net::ParsedFrame> sent = Sent(keep);
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0].l3, net::L3::kArp);
+  ASSERT_EQ(stack_->SetNeighbor(Ip("10.1.0.5"), kMacPeer), absl::OkStatus());
+  stack_->PollOnce();
+  sent = Sent(keep);
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(Str(sent[0].payload(keep[0])), "waited");
+  EXPECT_EQ(sent[0].eth.dst, kMacPeer);
+  EXPECT_EQ(stack_->Get(s).value().counters.tx_datagrams, 1u);
+}
+
 TEST_F(StackWireTest, DropsWhatIsNotOursAndCountsWhy) {
   ASSERT_TRUE(wire_->Inject(Udp("10.1.0.1:5000", "10.1.0.9:7", "elsewhere")));
   std::vector<uint8_t> bad = Udp("10.1.0.1:5000", "10.1.0.2:7", "bad");
