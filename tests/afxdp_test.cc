@@ -631,6 +631,27 @@ TEST(AfXdpQueuesTest, TwoQueuesShareOneUmem) {
   EXPECT_EQ(Shell("ip link del qs4"), 0);
 }
 
+// A queue that fails to open (another socket holds it) leaves the port's other queues as they
+// were: queue 0, open, is still refused a second time.
+TEST(AfXdpQueuesTest, AQueueThatFailsToOpenLeavesTheOpenOnesHeld) {
+  ASSERT_EQ(Shell("ip link add qs6 numrxqueues 2 numtxqueues 2 type veth peer name qs7 "
+                  "numrxqueues 2 numtxqueues 2 && ip link set qs6 up && ip link set qs7 up"),
+            0);
+  {
+    const link::XskPort::Options o{.interface = "qs6", .frames = 2048, .ring_size = 512,
+                                   .queues = 2, .bind_mode = link::XskBindMode::kCopy};
+    std::unique_ptr<link::XskPort> port = link::XskPort::Create(o).value();
+    std::unique_ptr<link::XskPort> other = link::XskPort::Create(o).value();
+    absl::StatusOr<std::unique_ptr<link::XskLink>> q0 = port->OpenQueue(0);
+    ASSERT_TRUE(q0.ok()) << q0.status();
+    absl::StatusOr<std::unique_ptr<link::XskLink>> held = other->OpenQueue(1);
+    ASSERT_TRUE(held.ok()) << held.status();
+    EXPECT_FALSE(port->OpenQueue(1).ok());  // the kernel: busy
+    EXPECT_EQ(port->OpenQueue(0).status().code(), absl::StatusCode::kAlreadyExists);
+  }
+  EXPECT_EQ(Shell("ip link del qs6"), 0);
+}
+
 // Without the fixture's stack: a process holds one and is killed with SIGKILL.
 TEST(AfXdpKillTest, SigkillLeavesNoProgramAndTheKernelAnswers) {
   PeerNetwork net("qs2", "qs3");

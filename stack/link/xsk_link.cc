@@ -211,6 +211,8 @@ absl::StatusOr<std::unique_ptr<XskLink>> XskPort::OpenQueue(uint32_t queue) {
   }
   umem_rings_used_ = true;
   queue_open_[queue] = true;
+  link->info_.queue = queue;
+  link->holds_queue_ = true;
   link->fd_ = xsk_socket__fd(link->xsk_);
   if (options_.busy_poll) {
     int one = 1, usecs = 20, budget = 64;
@@ -224,7 +226,6 @@ absl::StatusOr<std::unique_ptr<XskLink>> XskPort::OpenQueue(uint32_t queue) {
 
   link->info_.name = options_.interface;
   link->info_.ifindex = ifindex_;
-  link->info_.queue = queue;
   link->info_.mac = mac_;
   // A received frame must fit its chunk after the kernel's headroom; a larger interface MTU is
   // cut to what fits, so that the stack never sends what it could not receive.
@@ -245,7 +246,9 @@ absl::StatusOr<std::unique_ptr<XskLink>> XskPort::OpenQueue(uint32_t queue) {
 
 XskLink::~XskLink() {
   if (xsk_ != nullptr) xsk_socket__delete(xsk_);
-  if (port_ != nullptr) port_->queue_open_[info_.queue] = false;
+  // Only a link that opened its queue gives it back: one that failed to bind leaves the
+  // queue to whichever link holds it.
+  if (port_ != nullptr && holds_queue_) port_->queue_open_[info_.queue] = false;
 }
 
 uint64_t XskLink::ChunkOf(uint64_t addr) const {
