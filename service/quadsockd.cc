@@ -58,8 +58,8 @@ ABSL_FLAG(uint32_t, max_sockets, 1 << 20, "Sockets in all, over every client.");
 ABSL_FLAG(uint32_t, max_sockets_per_client, 65536, "Sockets one client session may hold.");
 ABSL_FLAG(uint32_t, max_clients, 1024, "Client sessions at once.");
 ABSL_FLAG(uint32_t, max_streams_per_client, 16,
-          "Receive and Exchange streams one client session may have open at once; more are "
-          "RESOURCE_EXHAUSTED.");
+          "Session, Receive and Exchange streams one client session may have open at once; "
+          "more are RESOURCE_EXHAUSTED.");
 ABSL_FLAG(uint32_t, max_grpc_threads, 1024,
           "gRPC's threads for calls in all: each open stream holds one; calls beyond them fail "
           "with RESOURCE_EXHAUSTED.");

@@ -132,7 +132,7 @@ absl::Status Sessions::AddStream(const std::string& token, absl::Duration grace)
   if (s == nullptr) return absl::UnauthenticatedError("unknown or expired session");
   if (s->streams >= limits_.max_streams_per_session) {
     return absl::ResourceExhaustedError(absl::StrFormat(
-        "the session has its maximum of %u Receive and Exchange streams open",
+        "the session has its maximum of %u streams open (Session, Receive, Exchange)",
         limits_.max_streams_per_session));
   }
   ++s->streams;

@@ -35,7 +35,7 @@ using stack::SocketId;
 struct SessionLimits {
   size_t max_sessions = 1024;
   size_t max_sockets_per_session = 65536;
-  // Receive and Exchange streams open at once: each holds one of the server's threads.
+  // Session, Receive and Exchange streams open at once: each holds one of the server's threads.
   size_t max_streams_per_session = 16;
   absl::Duration default_lease = absl::Seconds(30);
   absl::Duration max_lease = absl::Hours(1);
@@ -64,7 +64,7 @@ class Sessions {
   // (handle, id) of the session's sockets, ordered by handle.
   std::vector<std::pair<std::string, SocketId>> Sockets(const std::string& token) const;
 
-  // A Receive or Exchange stream of the session starts: RESOURCE_EXHAUSTED when it has
+  // A Session, Receive or Exchange stream of the session starts: RESOURCE_EXHAUSTED when it has
   // max_streams_per_session open, and none of them ends within `grace` (a cancelled stream's
   // handler ends a moment after the client let go of it). Each success is paired with one
   // RemoveStream.
@@ -87,7 +87,7 @@ class Sessions {
     absl::Duration lease;
     absl::Time expires;
     int holders = 0;
-    size_t streams = 0;  // Receive and Exchange streams open
+    size_t streams = 0;  // Session, Receive and Exchange streams open
     absl::flat_hash_map<std::string, SocketId> sockets;
   };
   Session* Find(const std::string& token);

@@ -161,6 +161,9 @@ grpc::Status SocketServiceImpl::Session(grpc::ServerContext* ctx, const v1::Sess
                                         grpc::ServerWriter<v1::SessionEvent>* writer) {
   absl::StatusOr<std::string> token = c_.Session(ctx);
   if (!token.ok()) return ToGrpc(token.status());
+  // It holds a thread of the server as long as it is open, as Receive and Exchange do.
+  if (absl::Status s = c_.sessions.AddStream(*token, kStreamGrace); !s.ok()) return ToGrpc(s);
+  absl::Cleanup stream_ends = [&] { c_.sessions.RemoveStream(*token); };
   if (absl::Status s = c_.sessions.Hold(*token); !s.ok()) return ToGrpc(s);
   v1::SessionEvent hello;
   hello.set_message("session held; closing this stream ends it");

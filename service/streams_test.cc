@@ -168,6 +168,36 @@ TEST_F(StreamLimitTest, ASessionHasAtMostItsNumberOfStreams) {
   EXPECT_TRUE(again->Read(&d));
 }
 
+// A Session stream holds one of the server's threads as long as it is open, like the others:
+// it counts against the same per-session cap, or one session could hold every thread.
+TEST_F(StreamLimitTest, SessionStreamsCountAgainstTheStreamCap) {
+  using SessionStream = grpc::ClientReader<v1::SessionEvent>;
+  const auto hold = [&](const std::string& session, absl::Duration deadline) {
+    std::unique_ptr<ClientContext> ctx = StreamContext(session, deadline);
+    std::unique_ptr<SessionStream> stream = sockets_->Session(ctx.get(), v1::SessionRequest());
+    return TestStream<SessionStream>(std::move(ctx), std::move(stream));
+  };
+  v1::SessionEvent event;
+  std::optional<TestStream<SessionStream>> first = hold(session_, absl::Seconds(30));
+  ASSERT_TRUE((*first)->Read(&event));
+  TestStream<SessionStream> second = hold(session_, absl::Seconds(30));
+  ASSERT_TRUE(second->Read(&event));
+  {
+    TestStream<SessionStream> third = hold(session_, absl::Seconds(3));
+    ExpectRefused(third, event, StatusCode::RESOURCE_EXHAUSTED);
+  }
+  {
+    const std::string s = OpenBound(session_, "10.1.0.2", 4835);
+    TestStream<ReceiveStream> receive = OpenReceive(session_, s, absl::Seconds(3));
+    v1::Datagram d;
+    ExpectRefused(receive, d, StatusCode::RESOURCE_EXHAUSTED);
+  }
+  // One ending makes room; the session stays, held by the other.
+  first->Cancel();
+  first.reset();
+  TestStream<ReceiveStream> receive = Running(session_, 4836);
+}
+
 // A later request that names another socket is refused, not sent from the stream's socket.
 TEST_F(ServiceTest, ExchangeRefusesARequestForAnotherSocket) {
   const std::string mine = OpenBound(session_, "10.1.0.2", 4840);
