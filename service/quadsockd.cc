@@ -53,7 +53,7 @@ ABSL_FLAG(bool, busy_poll, false,
           "AF_XDP socket, SO_PREFER_BUSY_POLL) and spins for 1 ms after the last frame. Also set "
           "the interface's napi_defer_hard_irqs (2) and gro_flush_timeout (200000). A queue whose "
           "socket has no NAPI id (veth in copy mode) stops busy polling at its first frames and "
-          "reports busy_poll_unavailable in `quadctl interfaces --json`.");
+          "reports busy_poll_unavailable in `quadctl --json iface`.");
 ABSL_FLAG(uint32_t, max_sockets, 1 << 20, "Sockets in all, over every client.");
 ABSL_FLAG(uint32_t, max_sockets_per_client, 65536, "Sockets one client session may hold.");
 ABSL_FLAG(uint32_t, max_clients, 1024, "Client sessions at once.");
@@ -160,6 +160,20 @@ absl::Status CheckFlags() {
   if (absl::GetFlag(FLAGS_max_streams_per_client) == 0) {
     return absl::InvalidArgumentError("--max_streams_per_client must be at least 1");
   }
+  // Zero of any of these leaves a server that refuses every client.
+  if (absl::GetFlag(FLAGS_max_clients) == 0) {
+    return absl::InvalidArgumentError("--max_clients must be at least 1");
+  }
+  const uint32_t sockets = absl::GetFlag(FLAGS_max_sockets);
+  const uint32_t per_client = absl::GetFlag(FLAGS_max_sockets_per_client);
+  if (sockets == 0) return absl::InvalidArgumentError("--max_sockets must be at least 1");
+  if (per_client == 0) {
+    return absl::InvalidArgumentError("--max_sockets_per_client must be at least 1");
+  }
+  if (per_client > sockets) {
+    return absl::InvalidArgumentError(absl::StrCat("--max_sockets_per_client=", per_client,
+                                                   " is over --max_sockets=", sockets));
+  }
   return absl::OkStatus();
 }
 
@@ -168,7 +182,8 @@ int Main(int argc, char** argv) {
       "quadsock's userspace UDP stack on AF_XDP, controlled over gRPC.\n\n"
       "  quadsockd --interface=eth0 --address=10.1.0.2/24,fd00:1::2/64 "
       "--listen=unix:/run/quadsock/quadsock.sock\n\n"
-      "Needs root (or CAP_NET_ADMIN, CAP_NET_RAW, CAP_BPF, CAP_PERFMON). SIGTERM stops it.");
+      "Needs root (or CAP_NET_ADMIN, CAP_NET_RAW, CAP_BPF, CAP_PERFMON, and CAP_IPC_LOCK to\n"
+      "register the UMEM unless RLIMIT_MEMLOCK covers it). SIGTERM stops it.");
   absl::ParseCommandLine(argc, argv);
   const std::vector<std::string> addresses = AllOccurrences(argc, argv, "address", FLAGS_address);
   const std::vector<std::string> gateways = AllOccurrences(argc, argv, "gateway", FLAGS_gateway);

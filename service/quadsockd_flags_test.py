@@ -33,6 +33,25 @@ class FlagCheckTest(unittest.TestCase):
     def test_lease_of_zero(self):
         self.assert_refused(["--lease_seconds=0"], ["--lease_seconds"])
 
+    def test_no_clients(self):
+        self.assert_refused(["--max_clients=0"], ["--max_clients"])
+
+    def test_no_sockets(self):
+        self.assert_refused(["--max_sockets=0"], ["--max_sockets "])
+
+    def test_no_sockets_per_client(self):
+        self.assert_refused(["--max_sockets_per_client=0"], ["--max_sockets_per_client"])
+
+    def test_more_sockets_per_client_than_in_all(self):
+        self.assert_refused(["--max_sockets=100", "--max_sockets_per_client=101"],
+                            ["--max_sockets_per_client=101", "--max_sockets=100"])
+
+    def test_help_names_real_commands_and_capabilities(self):
+        p = subprocess.run([QUADSOCKD, "--help"], capture_output=True, text=True, timeout=30)
+        self.assertIn("`quadctl --json iface`", p.stdout)
+        self.assertNotIn("quadctl interfaces", p.stdout)
+        self.assertIn("CAP_IPC_LOCK", p.stdout)
+
     def test_default_queue_depth_over_its_maximum(self):
         self.assert_refused(["--receive_queue_depth=1024", "--max_receive_queue_depth=512"],
                             ["--receive_queue_depth", "--max_receive_queue_depth"])
