@@ -8,6 +8,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -59,6 +60,14 @@ absl::Status PrepareUnixPath(const std::string& path) {
 }
 
 }  // namespace
+
+Keepalive Keepalive::ForLease(absl::Duration lease) {
+  Keepalive k;
+  k.time = std::max(lease / 3, absl::Seconds(10));
+  k.timeout = std::min(k.time, absl::Seconds(20));
+  k.min_client_interval = absl::Seconds(5);
+  return k;
+}
 
 Server::Server(ServerOptions options, stack::Stack& stack)
     : options_(std::move(options)),
@@ -119,6 +128,18 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerOptions options, sta
   grpc::ResourceQuota quota("quadsockd");
   quota.SetMaxThreads(o.max_threads);
   builder.SetResourceQuota(quota);
+  const Keepalive keepalive = o.keepalive.value_or(Keepalive::ForLease(o.sessions.default_lease));
+  const auto ms = [](absl::Duration d) { return static_cast<int>(absl::ToInt64Milliseconds(d)); };
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, ms(keepalive.time));
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, ms(keepalive.timeout));
+  // Also on a connection whose only stream is quiet (a Session stream, a Receive stream on an
+  // idle socket): gRPC stops pinging after 2 pings without data unless told otherwise.
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+  // Clients' own keepalive pings, with or without calls in flight, up to one per
+  // min_client_interval (gRPC's default takes one per 5 minutes, and none without calls).
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
+                             ms(keepalive.min_client_interval));
   builder.RegisterService(s->sockets_.get());
   builder.RegisterService(s->admin_.get());
   s->server_ = builder.BuildAndStart();

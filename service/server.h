@@ -14,6 +14,7 @@
 
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -24,6 +25,21 @@
 #include "stack/stack.h"
 
 namespace quadsock::service {
+
+// HTTP/2 keepalive of the server's connections. A client that vanishes without closing its TCP
+// connection (a host that lost power, a cut link) would otherwise keep its streams, and so its
+// session and sockets (streams renew the lease), for gRPC's default of 2 hours.
+struct Keepalive {
+  absl::Duration time;     // the server pings a connection quiet for this long
+  absl::Duration timeout;  // and closes it (ending its streams) when the ping goes unanswered
+  // The shortest interval between a client's pings (without data between them) that the server
+  // takes; shorter ones get GOAWAY "too_many_pings". Below the C++ client library's keepalive.
+  absl::Duration min_client_interval;
+
+  // A third of `lease`, at least 10 s; unanswered after at most 20 s more: a vanished client's
+  // streams end well within a lease, and then the lease runs out.
+  static Keepalive ForLease(absl::Duration lease);
+};
 
 struct ServerOptions {
   // "unix:PATH" or "HOST:PORT" (TCP needs tls_cert and tls_key).
@@ -37,6 +53,8 @@ struct ServerOptions {
   // gRPC's threads for calls (a ResourceQuota): each stream holds one while it is open.
   int max_threads = 1024;
   DataPlaneInfo data_plane;
+  // Unset: Keepalive::ForLease(sessions.default_lease).
+  std::optional<Keepalive> keepalive;
   std::function<absl::Time()> clock = [] { return absl::Now(); };
 };
 

@@ -171,19 +171,13 @@ TEST_F(StreamLimitTest, ASessionHasAtMostItsNumberOfStreams) {
 // A Session stream holds one of the server's threads as long as it is open, like the others:
 // it counts against the same per-session cap, or one session could hold every thread.
 TEST_F(StreamLimitTest, SessionStreamsCountAgainstTheStreamCap) {
-  using SessionStream = grpc::ClientReader<v1::SessionEvent>;
-  const auto hold = [&](const std::string& session, absl::Duration deadline) {
-    std::unique_ptr<ClientContext> ctx = StreamContext(session, deadline);
-    std::unique_ptr<SessionStream> stream = sockets_->Session(ctx.get(), v1::SessionRequest());
-    return TestStream<SessionStream>(std::move(ctx), std::move(stream));
-  };
   v1::SessionEvent event;
-  std::optional<TestStream<SessionStream>> first = hold(session_, absl::Seconds(30));
+  std::optional<TestStream<SessionStream>> first = OpenSession(session_, absl::Seconds(30));
   ASSERT_TRUE((*first)->Read(&event));
-  TestStream<SessionStream> second = hold(session_, absl::Seconds(30));
+  TestStream<SessionStream> second = OpenSession(session_, absl::Seconds(30));
   ASSERT_TRUE(second->Read(&event));
   {
-    TestStream<SessionStream> third = hold(session_, absl::Seconds(3));
+    TestStream<SessionStream> third = OpenSession(session_, absl::Seconds(3));
     ExpectRefused(third, event, StatusCode::RESOURCE_EXHAUSTED);
   }
   {

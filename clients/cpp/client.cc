@@ -277,6 +277,14 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const std::string& targe
                                                         ClientOptions options) {
   std::shared_ptr<grpc::ChannelCredentials> credentials;
   grpc::ChannelArguments args;
+  if (options.keepalive > absl::ZeroDuration()) {
+    const int ms = static_cast<int>(absl::ToInt64Milliseconds(options.keepalive));
+    args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, ms);
+    args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 10000);
+    // gRPC would otherwise stop after 2 pings on a quiet stream, and space them 5 min apart.
+    args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+    args.SetInt(GRPC_ARG_HTTP2_MIN_SENT_PING_INTERVAL_WITHOUT_DATA_MS, ms);
+  }
   if (absl::StartsWith(target, "unix:")) {
     if (target.size() == 5) {
       return absl::InvalidArgumentError("target \"unix:\": no socket path");

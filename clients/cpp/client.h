@@ -101,6 +101,11 @@ struct ClientOptions {
 
   // Deadline of each unary call (and of Connect's first call).
   absl::Duration call_timeout = absl::Seconds(10);
+  // Connect's channel pings a connection quiet this long while a call (a stream) is open, and
+  // drops it when the ping is not answered within 10 s: a stream to a server that vanished
+  // fails with UNAVAILABLE instead of waiting for hours. quadsockd takes pings down to every 5 s.
+  // Zero: gRPC's default (no keepalive). Not for Create, whose channel is made elsewhere.
+  absl::Duration keepalive = absl::Seconds(20);
 };
 
 // What grpc.health.v1 says about the server or one of its services.

@@ -26,6 +26,7 @@ using grpc::StatusCode;
 
 using ReceiveStream = grpc::ClientReader<v1::Datagram>;
 using ExchangeStream = grpc::ClientReaderWriter<v1::ExchangeRequest, v1::ExchangeResponse>;
+using SessionStream = grpc::ClientReader<v1::SessionEvent>;
 
 // A test's stream and its context; cancelled and finished when it goes, unless the test
 // finished it (gRPC allows one Finish).
@@ -151,6 +152,15 @@ class ServiceTest : public ::testing::Test {
     req.set_socket(handle);
     std::unique_ptr<ReceiveStream> stream = sockets_->Receive(ctx.get(), req);
     return TestStream<ReceiveStream>(std::move(ctx), std::move(stream));
+  }
+  // A Session stream holding `session` (over `stub`, or the in-process one).
+  TestStream<SessionStream> OpenSession(const std::string& session,
+                                        absl::Duration deadline = absl::Seconds(30),
+                                        v1::SocketService::Stub* stub = nullptr) {
+    std::unique_ptr<ClientContext> ctx = StreamContext(session, deadline);
+    std::unique_ptr<SessionStream> stream =
+        (stub != nullptr ? stub : sockets_.get())->Session(ctx.get(), v1::SessionRequest());
+    return TestStream<SessionStream>(std::move(ctx), std::move(stream));
   }
   // An Exchange stream in `session` whose first request names `handle` and sends nothing.
   TestStream<ExchangeStream> OpenExchange(const std::string& session, const std::string& handle,
