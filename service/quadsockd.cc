@@ -244,6 +244,7 @@ int Main(int argc, char** argv) {
   so.max_threads = static_cast<int>(absl::GetFlag(FLAGS_max_grpc_threads));
   so.sessions.default_lease = absl::Seconds(absl::GetFlag(FLAGS_lease_seconds));
   so.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
+  so.log = Log;
   stack::AfXdpStack* dp = afxdp->get();
   so.data_plane.xdp_mode = std::string(xdp::XdpModeName(dp->xdp_mode()));
   so.data_plane.xdp_counters = [dp]() -> std::optional<v1::XdpCounters> {

@@ -75,6 +75,7 @@ Server::Server(ServerOptions options, stack::Stack& stack)
       context_{stack, sessions_} {
   context_.max_batch = options_.max_batch;
   context_.max_message_bytes = options_.max_message_bytes;
+  context_.log = options_.log;
 }
 
 absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerOptions options, stack::Stack& stack) {
@@ -156,7 +157,10 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerOptions options, sta
   Server* self = s.get();
   s->reaper_ = std::thread([self] {
     while (!self->stopping_.load()) {
-      self->context_.CloseAll(self->sessions_.Expire());
+      for (const EndedSession& ended : self->sessions_.Expire()) {
+        self->context_.CloseEnded(
+            ended, absl::StrCat("expired (no call for ", absl::FormatDuration(ended.lease), ")"));
+      }
       for (int i = 0; i < 10 && !self->stopping_.load(); ++i) absl::SleepFor(absl::Milliseconds(100));
     }
   });

@@ -13,6 +13,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -53,6 +54,8 @@ struct ServerOptions {
   // gRPC's threads for calls (a ResourceQuota): each stream holds one while it is open.
   int max_threads = 1024;
   DataPlaneInfo data_plane;
+  // Sessions created, ended and expired, a line each. Empty: not logged.
+  std::function<void(absl::string_view)> log;
   // Unset: Keepalive::ForLease(sessions.default_lease).
   std::optional<Keepalive> keepalive;
   std::function<absl::Time()> clock = [] { return absl::Now(); };

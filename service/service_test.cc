@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <mutex>
 #include <thread>
 
 #include <sys/stat.h>
@@ -11,6 +12,7 @@
 
 #include <cstdlib>
 
+#include "absl/strings/str_join.h"
 #include "service/testing/service_fixture.h"
 
 namespace quadsock::service {
@@ -249,6 +251,49 @@ TEST_F(ServiceTest, LapsedLeaseClosesTheSessionsSockets) {
   v1::KeepAliveResponse resp;
   EXPECT_EQ(sockets_->KeepAlive(&ctx, v1::KeepAliveRequest(), &resp).error_code(),
             StatusCode::UNAUTHENTICATED);
+}
+
+class SessionLogTest : public ServiceTest {
+ protected:
+  void Configure(ServerOptions& o) override {
+    o.log = [this](absl::string_view line) {
+      std::lock_guard<std::mutex> lock(mu_);
+      lines_.emplace_back(line);
+    };
+  }
+  // The logged lines that contain every one of `words`.
+  std::vector<std::string> Lines(const std::vector<std::string>& words) {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<std::string> out;
+    for (const std::string& l : lines_) {
+      bool all = true;
+      for (const std::string& w : words) all = all && l.find(w) != std::string::npos;
+      if (all) out.push_back(l);
+    }
+    return out;
+  }
+  std::mutex mu_;
+  std::vector<std::string> lines_;
+};
+
+TEST_F(SessionLogTest, TheLogSaysWhenSessionsStartAndEnd) {
+  const std::string brief = NewSession("brief-client", 2);
+  const std::string id = brief.substr(0, 8);
+  EXPECT_EQ(Lines({"session " + id, "\"brief-client\"", "created for", "lease 2 s"}).size(), 1u);
+  OpenBound(brief, "10.1.0.2", 4110);
+  OpenBound(brief, "10.1.0.2", 4111);
+  clock_offset_ = 5;  // the lease is long gone: the reaper ends the session
+  const absl::Time deadline = absl::Now() + absl::Seconds(5);
+  while (!stack_->List().empty() && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(50));
+  const std::vector<std::string> expired = Lines({"session " + id, "expired", "closed 2 sockets"});
+  EXPECT_EQ(expired.size(), 1u) << absl::StrJoin(Lines({}), "\n");
+  EXPECT_TRUE(Lines({brief}).empty()) << "the log has a whole token";
+  clock_offset_ = 0;
+  ClientContext ctx;
+  Auth(ctx, session_);
+  v1::EndSessionResponse resp;
+  ASSERT_TRUE(sockets_->EndSession(&ctx, v1::EndSessionRequest(), &resp).ok());
+  EXPECT_EQ(Lines({"session " + session_.substr(0, 8), "ended by EndSession"}).size(), 1u);
 }
 
 TEST_F(ServiceTest, ClosingTheSessionStreamClosesItsSockets) {

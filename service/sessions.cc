@@ -148,14 +148,18 @@ void Sessions::RemoveStream(const std::string& token) {
   stream_ended_.notify_all();
 }
 
-absl::StatusOr<std::vector<SocketId>> Sessions::End(const std::string& token) {
+EndedSession Sessions::Take(absl::flat_hash_map<std::string, Session>::iterator it) {
+  EndedSession out{.token = it->first, .name = it->second.name, .lease = it->second.lease};
+  for (const auto& [h, id] : it->second.sockets) out.sockets.push_back(id);
+  sessions_.erase(it);
+  return out;
+}
+
+absl::StatusOr<EndedSession> Sessions::End(const std::string& token) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = sessions_.find(token);
   if (it == sessions_.end()) return absl::UnauthenticatedError("unknown or expired session");
-  std::vector<SocketId> ids;
-  for (const auto& [h, id] : it->second.sockets) ids.push_back(id);
-  sessions_.erase(it);
-  return ids;
+  return Take(it);
 }
 
 absl::Status Sessions::Hold(const std::string& token) {
@@ -166,30 +170,26 @@ absl::Status Sessions::Hold(const std::string& token) {
   return absl::OkStatus();
 }
 
-std::vector<SocketId> Sessions::Release(const std::string& token) {
+std::optional<EndedSession> Sessions::Release(const std::string& token) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = sessions_.find(token);
-  if (it == sessions_.end() || --it->second.holders > 0) return {};
+  if (it == sessions_.end() || --it->second.holders > 0) return std::nullopt;
   // The last Session stream went away: so does the session.
-  std::vector<SocketId> ids;
-  for (const auto& [h, id] : it->second.sockets) ids.push_back(id);
-  sessions_.erase(it);
-  return ids;
+  return Take(it);
 }
 
-std::vector<SocketId> Sessions::Expire() {
+std::vector<EndedSession> Sessions::Expire() {
   const absl::Time now = clock_();
   std::lock_guard<std::mutex> lock(mu_);
-  std::vector<SocketId> ids;
+  std::vector<EndedSession> ended;
   for (auto it = sessions_.begin(); it != sessions_.end();) {
     if (it->second.holders > 0 || it->second.expires > now) {
       ++it;
       continue;
     }
-    for (const auto& [h, id] : it->second.sockets) ids.push_back(id);
-    sessions_.erase(it++);
+    ended.push_back(Take(it++));
   }
-  return ids;
+  return ended;
 }
 
 size_t Sessions::size() const {

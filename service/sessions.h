@@ -18,6 +18,7 @@
 #include <functional>
 #include <condition_variable>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -39,6 +40,14 @@ struct SessionLimits {
   size_t max_streams_per_session = 16;
   absl::Duration default_lease = absl::Seconds(30);
   absl::Duration max_lease = absl::Hours(1);
+};
+
+// A session that ended: its sockets to close, and what the log says about it.
+struct EndedSession {
+  std::string token;
+  std::string name;  // the client_name it was created with
+  absl::Duration lease;
+  std::vector<SocketId> sockets;
 };
 
 class Sessions {
@@ -71,13 +80,14 @@ class Sessions {
   absl::Status AddStream(const std::string& token, absl::Duration grace = absl::ZeroDuration());
   void RemoveStream(const std::string& token);
 
-  // Ends the session; returns its sockets for closing.
-  absl::StatusOr<std::vector<SocketId>> End(const std::string& token);
-  // A Session stream holds the session open; Release ends it when the stream goes.
+  // Ends the session; returns it, with its sockets for closing.
+  absl::StatusOr<EndedSession> End(const std::string& token);
+  // A Session stream holds the session open; Release ends it when the last such stream goes
+  // (and returns it then).
   absl::Status Hold(const std::string& token);
-  std::vector<SocketId> Release(const std::string& token);
-  // Ends lapsed sessions; returns their sockets for closing.
-  std::vector<SocketId> Expire();
+  std::optional<EndedSession> Release(const std::string& token);
+  // Ends lapsed sessions and returns them.
+  std::vector<EndedSession> Expire();
   size_t size() const;
 
  private:
@@ -94,6 +104,8 @@ class Sessions {
   // The session, if it has room for one more socket (mu_ held).
   absl::StatusOr<Session*> WithRoom(const std::string& token);
   const Session* Find(const std::string& token) const;
+  // Removes the session (mu_ held).
+  EndedSession Take(absl::flat_hash_map<std::string, Session>::iterator it);
 
   const SessionLimits limits_;
   const std::function<absl::Time()> clock_;

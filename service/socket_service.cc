@@ -7,7 +7,9 @@
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "service/convert.h"
 #include "service/status.h"
@@ -76,6 +78,9 @@ absl::Status NamedByHandle(const absl::Status& s, SocketId id, const std::string
   return absl::Status(s.code(), out);
 }
 
+// What the log calls a session: enough of its token to tell sessions apart, too little to use.
+std::string ShortId(const std::string& token) { return token.substr(0, 8); }
+
 std::span<const uint8_t> Bytes(const std::string& s) {
   return {reinterpret_cast<const uint8_t*>(s.data()), s.size()};
 }
@@ -108,8 +113,10 @@ absl::StatusOr<std::string> ServiceContext::Session(grpc::ServerContext* ctx) {
   return token;
 }
 
-void ServiceContext::CloseAll(const std::vector<SocketId>& ids) {
-  for (SocketId id : ids) (void)stack.Close(id);
+void ServiceContext::CloseEnded(const EndedSession& ended, absl::string_view how) {
+  for (SocketId id : ended.sockets) (void)stack.Close(id);
+  Log(absl::StrFormat("session %s (\"%s\") %s: closed %d sockets", ShortId(ended.token),
+                      absl::CHexEscape(ended.name), how, ended.sockets.size()));
 }
 
 absl::Status ServiceContext::StartReading(SocketId id) {
@@ -144,9 +151,13 @@ grpc::Status SocketServiceImpl::CreateSession(grpc::ServerContext* ctx,
                                               const v1::CreateSessionRequest* req,
                                               v1::CreateSessionResponse* resp) {
   if (c_.shutting_down.load()) return ToGrpc(absl::UnavailableError("the server is shutting down"));
-  auto created = c_.sessions.Create(req->client_name(), ServiceContext::Identity(ctx),
-                                    req->lease_seconds());
+  const std::string identity = ServiceContext::Identity(ctx);
+  auto created = c_.sessions.Create(req->client_name(), identity, req->lease_seconds());
   if (!created.ok()) return ToGrpc(created.status());
+  c_.Log(absl::StrFormat("session %s (\"%s\") created for %s%s, lease %d s",
+                         ShortId(created->first), absl::CHexEscape(req->client_name()),
+                         ctx->peer(), identity.empty() ? "" : " as " + identity,
+                         absl::ToInt64Seconds(created->second)));
   resp->set_session(created->first);
   resp->set_lease_seconds(static_cast<uint32_t>(absl::ToInt64Seconds(created->second)));
   return grpc::Status::OK;
@@ -169,7 +180,9 @@ grpc::Status SocketServiceImpl::Session(grpc::ServerContext* ctx, const v1::Sess
   hello.set_message("session held; closing this stream ends it");
   writer->Write(hello);
   while (!ctx->IsCancelled() && !c_.shutting_down.load()) absl::SleepFor(kWaitSlice);
-  c_.CloseAll(c_.sessions.Release(*token));
+  if (std::optional<EndedSession> ended = c_.sessions.Release(*token); ended.has_value()) {
+    c_.CloseEnded(*ended, "ended with its Session stream");
+  }
   if (c_.shutting_down.load()) return ToGrpc(absl::UnavailableError("the server is shutting down"));
   return grpc::Status::OK;
 }
@@ -178,10 +191,10 @@ grpc::Status SocketServiceImpl::EndSession(grpc::ServerContext* ctx, const v1::E
                                            v1::EndSessionResponse* resp) {
   absl::StatusOr<std::string> token = c_.Session(ctx);
   if (!token.ok()) return ToGrpc(token.status());
-  absl::StatusOr<std::vector<SocketId>> ids = c_.sessions.End(*token);
-  if (!ids.ok()) return ToGrpc(ids.status());
-  c_.CloseAll(*ids);
-  resp->set_sockets_closed(static_cast<uint32_t>(ids->size()));
+  absl::StatusOr<EndedSession> ended = c_.sessions.End(*token);
+  if (!ended.ok()) return ToGrpc(ended.status());
+  c_.CloseEnded(*ended, "ended by EndSession");
+  resp->set_sockets_closed(static_cast<uint32_t>(ended->sockets.size()));
   return grpc::Status::OK;
 }
 

@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <functional>
 #include <mutex>
 #include <string>
 
@@ -37,8 +38,14 @@ struct ServiceContext {
   absl::StatusOr<std::string> Session(grpc::ServerContext* ctx);
   // The client certificate's identity under mTLS, "" otherwise.
   static std::string Identity(grpc::ServerContext* ctx);
-  // Closes sockets of ended sessions.
-  void CloseAll(const std::vector<SocketId>& ids);
+  // Closes an ended session's sockets and logs it: "session 1a2b3c4d ("quadctl") `how`:
+  // closed 3 sockets".
+  void CloseEnded(const EndedSession& ended, absl::string_view how);
+  // Where session lifecycle goes (quadsockd: its log on stderr). Empty: nowhere.
+  std::function<void(absl::string_view)> log;
+  void Log(absl::string_view message) const {
+    if (log) log(message);
+  }
   // A Receive or Exchange stream starts reading socket `id`: FAILED_PRECONDITION when another
   // stream reads it (the stack wakes one waiter per socket, and the two would split its
   // datagrams between them). A stream the client just cancelled ends only at its next wait
