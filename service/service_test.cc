@@ -3,6 +3,7 @@
 // the same in-memory wire plays the remote host.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <atomic>
 #include <mutex>
 #include <thread>
@@ -294,6 +295,42 @@ TEST_F(SessionLogTest, TheLogSaysWhenSessionsStartAndEnd) {
   v1::EndSessionResponse resp;
   ASSERT_TRUE(sockets_->EndSession(&ctx, v1::EndSessionRequest(), &resp).ok());
   EXPECT_EQ(Lines({"session " + session_.substr(0, 8), "ended by EndSession"}).size(), 1u);
+}
+
+// SetNeighbor takes only a unicast host on a connected network (10.1.0.0/24, fd00:1::/64 here)
+// that is not the stack itself, with a unicast MAC; anything else is INVALID_ARGUMENT, saying why.
+TEST_F(ServiceTest, SetNeighborRefusesWhatIsNoNeighbour) {
+  const auto set = [&](const std::string& address, const std::string& mac) {
+    ClientContext ctx;
+    Auth(ctx, session_);
+    v1::SetNeighborRequest req;
+    req.set_address(address);
+    req.set_mac(mac);
+    v1::SetNeighborResponse resp;
+    return admin_->SetNeighbor(&ctx, req, &resp);
+  };
+  const std::string good_mac = "02:00:00:00:00:99";
+  for (const auto& [address, mac, why] : std::vector<std::array<std::string, 3>>{
+           {"10.1.0.2", good_mac, "own"},
+           {"fd00:1::2", good_mac, "own"},
+           {"192.0.2.1", good_mac, "connected networks"},
+           {"fd00:2::1", good_mac, "connected networks"},
+           {"10.1.0.255", good_mac, "broadcast address of 10.1.0.2/24"},
+           {"224.0.0.1", good_mac, "multicast"},
+           {"10.1.0.9", "ff:ff:ff:ff:ff:ff", "broadcast"},
+           {"10.1.0.9", "00:00:00:00:00:00", "zeros"},
+           {"10.1.0.9", "33:33:00:00:00:01", "multicast"}}) {
+    const grpc::Status st = set(address, mac);
+    EXPECT_EQ(st.error_code(), StatusCode::INVALID_ARGUMENT) << address << " " << mac;
+    EXPECT_NE(st.error_message().find(why), std::string::npos) << st.error_message();
+  }
+  EXPECT_TRUE(set("fd00:1::9", good_mac).ok());
+  ClientContext ctx;
+  Auth(ctx, session_);
+  v1::RemoveNeighborRequest req;
+  req.set_address("ff02::1");
+  v1::RemoveNeighborResponse resp;
+  EXPECT_EQ(admin_->RemoveNeighbor(&ctx, req, &resp).error_code(), StatusCode::INVALID_ARGUMENT);
 }
 
 TEST_F(ServiceTest, ClosingTheSessionStreamClosesItsSockets) {

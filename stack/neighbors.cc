@@ -1,5 +1,7 @@
 #include "stack/neighbors.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "stack/udp_socket.h"
 
@@ -156,9 +158,45 @@ std::vector<net::IpAddress> NeighborTable::Tick(absl::Time now) {
   return probe;
 }
 
+// A neighbour is a unicast host: no entry for a group, the wildcard, loopback or broadcast.
+absl::Status CheckNeighborAddress(const net::IpAddress& ip) {
+  const char* wrong = nullptr;
+  if (ip.IsUnspecifiedInAnyForm()) {
+    wrong = "the unspecified address";
+  } else if (ip.IsMulticast() || ip.Unmapped().IsMulticast()) {
+    wrong = "a multicast address";
+  } else if (ip.IsLoopback() || ip.Unmapped().IsLoopback()) {
+    wrong = "a loopback address";
+  } else if (ip.Unmapped() == net::IpAddress::V4(0xffffffff)) {
+    wrong = "the broadcast address";
+  }
+  if (wrong == nullptr) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("address ", ip.ToString(), " is ", wrong, ", not a neighbour's"));
+}
+
 absl::Status NeighborTable::SetPermanent(const net::IpAddress& ip, const net::MacAddress& mac,
                                          absl::Time now, std::vector<PendingDatagram>* ready) {
+  if (absl::Status s = CheckNeighborAddress(ip); !s.ok()) return s;
+  if (mac.IsZero() || mac.IsMulticast()) {  // broadcast is multicast too
+    return absl::InvalidArgumentError(absl::StrCat(
+        "mac ", mac.ToString(), " is ",
+        mac.IsZero() ? "all zeros" : mac.IsBroadcast() ? "broadcast" : "multicast",
+        ": a neighbour has a unicast MAC address"));
+  }
   auto it = entries_.find(ip);
+  // Permanent entries are never evicted: at most half the table, or they could leave no room
+  // for the neighbours the stack learns and sends to.
+  const size_t max_permanent = std::max<size_t>(1, options_.max_entries / 2);
+  if (it == entries_.end() || it->second.state != NeighborState::kPermanent) {
+    size_t permanent = 0;
+    for (const auto& [a, e] : entries_) permanent += e.state == NeighborState::kPermanent;
+    if (permanent >= max_permanent) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "the neighbour table has its maximum of ", max_permanent,
+          " permanent entries (half of ", options_.max_entries, "); remove one first"));
+    }
+  }
   if (it == entries_.end()) {
     if (!MakeRoom(now, /*evict_reachable=*/true)) {
       return absl::ResourceExhaustedError(
@@ -183,6 +221,7 @@ absl::Status NeighborTable::SetPermanent(const net::IpAddress& ip, const net::Ma
 }
 
 absl::Status NeighborTable::Remove(const net::IpAddress& ip) {
+  if (absl::Status s = CheckNeighborAddress(ip); !s.ok()) return s;
   auto it = entries_.find(ip);
   if (it == entries_.end()) {
     return absl::NotFoundError(absl::StrCat("no neighbour entry for ", ip.ToString()));

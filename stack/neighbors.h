@@ -65,6 +65,10 @@ struct NeighborCounters {
   uint64_t table_full = 0;         // new neighbours refused: no room
 };
 
+// INVALID_ARGUMENT, saying what is wrong, for an address no neighbour has: unspecified,
+// multicast, loopback, or the IPv4 broadcast address.
+absl::Status CheckNeighborAddress(const net::IpAddress& ip);
+
 class NeighborTable {
  public:
   struct Options {
@@ -92,7 +96,9 @@ class NeighborTable {
 
   // Administration: a permanent entry (never probed, never expires), and removal. Datagrams
   // that were waiting for the neighbour go to `ready`, now sendable (dropped and counted when
-  // it is null).
+  // it is null). INVALID_ARGUMENT for an address that is not a unicast host's
+  // (CheckNeighborAddress) or a MAC that is zero, multicast or broadcast; RESOURCE_EXHAUSTED
+  // past max_entries / 2 permanent entries, or when the table is full of entries that may not go.
   absl::Status SetPermanent(const net::IpAddress& ip, const net::MacAddress& mac, absl::Time now,
                             std::vector<PendingDatagram>* ready = nullptr);
   absl::Status Remove(const net::IpAddress& ip);

@@ -123,5 +123,51 @@ TEST(NeighborTableTest, LearnedNeighboursDoNotLockOutNextHops) {
   EXPECT_EQ(n.Lookup(net::IpAddress::V4(0x0a020002), later), kMac);
 }
 
+// What no neighbour has is refused, saying what is wrong, and leaves no entry.
+TEST(NeighborTableTest, PermanentEntriesNeedAUnicastAddressAndMac) {
+  NeighborTable n({});
+  const auto refused = [&](const char* ip, const char* mac, const std::string& why) {
+    const absl::Status s =
+        n.SetPermanent(*net::IpAddress::Parse(ip), *net::MacAddress::Parse(mac), kT0);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << ip << " " << mac;
+    EXPECT_NE(s.message().find(why), std::string::npos) << s.message();
+  };
+  refused("10.1.0.9", "00:00:00:00:00:00", "all zeros");
+  refused("10.1.0.9", "ff:ff:ff:ff:ff:ff", "broadcast");
+  refused("10.1.0.9", "01:00:5e:00:00:01", "multicast");
+  refused("224.0.0.1", "02:00:00:00:00:09", "multicast");
+  refused("ff02::1", "02:00:00:00:00:09", "multicast");
+  refused("0.0.0.0", "02:00:00:00:00:09", "unspecified");
+  refused("::", "02:00:00:00:00:09", "unspecified");
+  refused("127.0.0.1", "02:00:00:00:00:09", "loopback");
+  refused("255.255.255.255", "02:00:00:00:00:09", "broadcast");
+  EXPECT_TRUE(n.List().empty());
+  EXPECT_EQ(n.Remove(*net::IpAddress::Parse("224.0.0.1")).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+// Permanent entries are never evicted: at most half the table may be permanent, so that the
+// neighbours the stack learns and sends to always have room.
+TEST(NeighborTableTest, PermanentEntriesTakeAtMostHalfTheTable) {
+  NeighborTable n({.max_entries = 4});
+  ASSERT_EQ(n.SetPermanent(net::IpAddress::V4(0x0a010001), kMac, kT0), absl::OkStatus());
+  ASSERT_EQ(n.SetPermanent(net::IpAddress::V4(0x0a010002), kMac, kT0), absl::OkStatus());
+  const absl::Status third = n.SetPermanent(net::IpAddress::V4(0x0a010003), kMac, kT0);
+  EXPECT_EQ(third.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(third.message().find("2 permanent entries"), std::string::npos) << third.message();
+  // A learned neighbour does not become permanent past the cap either.
+  n.Learn(net::IpAddress::V4(0x0a010004), kMac, kT0, true);
+  EXPECT_EQ(n.SetPermanent(net::IpAddress::V4(0x0a010004), kMac, kT0).code(),
+            absl::StatusCode::kResourceExhausted);
+  // A permanent entry may change its MAC; and removing one makes room.
+  EXPECT_EQ(n.SetPermanent(net::IpAddress::V4(0x0a010002), kMac, kT0), absl::OkStatus());
+  ASSERT_EQ(n.Remove(net::IpAddress::V4(0x0a010001)), absl::OkStatus());
+  EXPECT_EQ(n.SetPermanent(net::IpAddress::V4(0x0a010003), kMac, kT0), absl::OkStatus());
+  // Next hops we send to still find room.
+  EXPECT_TRUE(n.Queue({{}, {}, net::IpAddress::V4(0x0a010005), "x"}, kT0));
+  EXPECT_TRUE(n.Queue({{}, {}, net::IpAddress::V4(0x0a010006), "y"}, kT0));
+  EXPECT_EQ(n.counters().table_full, 0u);
+}
+
 }  // namespace
 }  // namespace quadsock::stack

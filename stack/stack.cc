@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "stack/demux/rcu.h"
 #include "stack/internal/engine.h"
 #include "stack/net/frame.h"
@@ -360,10 +361,30 @@ std::vector<NeighborInfo> Stack::Neighbors() const {
 }
 
 absl::Status Stack::SetNeighbor(const net::IpAddress& ip, const net::MacAddress& mac) {
+  if (absl::Status s = CheckNeighborAddress(ip); !s.ok()) return s;
+  const net::IpAddress wire = ip.Unmapped();
   std::vector<PendingDatagram> ready;
   {
     std::lock_guard<std::mutex> lock(net_mu_);
-    if (absl::Status s = neighbors_.SetPermanent(ip, mac, options_.clock(), &ready); !s.ok()) {
+    if (routes_.IsLocal(wire)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("address ", ip.ToString(), " is the stack's own, not a neighbour's"));
+    }
+    // Only a host on a connected network is ever a next hop: an entry for another would never
+    // be used, and would take a place in the table for nothing.
+    const net::IpPrefix* on = routes_.Connected(wire);
+    if (on == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("address ", ip.ToString(), " is on none of the connected networks (",
+                       absl::StrJoin(routes_.addresses(), ", ", absl::StreamFormatter()), ")"));
+    }
+    // A connected IPv4 network's broadcast address (all host bits set; /31 and /32 have none).
+    if (wire.is_v4() && on->length() > 0 && on->length() < 31 &&
+        (wire.v4_host_order() | ~0u << (32 - on->length())) == ~0u) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "address ", ip.ToString(), " is the broadcast address of ", on->ToString()));
+    }
+    if (absl::Status s = neighbors_.SetPermanent(wire, mac, options_.clock(), &ready); !s.ok()) {
       return s;
     }
   }
