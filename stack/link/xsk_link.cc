@@ -4,6 +4,7 @@
 #include <net/if.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 #include <xdp/xsk.h>
@@ -107,6 +108,20 @@ absl::StatusOr<std::span<uint8_t>> MapUmem(size_t bytes) {
 
 }  // namespace
 
+absl::Status UmemRegistrationError(int err, size_t umem_bytes) {
+  const std::string what = absl::StrFormat("registering the UMEM (%u MiB)", umem_bytes >> 20);
+  if (err != ENOBUFS && err != EPERM) return ErrnoStatus(err, what);
+  std::string limit;
+  if (rlimit l; getrlimit(RLIMIT_MEMLOCK, &l) == 0 && l.rlim_cur != RLIM_INFINITY) {
+    limit = absl::StrFormat(", RLIMIT_MEMLOCK is %u KiB", l.rlim_cur >> 10);
+  }
+  const std::string message = absl::StrFormat(
+      "%s: %s: it is locked memory%s: raise RLIMIT_MEMLOCK (ulimit -l) or grant CAP_IPC_LOCK",
+      what, std::strerror(err), limit);
+  if (err == ENOBUFS) return absl::ResourceExhaustedError(message);
+  return absl::PermissionDeniedError(message + " (and it needs CAP_NET_RAW)");
+}
+
 absl::StatusOr<std::unique_ptr<XskPort>> XskPort::Create(const Options& options) {
   if (options.frame_size != 2048 && options.frame_size != 4096) {
     return absl::InvalidArgumentError(
@@ -146,7 +161,7 @@ absl::StatusOr<std::unique_ptr<XskPort>> XskPort::Create(const Options& options)
   config.frame_headroom = 0;
   const int err = xsk_umem__create(&port->umem_, area, umem_bytes, port->umem_fill_.get(),
                                    port->umem_comp_.get(), &config);
-  if (err != 0) return ErrnoStatus(-err, "registering the UMEM");
+  if (err != 0) return UmemRegistrationError(-err, umem_bytes);
   port->queue_open_.assign(options.queues, false);
   return port;
 }

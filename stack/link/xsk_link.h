@@ -39,6 +39,11 @@ enum class XskBindMode { kAuto, kZeroCopy, kCopy };
 // them (after its 256-byte headroom): a queue's LinkInfo::mtu is at most this.
 uint32_t MaxMtu(uint32_t frame_size);
 
+// The error for a UMEM registration (XDP_UMEM_REG) of `umem_bytes` that failed with `err`. The
+// kernel charges the UMEM to RLIMIT_MEMLOCK unless the process has CAP_IPC_LOCK, and refuses it
+// past the limit with ENOBUFS (EPERM where no limit may be raised): those say how to fix it.
+absl::Status UmemRegistrationError(int err, size_t umem_bytes);
+
 class XskLink;
 
 class XskPort {
