@@ -140,20 +140,31 @@ absl::Status Steering::RemoveStale(int ifindex, absl::string_view ifname) {
     uint32_t id;
     uint32_t flag;
     const char* mode;
-  } slots[] = {{query.drv_prog_id, XDP_FLAGS_DRV_MODE, "native"},
-               {query.skb_prog_id, XDP_FLAGS_SKB_MODE, "generic"},
-               {query.hw_prog_id, XDP_FLAGS_HW_MODE, "offloaded"}};
+    const char* ip_keyword;  // `ip link set dev IF <ip_keyword> off` removes it
+  } slots[] = {{query.drv_prog_id, XDP_FLAGS_DRV_MODE, "native", "xdp"},
+               {query.skb_prog_id, XDP_FLAGS_SKB_MODE, "generic", "xdpgeneric"},
+               {query.hw_prog_id, XDP_FLAGS_HW_MODE, "offloaded", "xdpoffload"}};
   for (const auto& slot : slots) {
     if (slot.id == 0) continue;
+    const std::string remove =
+        absl::StrCat("ip link set dev ", ifname, " ", slot.ip_keyword, " off");
     absl::StatusOr<ProgramInfo> program = GetProgram(slot.id);
+    if (!program.ok() && program.status().code() == absl::StatusCode::kPermissionDenied) {
+      // Opening a program by id takes CAP_SYS_ADMIN, which a container has no need of otherwise:
+      // say which program is in the way and how to remove it where that capability is.
+      return absl::PermissionDeniedError(absl::StrCat(
+          "a ", slot.mode, " XDP program (id ", slot.id, ") is on ", ifname,
+          ", and checking whether it is a stale one of an earlier quadsock run needs "
+          "CAP_SYS_ADMIN (", program.status().message(), "); remove it from the host (`",
+          remove, "`, which needs CAP_SYS_ADMIN too) and start again"));
+    }
     if (!program.ok()) return program.status();
     std::string what = absl::StrCat(slot.mode, " XDP program id ", slot.id, " \"",
                                     program->name, "\" on ", ifname);
     if (!absl::StartsWith(program->name, QS_PROGRAM_NAME_PREFIX)) {
       close(program->fd);
-      return absl::FailedPreconditionError(
-          absl::StrCat(what, " is not quadsock's; remove it (ip link set dev ", ifname,
-                       " xdp off) or use another interface"));
+      return absl::FailedPreconditionError(absl::StrCat(
+          what, " is not quadsock's; remove it (", remove, ") or use another interface"));
     }
     // Only the program we looked at (REPLACE with it as the expected one), and only if it was
     // attached the legacy way: a live bpf_link (another quadsock running) refuses with EBUSY.

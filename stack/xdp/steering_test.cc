@@ -18,7 +18,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -151,16 +153,24 @@ TEST(SteeringTest, RemovesStaleLegacyProgramOfOurs) {
   }
 }
 
-TEST(SteeringTest, LeavesAForeignProgramAlone) {
-  TestVeth veth("qsd0", "qsd1");
+// Attaches a program that passes everything, named `name`, to `ifindex` in generic mode (as
+// `ip link set dev X xdpgeneric obj` would); returns its fd, for the caller to close.
+int AttachPassProgram(int ifindex, const char* name) {
   // r0 = XDP_PASS; exit
   const bpf_insn insns[] = {
       {.code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = BPF_REG_0, .imm = XDP_PASS},
       {.code = BPF_JMP | BPF_EXIT},
   };
-  int foreign = bpf_prog_load(BPF_PROG_TYPE_XDP, "someone_else", "GPL", insns, 2, nullptr);
-  ASSERT_GE(foreign, 0) << std::strerror(-foreign);
-  ASSERT_EQ(bpf_xdp_attach(veth.ifindex(), foreign, XDP_FLAGS_SKB_MODE, nullptr), 0);
+  int fd = bpf_prog_load(BPF_PROG_TYPE_XDP, name, "GPL", insns, 2, nullptr);
+  EXPECT_GE(fd, 0) << std::strerror(-fd);
+  EXPECT_EQ(bpf_xdp_attach(ifindex, fd, XDP_FLAGS_SKB_MODE, nullptr), 0);
+  return fd;
+}
+
+TEST(SteeringTest, LeavesAForeignProgramAlone) {
+  TestVeth veth("qsd0", "qsd1");
+  int foreign = AttachPassProgram(veth.ifindex(), "someone_else");
+  ASSERT_GE(foreign, 0);
   uint32_t foreign_id = Query(veth.ifindex()).skb_prog_id;
 
   std::unique_ptr<Steering> steering = LoadOrDie();
@@ -223,22 +233,60 @@ TEST(SteeringTest, MapErrors) {
   EXPECT_EQ(*counters, SteeringCounters{});
 }
 
-// Without capabilities (root, but all of them dropped) loading is PERMISSION_DENIED. In a child,
-// so that the test process keeps its own.
-TEST(SteeringTest, PermissionDeniedWithoutCapabilities) {
+// Runs `body` in a child process that keeps only the capabilities in `keep` (bit n for
+// capability n); returns the child's exit status, 2 when it could not drop them. In a child, so
+// that the test process keeps its own.
+int WithCapabilities(uint64_t keep, const std::function<int()>& body) {
   pid_t child = fork();
-  ASSERT_GE(child, 0);
   if (child == 0) {
     __user_cap_header_struct header{.version = _LINUX_CAPABILITY_VERSION_3, .pid = 0};
-    __user_cap_data_struct none[_LINUX_CAPABILITY_U32S_3] = {};
-    if (syscall(SYS_capset, &header, none) != 0) _exit(2);
-    absl::StatusOr<std::unique_ptr<Steering>> s = Steering::Load();
-    _exit(!s.ok() && s.status().code() == absl::StatusCode::kPermissionDenied ? 0 : 1);
+    __user_cap_data_struct caps[_LINUX_CAPABILITY_U32S_3] = {};
+    if (syscall(SYS_capget, &header, caps) != 0) _exit(2);
+    for (int i = 0; i < 2; ++i) {
+      const uint32_t mask = static_cast<uint32_t>(keep >> (32 * i));
+      caps[i].effective &= mask;
+      caps[i].permitted &= mask;
+      caps[i].inheritable &= mask;
+    }
+    if (syscall(SYS_capset, &header, caps) != 0) _exit(2);
+    _exit(body());
   }
   int status = 0;
-  ASSERT_EQ(waitpid(child, &status, 0), child);
-  ASSERT_TRUE(WIFEXITED(status));
-  EXPECT_EQ(WEXITSTATUS(status), 0) << "1: Load did not fail with PERMISSION_DENIED; 2: capset";
+  if (child < 0 || waitpid(child, &status, 0) != child || !WIFEXITED(status)) return -1;
+  return WEXITSTATUS(status);
+}
+
+// Without capabilities (root, but all of them dropped) loading is PERMISSION_DENIED.
+TEST(SteeringTest, PermissionDeniedWithoutCapabilities) {
+  const int result = WithCapabilities(0, [] {
+    absl::StatusOr<std::unique_ptr<Steering>> s = Steering::Load();
+    return !s.ok() && s.status().code() == absl::StatusCode::kPermissionDenied ? 0 : 1;
+  });
+  EXPECT_EQ(result, 0) << "1: Load did not fail with PERMISSION_DENIED; 2: capset";
+}
+
+// In a container without CAP_SYS_ADMIN a program on the interface cannot be opened by id, so
+// whether it is a stale one of ours cannot be told: the error names it and how to remove it.
+TEST(SteeringTest, AProgramThatCannotBeInspectedIsNamedWithItsRemoval) {
+  TestVeth veth("qsf0", "qsf1");
+  int stale = AttachPassProgram(veth.ifindex(), "qs_stale");
+  ASSERT_GE(stale, 0);
+  const uint32_t id = Query(veth.ifindex()).skb_prog_id;
+  const int result = WithCapabilities(~(uint64_t{1} << CAP_SYS_ADMIN), [&] {
+    absl::StatusOr<std::unique_ptr<Steering>> steering = Steering::Load();
+    if (!steering.ok()) return 3;
+    const absl::Status s = (*steering)->Attach(veth.ifindex()).status();
+    const bool named = s.code() == absl::StatusCode::kPermissionDenied &&
+                       absl::StrContains(s.message(), absl::StrCat("(id ", id, ")")) &&
+                       absl::StrContains(s.message(), "ip link set dev qsf0 xdpgeneric off") &&
+                       absl::StrContains(s.message(), "CAP_SYS_ADMIN");
+    if (!named) std::fprintf(stderr, "%s\n", s.ToString().c_str());
+    return named ? 0 : 1;
+  });
+  EXPECT_EQ(result, 0) << "1: not the expected error; 2: capset; 3: Load";
+  EXPECT_EQ(Query(veth.ifindex()).skb_prog_id, id);
+  EXPECT_EQ(bpf_xdp_detach(veth.ifindex(), XDP_FLAGS_SKB_MODE, nullptr), 0);
+  close(stale);
 }
 
 TEST(SteeringTest, ModeNames) {
