@@ -352,7 +352,9 @@ class AfXdpVlanTest : public AfXdpTest {
   void Customize(stack::AfXdpOptions& o) override {
     o.stack.vlan = kVlan;
     o.stack.addresses = {*net::IpPrefix::Parse(std::string(kVlanStackV4) + "/24")};
-    net_->PeerShell("ip link set qs1 promisc on");
+    // The peer sends nothing but what the test makes: no IPv6 (router and neighbour
+    // solicitations, MLD), which the XDP program would count as not owned too.
+    net_->PeerShell("sysctl -qw net.ipv6.conf.qs1.disable_ipv6=1 && ip link set qs1 promisc on");
     raw_ = net_->PeerSocket(AF_PACKET, SOCK_RAW, htons(ETH_P_ALL));
     fds_.push_back(raw_);
     const int on = 1;
