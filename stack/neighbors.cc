@@ -160,15 +160,9 @@ std::vector<net::IpAddress> NeighborTable::Tick(absl::Time now) {
 
 // A neighbour is a unicast host: no entry for a group, the wildcard, loopback or broadcast.
 absl::Status CheckNeighborAddress(const net::IpAddress& ip) {
-  const char* wrong = nullptr;
-  if (ip.IsUnspecifiedInAnyForm()) {
-    wrong = "the unspecified address";
-  } else if (ip.IsMulticast() || ip.Unmapped().IsMulticast()) {
-    wrong = "a multicast address";
-  } else if (ip.IsLoopback() || ip.Unmapped().IsLoopback()) {
+  const char* wrong = ip.NotAHostReason();
+  if (wrong == nullptr && (ip.IsLoopback() || ip.Unmapped().IsLoopback())) {
     wrong = "a loopback address";
-  } else if (ip.Unmapped() == net::IpAddress::V4(0xffffffff)) {
-    wrong = "the broadcast address";
   }
   if (wrong == nullptr) return absl::OkStatus();
   return absl::InvalidArgumentError(

@@ -46,7 +46,8 @@ absl::StatusOr<std::unique_ptr<Stack>> Stack::Create(
     stack->icmp_refill_ = stack->options_.clock();
   }
   auto* local = new LocalAddresses();
-  for (const net::IpPrefix& p : stack->options_.addresses) local->addresses.push_back(p.address());
+  local->prefixes = stack->options_.addresses;
+  for (const net::IpPrefix& p : local->prefixes) local->addresses.push_back(p.address());
   stack->local_.store(local, std::memory_order_release);
 
   demux::SocketTable::Options table;
@@ -155,23 +156,15 @@ absl::Status Stack::CheckPeer(const net::Endpoint& peer, const demux::SocketInfo
   std::string why;
   if (peer.port == 0) {
     why = "port 0";
-  } else if (wire.IsUnspecifiedInAnyForm()) {
-    why = "the unspecified address";
-  } else if (wire.IsMulticast()) {
-    why = "a multicast address (not supported)";
-  } else if (wire == net::IpAddress::V4(0xffffffff)) {
-    why = "the broadcast address (not supported)";
+  } else if (const char* not_a_host = wire.NotAHostReason()) {
+    why = not_a_host;
   } else if (const net::IpAddress local = socket.local.address.Unmapped();
              !local.IsUnspecifiedInAnyForm() && local.family() != wire.family()) {
     why = absl::StrCat("another IP version than the socket's address ", local.ToString());
   } else {
-    std::lock_guard<std::mutex> lock(net_mu_);
-    for (const net::IpPrefix& p : routes_.addresses()) {
-      // A connected IPv4 network's broadcast address (all host bits set; /31 and /32 have none).
-      if (wire.is_v4() && p.address().is_v4() && p.length() < 31 && p.Contains(wire) &&
-          (wire.v4_host_order() | (p.length() == 0 ? 0u : ~0u << (32 - p.length()))) == ~0u) {
-        why = absl::StrCat("the broadcast address of ", p.ToString(), " (not supported)");
-      }
+    // Our networks are fixed at Create: read without net_mu_, which the poll threads take.
+    for (const net::IpPrefix& p : local_.load(std::memory_order_acquire)->prefixes) {
+      if (p.IsBroadcast(wire)) why = absl::StrCat("the broadcast address of ", p.ToString());
     }
   }
   if (why.empty()) return absl::OkStatus();
@@ -282,19 +275,21 @@ absl::Status Stack::Send(SocketId id, std::span<const uint8_t> payload,
     src.address = net::IpAddress::AnyV6();
   }
   Engine& engine = *engines_[id % engines_.size()];
-  auto* request = new SendRequest{std::move(socket), src, dst,
-                                  std::string(payload.begin(), payload.end())};
-  if (!engine.sends.TryPush(request)) {
-    delete request;
-    engine.tx_queue_full.fetch_add(1, std::memory_order_relaxed);
+  if (!QueueSend(engine, std::make_unique<SendRequest>(SendRequest{
+                             std::move(socket), src, dst,
+                             std::string(payload.begin(), payload.end())}))) {
     return absl::ResourceExhaustedError(absl::StrFormat(
         "the send queue is full (%u datagrams): try again", engine.sends.capacity()));
   }
-  WakeForSends(engine);
   return absl::OkStatus();
 }
 
-void Stack::WakeForSends(Engine& engine) {
+bool Stack::QueueSend(Engine& engine, std::unique_ptr<SendRequest> request) {
+  if (!engine.sends.TryPush(request.get())) {
+    engine.tx_queue_full.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
+  (void)request.release();  // the poll thread's now
   // Read with a read-modify-write, as the poll thread sets it: the two are ordered on this one
   // flag, so either we see it asleep or it sees the request (a plain load here, after the
   // push's relaxed CAS, could miss both ways on a weakly ordered CPU).
@@ -302,6 +297,7 @@ void Stack::WakeForSends(Engine& engine) {
     const uint64_t one = 1;
     (void)!write(engine.wake_fd, &one, sizeof(one));
   }
+  return true;
 }
 
 absl::StatusOr<std::optional<ReceivedDatagram>> Stack::Receive(SocketId id) {
@@ -378,9 +374,7 @@ absl::Status Stack::SetNeighbor(const net::IpAddress& ip, const net::MacAddress&
           absl::StrCat("address ", ip.ToString(), " is on none of the connected networks (",
                        absl::StrJoin(routes_.addresses(), ", ", absl::StreamFormatter()), ")"));
     }
-    // A connected IPv4 network's broadcast address (all host bits set; /31 and /32 have none).
-    if (wire.is_v4() && on->length() > 0 && on->length() < 31 &&
-        (wire.v4_host_order() | ~0u << (32 - on->length())) == ~0u) {
+    if (on->IsBroadcast(wire)) {
       return absl::InvalidArgumentError(absl::StrCat(
           "address ", ip.ToString(), " is the broadcast address of ", on->ToString()));
     }
@@ -390,16 +384,12 @@ absl::Status Stack::SetNeighbor(const net::IpAddress& ip, const net::MacAddress&
   }
   // Datagrams that waited for this neighbour go out through a poll thread, as sends do.
   for (PendingDatagram& d : ready) {
-    Engine& engine = *engines_[0];
     std::shared_ptr<UdpSocket> socket = d.socket;
-    auto* request = new SendRequest{std::move(d.socket), d.src, d.dst, std::move(d.payload)};
-    if (!engine.sends.TryPush(request)) {
-      delete request;
-      engine.tx_queue_full.fetch_add(1, std::memory_order_relaxed);
-      if (socket != nullptr) socket->CountSendDrop();
-      continue;
+    if (!QueueSend(*engines_[0], std::make_unique<SendRequest>(SendRequest{
+                                     std::move(d.socket), d.src, d.dst, std::move(d.payload)})) &&
+        socket != nullptr) {
+      socket->CountSendDrop();
     }
-    WakeForSends(engine);
   }
   return absl::OkStatus();
 }

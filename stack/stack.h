@@ -207,8 +207,9 @@ class Stack {
   void SendPortUnreachable(Engine& engine, const net::ParsedFrame& f,
                            std::span<const uint8_t> bytes, absl::Time now);
   void SendQueued(Engine& engine, absl::Time now);
-  // After a send request is queued: wakes the engine's poll thread if it sleeps.
-  void WakeForSends(Engine& engine);
+  // Hands a send to `engine`'s poll thread and wakes it if it sleeps; false when the queue is
+  // full (counted as tx_queue_full; the request is freed).
+  bool QueueSend(Engine& engine, std::unique_ptr<SendRequest> request);
   void SendDatagram(Engine& engine, const SendRequest& request, absl::Time now);
   void TransmitPending(Engine& engine, const std::vector<PendingDatagram>& ready,
                        const net::MacAddress& mac);

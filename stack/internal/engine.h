@@ -51,7 +51,8 @@ inline size_t UdpHeadroom(net::Family f) {
 // The addresses that are ours, for the data path: read without locks by poll threads, replaced
 // whole by the control plane and freed after an RCU grace period.
 struct LocalAddresses {
-  std::vector<net::IpAddress> addresses;
+  std::vector<net::IpPrefix> prefixes;     // with their connected networks
+  std::vector<net::IpAddress> addresses;   // the prefixes' addresses, for the data path
   bool Contains(const net::IpAddress& a) const {
     return std::find(addresses.begin(), addresses.end(), a) != addresses.end();
   }

@@ -88,6 +88,21 @@ absl::StatusOr<IpPrefix> IpPrefix::Parse(absl::string_view text) {
   return Make(*address, length);
 }
 
+const char* IpAddress::NotAHostReason() const {
+  const IpAddress plain = Unmapped();
+  if (plain.IsUnspecifiedInAnyForm()) return "the unspecified address";
+  if (plain.IsMulticast()) return "a multicast address";
+  if (plain == V4(0xffffffff)) return "the broadcast address";
+  return nullptr;
+}
+
+bool IpPrefix::IsBroadcast(const IpAddress& a) const {
+  if (!a.is_v4() || !address_.is_v4() || length_ == 0 || length_ >= 31 || !Contains(a)) {
+    return false;
+  }
+  return (a.v4_host_order() | ~0u << (32 - length_)) == ~0u;
+}
+
 bool IpPrefix::Contains(const IpAddress& a) const {
   if (a.family() != address_.family()) return false;
   const int offset = a.is_v4() ? 96 : 0;

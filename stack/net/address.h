@@ -118,6 +118,10 @@ class IpAddress {
   }
   // fe80::/10.
   bool IsLinkLocal() const;
+  // Why no unicast host can have this address (in its plain or v4-mapped form): "the
+  // unspecified address", "a multicast address" or "the broadcast address" (255.255.255.255);
+  // null when a host can.
+  const char* NotAHostReason() const;
 
   // The IPv6 form: an IPv4 address becomes ::ffff:a.b.c.d; an IPv6 address is unchanged.
   IpAddress ToV6() const;
@@ -174,6 +178,9 @@ class IpPrefix {
   IpPrefix Network() const;
   // Whether `a` (same family) falls within the prefix.
   bool Contains(const IpAddress& a) const;
+  // Whether `a` is the IPv4 network's broadcast address: within it, all host bits set (a /31 or
+  // /32 has none, nor has IPv6).
+  bool IsBroadcast(const IpAddress& a) const;
   std::string ToString() const;
 
   friend bool operator==(const IpPrefix&, const IpPrefix&) = default;

@@ -139,5 +139,23 @@ TEST(SolicitedNodeTest, KeepsLow24Bits) {
             "ff02::1:ff12:3456");
 }
 
+TEST(IpPrefixTest, BroadcastIsTheIpv4NetworksAllOnesHost) {
+  const IpPrefix p24 = *IpPrefix::Parse("10.1.0.2/24");
+  EXPECT_TRUE(p24.IsBroadcast(*IpAddress::Parse("10.1.0.255")));
+  EXPECT_FALSE(p24.IsBroadcast(*IpAddress::Parse("10.1.0.254")));
+  EXPECT_FALSE(p24.IsBroadcast(*IpAddress::Parse("10.2.0.255")));  // another network
+  EXPECT_FALSE(IpPrefix::Parse("10.1.0.2/31")->IsBroadcast(*IpAddress::Parse("10.1.0.3")));
+  EXPECT_FALSE(IpPrefix::Parse("fd00::2/64")->IsBroadcast(
+      *IpAddress::Parse("fd00::ffff:ffff:ffff:ffff")));
+}
+
+TEST(IpAddressTest, NotAHostReasonNamesWhatNoHostHas) {
+  EXPECT_STREQ(IpAddress::Parse("::ffff:0.0.0.0")->NotAHostReason(), "the unspecified address");
+  EXPECT_STREQ(IpAddress::Parse("ff02::1")->NotAHostReason(), "a multicast address");
+  EXPECT_STREQ(IpAddress::Parse("::ffff:224.0.0.1")->NotAHostReason(), "a multicast address");
+  EXPECT_STREQ(IpAddress::Parse("255.255.255.255")->NotAHostReason(), "the broadcast address");
+  EXPECT_EQ(IpAddress::Parse("10.1.0.255")->NotAHostReason(), nullptr);
+}
+
 }  // namespace
 }  // namespace quadsock::net
