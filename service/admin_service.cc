@@ -132,9 +132,12 @@ v1::Counters AdminServiceImpl::Collect() const {
   sc->set_icmp_errors_rate_limited(s.icmp_errors_rate_limited);
   sc->set_arp_replies(s.arp_replies);
   sc->set_ndp_advertisements(s.ndp_advertisements);
+  sc->set_neighbor_messages_ignored(s.neighbor_messages_ignored);
   sc->set_tx_no_route(s.tx_no_route);
   sc->set_tx_no_buffer(s.tx_no_buffer);
   sc->set_tx_queue_full(s.tx_queue_full);
+  sc->set_receive_budget_full(s.receive_budget_full);
+  sc->set_receive_bytes_queued(s.receive_bytes_queued);
   sc->set_neighbor_probes(s.neighbors.probes_sent);
   sc->set_neighbor_resolved(s.neighbors.resolved);
   sc->set_neighbor_failed(s.neighbors.failed);

@@ -41,6 +41,12 @@ std::string RenderMetrics(const v1::Counters& c) {
          s.icmp_errors_rate_limited());
   Metric(out, "tx_queue_full_total", "Sends refused: the send queue was full.", s.tx_queue_full());
   Metric(out, "neighbor_failed_total", "Neighbours that never answered.", s.neighbor_failed());
+  Metric(out, "neighbor_messages_ignored_total",
+         "ARP and NDP messages for no neighbour (a group, ours) or from a non-unicast MAC.",
+         s.neighbor_messages_ignored());
+  Metric(out, "receive_budget_full_total",
+         "Datagrams dropped: all receive queues together held --max_receive_mib.",
+         s.receive_budget_full());
   const v1::TableCounters& t = c.table();
   Metric(out, "table_lookups_total", "Socket table lookups.", t.lookups());
   Metric(out, "table_hash4_hits_total", "Lookups answered by hash4.", t.hash4_hits());
@@ -56,6 +62,8 @@ std::string RenderMetrics(const v1::Counters& c) {
                     cumulative, "\n");
   }
   absl::StrAppend(&out, "quadsock_table_chain_steps_count ", cumulative, "\n");
+  absl::StrAppend(&out, "# TYPE quadsock_receive_bytes_queued gauge\n",
+                  "quadsock_receive_bytes_queued ", s.receive_bytes_queued(), "\n");
   absl::StrAppend(&out, "# TYPE quadsock_sockets gauge\nquadsock_sockets ", c.sockets(),
                   "\n# TYPE quadsock_sessions gauge\nquadsock_sessions ", c.sessions(), "\n");
   for (const v1::Queue& q : c.queues()) {

@@ -65,6 +65,9 @@ ABSL_FLAG(uint32_t, max_grpc_threads, 1024,
           "with RESOURCE_EXHAUSTED.");
 ABSL_FLAG(uint32_t, receive_queue_depth, 256, "Datagrams a socket keeps unless Open asks.");
 ABSL_FLAG(uint32_t, max_receive_queue_depth, 65536, "The most a client may ask for.");
+ABSL_FLAG(uint32_t, max_receive_mib, 512,
+          "MiB that all sockets' receive queues may hold together (payloads and their records); "
+          "past it datagrams are dropped and counted (receive_budget_full), like a full queue.");
 ABSL_FLAG(uint32_t, max_message_bytes, 4 << 20, "Largest gRPC message, in bytes.");
 ABSL_FLAG(uint32_t, lease_seconds, 30,
           "Seconds without a call before a client's session and sockets are closed (an open "
@@ -140,6 +143,9 @@ absl::Status CheckFlags() {
     return absl::InvalidArgumentError(absl::StrCat("--receive_queue_depth=", depth,
                                                    " is over --max_receive_queue_depth=",
                                                    max_depth));
+  }
+  if (absl::GetFlag(FLAGS_max_receive_mib) == 0) {
+    return absl::InvalidArgumentError("--max_receive_mib must be at least 1");
   }
   // gRPC takes these as int.
   constexpr uint32_t kMaxInt = std::numeric_limits<int32_t>::max();
@@ -222,6 +228,7 @@ int Main(int argc, char** argv) {
   o.stack.max_sockets = absl::GetFlag(FLAGS_max_sockets);
   o.stack.receive_queue_depth = absl::GetFlag(FLAGS_receive_queue_depth);
   o.stack.max_receive_queue_depth = absl::GetFlag(FLAGS_max_receive_queue_depth);
+  o.stack.max_receive_bytes = size_t{absl::GetFlag(FLAGS_max_receive_mib)} << 20;
 
   // Signals are taken by sigwait below, not by handlers: block them before any thread starts.
   sigset_t stop_signals;

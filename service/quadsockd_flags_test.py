@@ -46,6 +46,9 @@ class FlagCheckTest(unittest.TestCase):
         self.assert_refused(["--max_sockets=100", "--max_sockets_per_client=101"],
                             ["--max_sockets_per_client=101", "--max_sockets=100"])
 
+    def test_no_receive_memory(self):
+        self.assert_refused(["--max_receive_mib=0"], ["--max_receive_mib"])
+
     def test_help_names_real_commands_and_capabilities(self):
         p = subprocess.run([QUADSOCKD, "--help"], capture_output=True, text=True, timeout=30)
         self.assertIn("`quadctl --json iface`", p.stdout)

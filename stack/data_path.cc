@@ -261,12 +261,36 @@ Stack::FrameKind Stack::Classify(Engine& engine, const LocalAddresses& local,
   return FrameKind::kDone;
 }
 
+namespace {
+
+// An ARP or NDP message says "this address is at this MAC", in a frame from another MAC. It may
+// be learned and answered only if the address is a neighbour's and not one of ours, and both
+// MACs are unicast. Anything else is a forgery or a broken host: learning it would take a table
+// entry for a group or give our own address to another host, and the answer would go to many
+// hosts.
+bool NeighborsAddress(const net::IpAddress& ip, const LocalAddresses& local) {
+  return NotANeighborAddressReason(ip) == nullptr && !local.Contains(ip);
+}
+bool UnicastMacs(const net::MacAddress& claimed, const net::MacAddress& frame_source) {
+  return NotANeighborMacReason(claimed) == nullptr &&
+         NotANeighborMacReason(frame_source) == nullptr;
+}
+
+}  // namespace
+
 void Stack::HandleArp(Engine& engine, const net::ParsedFrame& f, const LocalAddresses& local,
                       absl::Time now) {
   const net::ArpPacket& arp = f.arp;
+  // An ARP probe (RFC 5227) has no sender address yet: it is answered, not learned.
+  const bool probe = arp.sender_ip.IsUnspecified();
+  if (!UnicastMacs(arp.sender_mac, f.eth.src) ||
+      (!probe && !NeighborsAddress(arp.sender_ip, local))) {
+    engine.Bump(kNeighborIgnored);
+    return;
+  }
   const bool for_us = local.Contains(arp.target_ip);
   // RFC 826: merge the sender into an existing entry; create one if the packet is for us.
-  LearnNeighbor(engine, arp.sender_ip, arp.sender_mac, now, for_us);
+  if (!probe) LearnNeighbor(engine, arp.sender_ip, arp.sender_mac, now, for_us);
   if (!for_us || arp.op != net::ArpPacket::kRequest) return;
   std::optional<link::FrameBuffer> out = NewTxFrame(engine);
   if (!out.has_value()) return;
@@ -284,7 +308,6 @@ void Stack::HandleArp(Engine& engine, const net::ParsedFrame& f, const LocalAddr
 
 void Stack::LearnNeighbor(Engine& engine, const net::IpAddress& ip, const net::MacAddress& mac,
                           absl::Time now, bool create) {
-  if (ip.IsUnspecified()) return;
   std::vector<PendingDatagram> ready;
   {
     std::lock_guard<std::mutex> lock(net_mu_);
@@ -297,20 +320,29 @@ void Stack::HandleNdp(Engine& engine, const net::ParsedFrame& f, const LocalAddr
                       absl::Time now) {
   const net::NdpMessage& m = f.ndp;
   const bool for_us = local.Contains(m.target);
+  const bool solicitation = f.icmp.type == net::kIcmpv6NeighborSolicitation;
+  // A solicitation speaks for its sender, an advertisement for its target. Duplicate address
+  // detection solicits from the unspecified address and carries no link-layer address (RFC 4861
+  // 7.1.1); it is answered to all nodes.
+  const bool dad = solicitation && f.src.IsUnspecified();
+  const bool valid = dad ? !m.link_address.has_value()
+                         : NeighborsAddress(solicitation ? f.src : m.target, local) &&
+                               UnicastMacs(m.link_address.value_or(f.eth.src), f.eth.src);
+  if (!valid) {
+    engine.Bump(kNeighborIgnored);
+    return;
+  }
   if (m.link_address.has_value()) {
-    // A solicitation teaches us its sender; an advertisement, its target.
-    const bool solicitation = f.icmp.type == net::kIcmpv6NeighborSolicitation;
     LearnNeighbor(engine, solicitation ? f.src : m.target, *m.link_address, now,
                   solicitation && for_us);
   }
-  if (f.icmp.type != net::kIcmpv6NeighborSolicitation || !for_us) return;
+  if (!solicitation || !for_us) return;
   std::optional<link::FrameBuffer> out = NewTxFrame(engine);
   if (!out.has_value()) return;
   net::NdpMessage advert;
   advert.target = m.target;
   advert.link_address = engine.link->info().mac;
   // To the soliciting node, or to all nodes when it had no address yet (RFC 4861 7.2.4).
-  const bool dad = f.src.IsUnspecified();
   const net::IpAddress dst = dad ? *net::IpAddress::Parse("ff02::1") : f.src;
   const net::MacAddress dst_mac = dad ? net::MacAddress::Ipv6Multicast(dst) : f.eth.src;
   const uint32_t flags = (dad ? 0 : net::NdpMessage::kFlagSolicited) | net::NdpMessage::kFlagOverride;

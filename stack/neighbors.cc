@@ -159,11 +159,21 @@ std::vector<net::IpAddress> NeighborTable::Tick(absl::Time now) {
 }
 
 // A neighbour is a unicast host: no entry for a group, the wildcard, loopback or broadcast.
+const char* NotANeighborAddressReason(const net::IpAddress& ip) {
+  if (const char* wrong = ip.NotAHostReason()) return wrong;
+  if (ip.IsLoopback() || ip.Unmapped().IsLoopback()) return "a loopback address";
+  return nullptr;
+}
+
+const char* NotANeighborMacReason(const net::MacAddress& mac) {
+  if (mac.IsZero()) return "all zeros";
+  if (mac.IsBroadcast()) return "broadcast";
+  if (mac.IsMulticast()) return "multicast";
+  return nullptr;
+}
+
 absl::Status CheckNeighborAddress(const net::IpAddress& ip) {
-  const char* wrong = ip.NotAHostReason();
-  if (wrong == nullptr && (ip.IsLoopback() || ip.Unmapped().IsLoopback())) {
-    wrong = "a loopback address";
-  }
+  const char* wrong = NotANeighborAddressReason(ip);
   if (wrong == nullptr) return absl::OkStatus();
   return absl::InvalidArgumentError(
       absl::StrCat("address ", ip.ToString(), " is ", wrong, ", not a neighbour's"));
@@ -172,11 +182,9 @@ absl::Status CheckNeighborAddress(const net::IpAddress& ip) {
 absl::Status NeighborTable::SetPermanent(const net::IpAddress& ip, const net::MacAddress& mac,
                                          absl::Time now, std::vector<PendingDatagram>* ready) {
   if (absl::Status s = CheckNeighborAddress(ip); !s.ok()) return s;
-  if (mac.IsZero() || mac.IsMulticast()) {  // broadcast is multicast too
-    return absl::InvalidArgumentError(absl::StrCat(
-        "mac ", mac.ToString(), " is ",
-        mac.IsZero() ? "all zeros" : mac.IsBroadcast() ? "broadcast" : "multicast",
-        ": a neighbour has a unicast MAC address"));
+  if (const char* wrong = NotANeighborMacReason(mac)) {
+    return absl::InvalidArgumentError(absl::StrCat("mac ", mac.ToString(), " is ", wrong,
+                                                   ": a neighbour has a unicast MAC address"));
   }
   auto it = entries_.find(ip);
   // Permanent entries are never evicted: at most half the table, or they could leave no room

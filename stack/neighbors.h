@@ -65,8 +65,11 @@ struct NeighborCounters {
   uint64_t table_full = 0;         // new neighbours refused: no room
 };
 
-// INVALID_ARGUMENT, saying what is wrong, for an address no neighbour has: unspecified,
-// multicast, loopback, or the IPv4 broadcast address.
+// Why no neighbour can have this address (unspecified, multicast, loopback, the IPv4 broadcast
+// address) or this MAC (all zeros, broadcast, multicast); null when one can.
+const char* NotANeighborAddressReason(const net::IpAddress& ip);
+const char* NotANeighborMacReason(const net::MacAddress& mac);
+// INVALID_ARGUMENT, saying what is wrong, for an address no neighbour has.
 absl::Status CheckNeighborAddress(const net::IpAddress& ip);
 
 class NeighborTable {

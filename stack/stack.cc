@@ -21,7 +21,9 @@
 namespace quadsock::stack {
 
 Stack::Stack(StackOptions options)
-    : options_(std::move(options)), neighbors_(options_.neighbors) {}
+    : options_(std::move(options)),
+      receive_budget_(std::make_shared<ReceiveBudget>(options_.max_receive_bytes)),
+      neighbors_(options_.neighbors) {}
 
 absl::StatusOr<std::unique_ptr<Stack>> Stack::Create(
     StackOptions options, std::vector<std::unique_ptr<link::Link>> links) {
@@ -122,7 +124,8 @@ absl::StatusOr<SocketId> Stack::Open(net::Family family, const OpenOptions& opti
         absl::StrFormat("the stack has its maximum of %u sockets", options_.max_sockets));
   }
   // With one link there is one poll thread: each socket's receive counters have one writer.
-  auto socket = std::make_shared<UdpSocket>(family, depth, /*one_poller=*/engines_.size() == 1);
+  auto socket = std::make_shared<UdpSocket>(family, depth, /*one_poller=*/engines_.size() == 1,
+                                            receive_budget_);
   demux::SocketOptions o;
   o.family = family;
   o.v6only = options.v6only;
@@ -339,6 +342,7 @@ StackCounters Stack::Counters() const {
     c.icmp_errors_rate_limited += get(kIcmpRateLimited);
     c.arp_replies += get(kArpReplies);
     c.ndp_advertisements += get(kNdpAdverts);
+    c.neighbor_messages_ignored += get(kNeighborIgnored);
     c.tx_no_route += get(kTxNoRoute);
     c.tx_no_buffer += get(kTxNoBuffer);
     c.tx_queue_full += e->tx_queue_full.load(std::memory_order_relaxed);
@@ -346,6 +350,8 @@ StackCounters Stack::Counters() const {
       c.parse_errors[i] += e->parse_errors[i].load(std::memory_order_relaxed);
     }
   }
+  c.receive_budget_full = receive_budget_->refused();
+  c.receive_bytes_queued = receive_budget_->used();
   std::lock_guard<std::mutex> lock(net_mu_);
   c.neighbors = neighbors_.counters();
   return c;

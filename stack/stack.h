@@ -42,6 +42,7 @@
 #include "stack/neighbors.h"
 #include "stack/net/address.h"
 #include "stack/net/parse_error.h"
+#include "stack/receive_budget.h"
 #include "stack/routes.h"
 #include "stack/udp_socket.h"
 
@@ -67,6 +68,9 @@ struct StackOptions {
   size_t max_sockets = 1 << 20;
   size_t receive_queue_depth = 256;       // datagrams per socket unless Open says otherwise
   size_t max_receive_queue_depth = 65536;
+  // Bytes that all sockets' receive queues may hold together (payloads and their records); past
+  // it datagrams are dropped and counted (receive_budget_full, and each socket's rx_dropped).
+  size_t max_receive_bytes = size_t{512} << 20;
   size_t send_queue_depth = 8192;         // datagrams waiting for a poll thread, per link
   uint32_t icmp_errors_per_second = 1000; // ICMP error rate limit (the kernel's defaults)
   uint32_t icmp_error_burst = 50;
@@ -101,9 +105,13 @@ struct StackCounters {
   uint64_t icmp_errors_rate_limited = 0;
   uint64_t arp_replies = 0;
   uint64_t ndp_advertisements = 0;
+  uint64_t neighbor_messages_ignored = 0;  // ARP and NDP speaking for no neighbour (multicast,
+                                          // broadcast, ours) or with a non-unicast MAC
   uint64_t tx_no_route = 0;
   uint64_t tx_no_buffer = 0;
   uint64_t tx_queue_full = 0;
+  uint64_t receive_budget_full = 0;  // datagrams dropped: max_receive_bytes were queued
+  uint64_t receive_bytes_queued = 0; // now, in all receive queues (a gauge)
   NeighborCounters neighbors;
 };
 
@@ -227,6 +235,7 @@ class Stack {
 
   const StackOptions options_;
   std::unique_ptr<demux::SocketTable> table_;
+  const std::shared_ptr<ReceiveBudget> receive_budget_;
 
   // std::mutex, not absl::Mutex: Debian's Abseil is not built for ThreadSanitizer.
   mutable std::mutex mu_;  // control plane: the sockets map

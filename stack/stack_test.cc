@@ -390,13 +390,14 @@ class StackWireTest : public ::testing::Test {
   void SetUp() override { MakeStack(/*vlan=*/0); }
   void TearDown() override { EXPECT_EQ(stack_->CheckFrameAccounting(), absl::OkStatus()); }
 
-  void MakeStack(uint16_t vlan) {
+  void MakeStack(uint16_t vlan, size_t max_receive_bytes = StackOptions().max_receive_bytes) {
     link::MemoryLink::Pair p = link::MemoryLink::CreateWithTestEnd({.name = "s", .mac = kMacB});
     wire_ = std::move(p.test_end);
     std::vector<std::unique_ptr<link::Link>> links;
     links.push_back(std::move(p.link));
     StackOptions o = Options(clock_, "10.1.0.2/24", "fd00:1::2/64");
     o.vlan = vlan;
+    o.max_receive_bytes = max_receive_bytes;
     stack_ = Stack::Create(std::move(o), std::move(links)).value();
   }
 
@@ -541,6 +542,61 @@ TEST_F(StackWireTest, NoAnswerToBroadcastOrMulticastSources) {
   EXPECT_EQ(Sent(keep).size(), 1u);
 }
 
+// ARP and NDP that speak for no neighbour (a group, broadcast, one of our own addresses) or come
+// with a non-unicast MAC are neither learned nor answered; an ARP probe and duplicate address
+// detection still are answered, and not learned.
+TEST_F(StackWireTest, NeighbourMessagesForNoNeighbourAreIgnored) {
+  std::vector<uint8_t> buf(256);
+  const net::MacAddress group = *net::MacAddress::Parse("01:00:5e:00:00:01");
+  auto arp = [&](const char* sender_ip, net::MacAddress sender_mac, net::MacAddress frame_src) {
+    net::ArpPacket who;
+    who.sender_mac = sender_mac;
+    who.sender_ip = Ip(sender_ip);
+    who.target_ip = Ip("10.1.0.2");
+    std::optional<size_t> n =
+        net::BuildArp({frame_src, net::MacAddress::Broadcast(), std::nullopt}, who, buf);
+    ASSERT_TRUE(wire_->Inject({buf.data(), n.value()}));
+  };
+  auto ndp = [&](const char* src, uint8_t type, const char* target,
+                 std::optional<net::MacAddress> link_address) {
+    net::NdpMessage m;
+    m.target = Ip(target);
+    m.link_address = link_address;
+    std::optional<size_t> n = net::BuildNdp({kMacPeer, kMacB, std::nullopt}, Ip(src),
+                                            Ip("fd00:1::2"), type, m, buf);
+    ASSERT_TRUE(wire_->Inject({buf.data(), n.value()}));
+  };
+  const uint8_t ns = net::kIcmpv6NeighborSolicitation;
+  const uint8_t na = net::kIcmpv6NeighborAdvertisement;
+  arp("224.0.0.1", kMacPeer, kMacPeer);         // a group
+  arp("255.255.255.255", kMacPeer, kMacPeer);   // broadcast
+  arp("10.1.0.2", kMacPeer, kMacPeer);          // our own address
+  arp("10.1.0.1", net::MacAddress::Broadcast(), kMacPeer);
+  arp("10.1.0.1", kMacPeer, group);             // from a group MAC
+  ndp("ff02::1", ns, "fd00:1::2", kMacPeer);    // solicited from a group
+  ndp("fd00:1::1", ns, "fd00:1::2", group);     // a group's link address
+  ndp("fd00:1::7", na, "fd00:1::2", kMacPeer);  // another host says it has our address
+  ndp("::", ns, "fd00:1::2", kMacPeer);         // address detection with a link address
+  while (stack_->PollOnce() > 0) {
+  }
+  std::vector<std::vector<uint8_t>> keep;
+  EXPECT_TRUE(Sent(keep).empty());
+  EXPECT_TRUE(stack_->Neighbors().empty());
+  EXPECT_EQ(stack_->Counters().neighbor_messages_ignored, 9u);
+
+  arp("0.0.0.0", kMacPeer, kMacPeer);  // a probe (RFC 5227)
+  ndp("::", ns, "fd00:1::2", std::nullopt);
+  stack_->PollOnce();
+  std::vector<net::ParsedFrame> sent = Sent(keep);
+  ASSERT_EQ(sent.size(), 2u);
+  EXPECT_EQ(sent[0].arp.op, net::ArpPacket::kReply);
+  EXPECT_EQ(sent[0].arp.target_ip, Ip("0.0.0.0"));
+  EXPECT_EQ(sent[1].icmp.type, na);
+  EXPECT_EQ(sent[1].dst, Ip("ff02::1"));
+  EXPECT_TRUE(stack_->Neighbors().empty());
+  EXPECT_EQ(stack_->Counters().neighbor_messages_ignored, 9u);
+}
+
 // A stack on no VLAN takes untagged and priority-tagged frames (VLAN id 0) only: the same
 // address on another VLAN is another host's.
 TEST_F(StackWireTest, FramesOfAVlanAreNotOursWithoutOne) {
@@ -677,6 +733,29 @@ TEST_F(StackWireTest, FullReceiveQueueDropsAndLeavesASequenceGap) {
   ASSERT_TRUE(wire_->Inject(Udp("10.1.0.1:5000", "10.1.0.2:4000", "later")));
   stack_->PollOnce();
   EXPECT_EQ(stack_->Receive(s).value()->sequence, 7u);  // 5 and 6 were dropped
+}
+
+// All sockets' queues together hold at most max_receive_bytes: past it datagrams are dropped and
+// counted, per stack and per socket, and reading one gives its room back.
+TEST_F(StackWireTest, ReceiveBudgetBoundsAllQueuesTogether) {
+  const size_t each = sizeof(ReceivedDatagram) + 1;  // a record and a one-byte payload
+  MakeStack(/*vlan=*/0, /*max_receive_bytes=*/3 * each);
+  SocketId a = stack_->Open(net::Family::kV4).value();
+  SocketId b = stack_->Open(net::Family::kV4).value();
+  ASSERT_TRUE(stack_->Bind(a, Ep("10.1.0.2:4000")).ok());
+  ASSERT_TRUE(stack_->Bind(b, Ep("10.1.0.2:4001")).ok());
+  for (const char* to : {"10.1.0.2:4000", "10.1.0.2:4000", "10.1.0.2:4001", "10.1.0.2:4001"}) {
+    ASSERT_TRUE(wire_->Inject(Udp("10.1.0.1:5000", to, "x")));
+  }
+  stack_->PollOnce();
+  EXPECT_EQ(stack_->Counters().receive_budget_full, 1u);
+  EXPECT_EQ(stack_->Counters().receive_bytes_queued, 3 * each);
+  EXPECT_EQ(stack_->Get(b).value().counters.rx_dropped, 1u);
+  ASSERT_TRUE(stack_->Receive(a).value().has_value());
+  EXPECT_EQ(stack_->Counters().receive_bytes_queued, 2 * each);
+  ASSERT_TRUE(wire_->Inject(Udp("10.1.0.1:5000", "10.1.0.2:4001", "y")));
+  stack_->PollOnce();
+  EXPECT_EQ(stack_->Get(b).value().counters.queued, 2u);
 }
 
 }  // namespace

@@ -3,7 +3,8 @@
 //
 // A datagram for the socket goes to its callback, if one is set (on the poll thread, with the
 // payload still in the link's buffer: zero-copy), or else into a bounded queue as a copy. A
-// full queue drops the datagram and counts it, like a full SO_RCVBUF.
+// full queue drops the datagram and counts it, like a full SO_RCVBUF; so does a full
+// ReceiveBudget, the bytes all of the stack's queues may hold.
 //
 //   stack.SetReceiveCallback(id, [](const net::Endpoint& from, std::span<const uint8_t> p) {...});
 //   // or
@@ -28,6 +29,7 @@
 
 #include "absl/time/time.h"
 #include "stack/bounded_queue.h"
+#include "stack/receive_budget.h"
 #include "stack/net/address.h"
 
 namespace quadsock::stack {
@@ -47,7 +49,7 @@ using ReceiveCallback =
 struct SocketCounters {
   uint64_t rx_datagrams = 0;
   uint64_t rx_bytes = 0;
-  uint64_t rx_dropped = 0;  // receive queue full
+  uint64_t rx_dropped = 0;  // receive queue full, or the stack's receive budget
   uint64_t tx_datagrams = 0;
   uint64_t tx_bytes = 0;
   uint64_t tx_dropped = 0;  // no route, neighbour unresolved, no buffer
@@ -58,8 +60,11 @@ class alignas(64) UdpSocket {
  public:
   // `one_poller`: only one poll thread delivers to the socket (the stack has one link), so its
   // receive counters are written with plain stores instead of atomic read-modify-writes.
-  UdpSocket(net::Family family, size_t queue_depth, bool one_poller = false)
-      : family_(family), one_poller_(one_poller), queue_depth_(queue_depth) {
+  // `budget`: charged for each queued datagram (none: unbounded but for the depth).
+  UdpSocket(net::Family family, size_t queue_depth, bool one_poller = false,
+            std::shared_ptr<ReceiveBudget> budget = nullptr)
+      : family_(family), one_poller_(one_poller), budget_(std::move(budget)),
+        queue_depth_(queue_depth) {
     static_assert(offsetof(UdpSocket, first_callback_) + sizeof(first_callback_) <= 64,
                   "a delivery to the first callback reads one cache line");
     static_assert(offsetof(UdpSocket, queue_) == 64, "queued delivery has the second line");
@@ -67,7 +72,10 @@ class alignas(64) UdpSocket {
   ~UdpSocket() {
     if (has_first_callback_) FirstCallback()->~ReceiveCallback();
     if (Queue* q = queue_.load()) {
-      while (std::optional<ReceivedDatagram*> d = q->TryPop()) delete *d;
+      while (std::optional<ReceivedDatagram*> d = q->TryPop()) {
+        Uncharge(**d);
+        delete *d;
+      }
       delete q;
     }
     if (event_fd_ >= 0) close(event_fd_);
@@ -88,9 +96,14 @@ class alignas(64) UdpSocket {
           map ? net::Endpoint{wire_destination.address.ToV6(), wire_destination.port}
               : wire_destination;
       const uint64_t seq = next_sequence_.fetch_add(1, std::memory_order_relaxed);
+      if (budget_ != nullptr && !budget_->TryCharge(Charge(payload.size()))) {
+        Count(rx_dropped_, 1);
+        return;
+      }
       auto* d = new ReceivedDatagram{source, destination, now, seq,
                                      std::string(payload.begin(), payload.end())};
       if (!MakeQueue().TryPush(d)) {
+        Uncharge(*d);
         delete d;
         Count(rx_dropped_, 1);
         return;
@@ -110,6 +123,7 @@ class alignas(64) UdpSocket {
     if (q == nullptr) return std::nullopt;
     std::optional<ReceivedDatagram*> d = q->TryPop();
     if (!d.has_value()) return std::nullopt;
+    Uncharge(**d);
     std::unique_ptr<ReceivedDatagram> owned(*d);
     return std::move(*owned);
   }
@@ -183,6 +197,13 @@ class alignas(64) UdpSocket {
 
   using Queue = BoundedQueue<ReceivedDatagram*>;
 
+  // What a queued datagram costs the budget: its record and its payload.
+  static size_t Charge(size_t payload_bytes) { return sizeof(ReceivedDatagram) + payload_bytes; }
+  // Gives back what a datagram leaving the queue was charged.
+  void Uncharge(const ReceivedDatagram& d) {
+    if (budget_ != nullptr) budget_->Release(Charge(d.payload.size()));
+  }
+
   size_t Queued() const {
     const Queue* q = queue_.load(std::memory_order_acquire);
     return q == nullptr ? 0 : q->SizeApprox();
@@ -228,6 +249,7 @@ class alignas(64) UdpSocket {
   std::atomic<uint64_t> next_sequence_{1};
   std::atomic<uint64_t> rx_dropped_{0};
   std::atomic<uint32_t> waiting_{0};  // 1 while a consumer waits in WaitForData
+  const std::shared_ptr<ReceiveBudget> budget_;
   // The rest: the control plane, consumers, sends.
   const size_t queue_depth_;
   std::atomic<bool> shut_down_{false};

@@ -1,0 +1,47 @@
+// The memory that all receive queues of one stack may hold together: the kernel's udp_mem,
+// without its pressure levels. Each socket's queue is bounded in datagrams; this bounds their
+// sum in bytes, so that many sockets with deep queues cannot take the host's memory. A datagram
+// that would go past it is dropped and counted, like one that finds its queue full.
+//
+//   auto budget = std::make_shared<ReceiveBudget>(512 << 20);
+//   if (!budget->TryCharge(n)) { /* drop */ }
+//   ...
+//   budget->Release(n);  // when the datagram leaves the queue
+#ifndef QUADSOCK_STACK_RECEIVE_BUDGET_H_
+#define QUADSOCK_STACK_RECEIVE_BUDGET_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+namespace quadsock::stack {
+
+class ReceiveBudget {
+ public:
+  explicit ReceiveBudget(size_t limit_bytes) : limit_(limit_bytes) {}
+
+  // Poll threads: takes `bytes` if they fit under the limit. Charges that race may each find the
+  // sum over the limit and both fail, never both succeed past it.
+  bool TryCharge(size_t bytes) {
+    const size_t before = used_.fetch_add(bytes, std::memory_order_relaxed);
+    if (before + bytes <= limit_) return true;
+    used_.fetch_sub(bytes, std::memory_order_relaxed);
+    refused_.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
+  // Consumers: gives back what a datagram was charged.
+  void Release(size_t bytes) { used_.fetch_sub(bytes, std::memory_order_relaxed); }
+
+  size_t limit() const { return limit_; }
+  size_t used() const { return used_.load(std::memory_order_relaxed); }
+  uint64_t refused() const { return refused_.load(std::memory_order_relaxed); }
+
+ private:
+  const size_t limit_;
+  std::atomic<size_t> used_{0};
+  std::atomic<uint64_t> refused_{0};
+};
+
+}  // namespace quadsock::stack
+
+#endif  // QUADSOCK_STACK_RECEIVE_BUDGET_H_
