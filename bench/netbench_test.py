@@ -1,5 +1,6 @@
-"""Unit tests of the harness's process handling (no root, no network): a receiver that finds
-its AF_XDP queue still busy is started again; any other failure is reported at once."""
+"""Unit tests of the harness (no root, no network): a receiver that finds its AF_XDP queue still
+busy is started again, any other failure is reported at once; which cases run at the common
+rate."""
 
 import os
 import sys
@@ -66,6 +67,33 @@ class StartReceiverTest(unittest.TestCase):
             netbench.start_receiver(FakeTestbed(), fake_receiver(self.tries, 1, True), "case",
                                     None, 10)
         self.assertEqual(self.tries_made(), 1)
+
+
+
+def point(phase, offered, delivered, passed):
+    return {"phase": phase, "offered_pps": offered, "delivered_pps": delivered, "passed": passed}
+
+
+class ReachedTest(unittest.TestCase):
+    RATE = 1.5e6
+
+    def test_a_passing_point_at_the_rate(self):
+        e = {"points": [point("coarse", 1.46e6, 1.45e6, True)]}
+        self.assertTrue(netbench.reached(e, self.RATE))
+
+    def test_the_rate_delivered_under_overload(self):
+        e = {"points": [point("unpaced", 9.3e6, 1.88e6, False),
+                        point("coarse", 0.4e6, 0.37e6, False)]}
+        self.assertTrue(netbench.reached(e, self.RATE))
+
+    def test_below_the_rate(self):
+        e = {"points": [point("unpaced", 9.3e6, 1.2e6, False),
+                        point("fine", 1.2e6, 1.19e6, True)]}
+        self.assertFalse(netbench.reached(e, self.RATE))
+
+    def test_common_points_do_not_count(self):
+        e = {"points": [point("common", 1.5e6, 1.5e6, True)]}
+        self.assertFalse(netbench.reached(e, self.RATE))
 
 
 if __name__ == "__main__":
