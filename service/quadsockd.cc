@@ -34,8 +34,9 @@ ABSL_FLAG(std::vector<std::string>, address, {},
           "for them goes to quadsock.");
 ABSL_FLAG(uint32_t, vlan, 0,
           "The 802.1Q VLAN id (1-4094) the addresses are on: only frames with that one tag are "
-          "the stack's, and all it sends carry it. 0: untagged (the default). The interface "
-          "must not strip VLAN tags on receive (ethtool -K IF rxvlan off).");
+          "the stack's, and all it sends carry it. 0: untagged (the default). XDP must see "
+          "the tags: the interface's VLAN tag stripping on receive is turned off while "
+          "quadsockd runs (ethtool -K IF rxvlan off) and back on at exit.");
 ABSL_FLAG(std::vector<std::string>, gateway, {},
           "Default gateways, at most one per family, on a connected network: 10.1.0.1");
 ABSL_FLAG(std::string, xdp_mode, "auto",

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "stack/link/nic_features.h"
 
 namespace quadsock::stack {
 
@@ -60,6 +61,9 @@ absl::StatusOr<std::unique_ptr<AfXdpStack>> AfXdpStack::Create(AfXdpOptions opti
       port.bind_mode = link::XskBindMode::kCopy;
       break;
   }
+  if (options.stack.vlan != 0) {
+    if (absl::Status st = s->KeepVlanTags(); !st.ok()) return st;
+  }
   absl::StatusOr<xdp::XdpMode> attached = s->steering_->Attach(ifindex, program_mode);
   if (!attached.ok()) return attached.status();
   s->xdp_mode_ = *attached;
@@ -102,6 +106,34 @@ AfXdpStack::~AfXdpStack() {
   stack_.reset();
   port_.reset();
   steering_.reset();
+  if (restore_vlan_stripping_) {
+    const absl::Status s = link::SetNicFeature(options_.interface, link::kRxVlanStripping, true);
+    options_.log(s.ok() ? absl::StrCat(options_.interface, ": VLAN tag stripping on receive is "
+                                       "back on")
+                        : absl::StrCat(options_.interface, ": could not turn VLAN tag stripping "
+                                       "back on: ", s.message()));
+  }
+}
+
+absl::Status AfXdpStack::KeepVlanTags() {
+  const std::string& interface = options_.interface;
+  absl::StatusOr<bool> strips = link::GetNicFeature(interface, link::kRxVlanStripping);
+  // A device without the feature cannot strip.
+  if (strips.status().code() == absl::StatusCode::kNotFound) return absl::OkStatus();
+  if (!strips.ok()) return strips.status();
+  if (!*strips) return absl::OkStatus();
+  if (absl::Status s = link::SetNicFeature(interface, link::kRxVlanStripping, false); !s.ok()) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "%s strips VLAN tags on receive, which hides them from XDP, and it could not be turned "
+        "off (%s): run `ethtool -K %s rxvlan off`",
+        interface, s.message(), interface));
+  }
+  restore_vlan_stripping_ = true;
+  options_.log(absl::StrFormat(
+      "%s: turned VLAN tag stripping on receive off (ethtool rxvlan), so that XDP sees VLAN "
+      "%u's tags; it is turned back on at exit",
+      interface, options_.stack.vlan));
+  return absl::OkStatus();
 }
 
 std::string AfXdpStack::Describe() const {

@@ -3,7 +3,8 @@
 //
 // Owned addresses are registered with the XDP program as exclusive: all UDP, ICMP, ARP and NDP
 // to them is the stack's (so UDP to a closed port gets the stack's port unreachable). The
-// program is attached as a bpf_link and leaves with the process, even on SIGKILL.
+// program is attached as a bpf_link and leaves with the process, even on SIGKILL. On a VLAN,
+// the NIC's VLAN tag stripping on receive is turned off while the stack runs.
 //
 //   AfXdpOptions o;
 //   o.interface = "veth0";
@@ -61,6 +62,9 @@ class AfXdpStack {
 
  private:
   AfXdpStack() = default;
+  // On a VLAN: a NIC that strips tags on receive hides them from XDP, so stripping is turned
+  // off (and back on at exit). FAILED_PRECONDITION, with the command to run, when it cannot be.
+  absl::Status KeepVlanTags();
 
   AfXdpOptions options_;
   // Destroyed in reverse: the stack (and its links) first, then the UMEM, then the program.
@@ -69,6 +73,7 @@ class AfXdpStack {
   std::unique_ptr<Stack> stack_;
   xdp::XdpMode xdp_mode_ = xdp::XdpMode::kAuto;
   std::string bind_mode_;
+  bool restore_vlan_stripping_ = false;
 };
 
 }  // namespace quadsock::stack

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "stack/afxdp_stack.h"
+#include "stack/link/nic_features.h"
 #include "stack/link/xsk_link.h"
 #include "stack/net/frame.h"
 #include "stack/net/frame_builder.h"
@@ -479,6 +480,19 @@ TEST_F(AfXdpVlanTest, PeerOnTheVlanIsAnsweredOnItAndUntaggedFramesAreNotTheStack
   SendUdp(200, "vlan 200");
   EXPECT_FALSE(ReceiveWithin(s, absl::Milliseconds(300)).has_value());
   EXPECT_EQ(afxdp_->steering().Counters().value().pass_not_owned, not_owned + 2);
+}
+
+// veth strips VLAN tags on receive by default, as most NICs do, which would hide them from XDP.
+TEST_F(AfXdpVlanTest, TagStrippingIsOffWhileTheStackRunsAndBackOnAfter) {
+  EXPECT_EQ(link::GetNicFeature("qs0", link::kRxVlanStripping).value(), false);
+  stack().Stop();
+  EXPECT_EQ(stack().CheckFrameAccounting(), absl::OkStatus());
+  afxdp_.reset();
+  EXPECT_EQ(link::GetNicFeature("qs0", link::kRxVlanStripping).value(), true);
+}
+
+TEST_F(AfXdpTest, AStackOnNoVlanLeavesTagStrippingAlone) {
+  EXPECT_EQ(link::GetNicFeature("qs0", link::kRxVlanStripping).value(), true);
 }
 
 TEST_F(AfXdpTest, FiveHundredConnectedSocketsEachGetTheirOwnDatagrams) {

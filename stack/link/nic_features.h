@@ -1,0 +1,36 @@
+// An interface's offload features, by the names `ethtool -k` prints in its kernel form
+// ("rx-vlan-hw-parse" is what `ethtool -k` shows as rx-vlan-offload), read and changed with the
+// SIOCETHTOOL ioctl: the string set ETH_SS_FEATURES names the bits, ETHTOOL_GFEATURES and
+// ETHTOOL_SFEATURES read and set them. Reading needs no privilege; changing needs CAP_NET_ADMIN.
+//
+// quadsock needs one of them: a NIC that strips VLAN tags on receive (rx-vlan-hw-parse) hides
+// them from the XDP program, which steers by VLAN.
+//
+//   absl::StatusOr<bool> strips = link::GetNicFeature("eth0", link::kRxVlanStripping);
+//   if (strips.ok() && *strips) s = link::SetNicFeature("eth0", link::kRxVlanStripping, false);
+#ifndef QUADSOCK_STACK_LINK_NIC_FEATURES_H_
+#define QUADSOCK_STACK_LINK_NIC_FEATURES_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace quadsock::link {
+
+// The NIC removes 802.1Q tags from received frames and hands them on beside the frame.
+inline constexpr absl::string_view kRxVlanStripping = "rx-vlan-hw-parse";
+
+// Whether `feature` is active on `interface`. NOT_FOUND when the interface does not exist or
+// knows no such feature; the ioctl's error otherwise.
+absl::StatusOr<bool> GetNicFeature(const std::string& interface, absl::string_view feature);
+
+// Turns `feature` on or off, and checks that it took. FAILED_PRECONDITION when the driver
+// cannot change it (a fixed feature), PERMISSION_DENIED without CAP_NET_ADMIN, NOT_FOUND as
+// above.
+absl::Status SetNicFeature(const std::string& interface, absl::string_view feature, bool on);
+
+}  // namespace quadsock::link
+
+#endif  // QUADSOCK_STACK_LINK_NIC_FEATURES_H_

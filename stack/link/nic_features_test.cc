@@ -1,0 +1,62 @@
+// NIC features through SIOCETHTOOL on a veth pair in a private network namespace (root). veth
+// lets rx-vlan-hw-parse be turned on and off; `ethtool -k` is the independent reader.
+#include "stack/link/nic_features.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "tests/peer_netns.h"
+
+namespace quadsock::link {
+namespace {
+
+const ::testing::Environment* const kNetns =
+    ::testing::AddGlobalTestEnvironment(new testing::PrivateNamespaceEnvironment);
+
+// What ethtool itself says of rx-vlan-offload ("on" or "off").
+std::string EthtoolSays(const std::string& interface) {
+  const std::string command = "ethtool -k " + interface +
+                              " | sed -n 's/^rx-vlan-offload: \\(o[nf]*\\).*/\\1/p'";
+  FILE* p = popen(command.c_str(), "r");
+  char line[16] = {};
+  if (p == nullptr || fgets(line, sizeof(line), p) == nullptr) line[0] = '\0';
+  if (p != nullptr) pclose(p);
+  std::string out(line);
+  while (!out.empty() && out.back() == '\n') out.pop_back();
+  return out;
+}
+
+TEST(NicFeaturesTest, ReadsAndTurnsVlanStrippingOffAndOn) {
+  testing::TestVeth veth("qsf0", "qsf1");
+  ASSERT_EQ(EthtoolSays("qsf0"), "on") << "veth strips VLAN tags by default";
+  EXPECT_EQ(GetNicFeature("qsf0", kRxVlanStripping).value(), true);
+
+  ASSERT_TRUE(SetNicFeature("qsf0", kRxVlanStripping, false).ok());
+  EXPECT_EQ(EthtoolSays("qsf0"), "off");
+  EXPECT_EQ(GetNicFeature("qsf0", kRxVlanStripping).value(), false);
+  EXPECT_EQ(EthtoolSays("qsf1"), "on");  // the other end is another device
+
+  ASSERT_TRUE(SetNicFeature("qsf0", kRxVlanStripping, true).ok());
+  EXPECT_EQ(EthtoolSays("qsf0"), "on");
+}
+
+TEST(NicFeaturesTest, FixedFeaturesAndUnknownNamesAreRefused) {
+  testing::TestVeth veth("qsf0", "qsf1");
+  // veth shows rx-vlan-filter as "off [fixed]".
+  EXPECT_EQ(GetNicFeature("qsf0", "rx-vlan-filter").value(), false);
+  EXPECT_TRUE(SetNicFeature("qsf0", "rx-vlan-filter", false).ok());  // already so
+  absl::Status s = SetNicFeature("qsf0", "rx-vlan-filter", true);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_NE(s.message().find("fixed"), absl::string_view::npos) << s;
+
+  EXPECT_EQ(GetNicFeature("qsf0", "no-such-feature").status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(GetNicFeature("qs-nonesuch", kRxVlanStripping).status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(SetNicFeature("an-interface-name-too-long", kRxVlanStripping, false).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace quadsock::link
