@@ -223,20 +223,67 @@ TEST_F(ServiceTest, ShutdownEndsStreamsWithUnavailable) {
   EXPECT_TRUE(stack_->List().empty()) << "shutdown closes every session's sockets";
 }
 
+// Another client's socket is PERMISSION_DENIED, whatever the call; a handle that no session
+// has (never given out, closed, or of an ended session) is NOT_FOUND.
 TEST_F(ServiceTest, SessionsCannotTouchEachOthersSockets) {
   const std::string mine = OpenBound(session_, "10.1.0.2", 4000);
-  const std::string theirs_session = NewSession("intruder");
-  ClientContext ctx;
-  Auth(ctx, theirs_session);
-  v1::GetRequest req;
-  req.set_socket(mine);
-  v1::Socket resp;
-  EXPECT_EQ(sockets_->Get(&ctx, req, &resp).error_code(), StatusCode::NOT_FOUND);
+  const std::string intruder = NewSession("intruder");
+  const auto get = [&](const std::string& handle) {
+    ClientContext ctx;
+    Auth(ctx, intruder);
+    v1::GetRequest req;
+    req.set_socket(handle);
+    v1::Socket resp;
+    return sockets_->Get(&ctx, req, &resp);
+  };
+  grpc::Status st = get(mine);
+  EXPECT_EQ(st.error_code(), StatusCode::PERMISSION_DENIED) << st.error_message();
+  EXPECT_EQ(st.error_message(), "socket \"" + mine + "\" belongs to another client");
+  {
+    ClientContext ctx;
+    Auth(ctx, intruder);
+    v1::CloseRequest req;
+    req.set_socket(mine);
+    v1::CloseResponse resp;
+    EXPECT_EQ(sockets_->Close(&ctx, req, &resp).error_code(), StatusCode::PERMISSION_DENIED);
+  }
+  {
+    ClientContext ctx;
+    Auth(ctx, intruder);
+    v1::BatchRequest req;
+    req.add_ops()->mutable_disconnect()->set_socket(mine);
+    v1::BatchResponse resp;
+    ASSERT_TRUE(sockets_->Batch(&ctx, req, &resp).ok());
+    ASSERT_EQ(resp.results_size(), 1);
+    EXPECT_EQ(resp.results(0).code(), static_cast<int32_t>(StatusCode::PERMISSION_DENIED));
+  }
+  {
+    TestStream<ExchangeStream> x = OpenExchange(intruder, mine);
+    v1::ExchangeResponse r;
+    EXPECT_FALSE(x->Read(&r));
+    EXPECT_EQ(x.Finish().error_code(), StatusCode::PERMISSION_DENIED);
+  }
+  EXPECT_EQ(Get(mine).local().port(), 4000u) << "the owner's socket is untouched";
   ClientContext lctx;
-  Auth(lctx, theirs_session);
+  Auth(lctx, intruder);
   v1::ListResponse list;
   ASSERT_TRUE(sockets_->List(&lctx, v1::ListRequest(), &list).ok());
   EXPECT_EQ(list.sockets_size(), 0);
+
+  EXPECT_EQ(get("0123456789abcdef0123456789abcdef").error_code(), StatusCode::NOT_FOUND);
+  v1::CloseRequest close;
+  close.set_socket(mine);
+  v1::CloseResponse closed;
+  ASSERT_TRUE(Call(&v1::SocketService::Stub::Close, close, &closed).ok());
+  EXPECT_EQ(get(mine).error_code(), StatusCode::NOT_FOUND) << "a closed socket's handle is gone";
+  const std::string brief = NewSession("brief");
+  const std::string theirs = OpenBound(brief, "10.1.0.2", 4001);
+  EXPECT_EQ(get(theirs).error_code(), StatusCode::PERMISSION_DENIED);
+  ClientContext ectx;
+  Auth(ectx, brief);
+  v1::EndSessionResponse ended;
+  ASSERT_TRUE(sockets_->EndSession(&ectx, v1::EndSessionRequest(), &ended).ok());
+  EXPECT_EQ(get(theirs).error_code(), StatusCode::NOT_FOUND) << "an ended session's handles go";
 }
 
 TEST_F(ServiceTest, LapsedLeaseClosesTheSessionsSockets) {

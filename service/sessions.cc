@@ -87,8 +87,20 @@ absl::StatusOr<std::string> Sessions::AddSocket(const std::string& token, Socket
   absl::StatusOr<Session*> s = WithRoom(token);
   if (!s.ok()) return s.status();
   std::string handle = RandomToken();
+  // 128 random bits do not collide; were they ever to, the first owner keeps its handle.
+  while (!owners_.try_emplace(handle, *s).second) handle = RandomToken();
   (*s)->sockets[handle] = id;
   return handle;
+}
+
+absl::Status Sessions::NotInSession(const Session& s, const std::string& handle) const {
+  const std::string shown = absl::CHexEscape(handle.substr(0, 64));
+  auto owner = owners_.find(handle);
+  if (owner != owners_.end() && owner->second != &s) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("socket \"", shown, "\" belongs to another client"));
+  }
+  return absl::NotFoundError(absl::StrCat("no socket \"", shown, "\" in this session"));
 }
 
 absl::StatusOr<SocketId> Sessions::FindSocket(const std::string& token,
@@ -98,10 +110,7 @@ absl::StatusOr<SocketId> Sessions::FindSocket(const std::string& token,
   if (s == nullptr) return absl::UnauthenticatedError("unknown or expired session");
   if (handle.empty()) return absl::InvalidArgumentError("socket: a handle is required");
   auto it = s->sockets.find(handle);
-  if (it == s->sockets.end()) {
-    return absl::NotFoundError(absl::StrCat("no socket \"", absl::CHexEscape(handle.substr(0, 64)),
-                                            "\" in this session"));
-  }
+  if (it == s->sockets.end()) return NotInSession(*s, handle);
   return it->second;
 }
 
@@ -109,7 +118,8 @@ absl::Status Sessions::RemoveSocket(const std::string& token, const std::string&
   std::lock_guard<std::mutex> lock(mu_);
   Session* s = Find(token);
   if (s == nullptr) return absl::UnauthenticatedError("unknown or expired session");
-  if (s->sockets.erase(handle) == 0) return absl::NotFoundError("no such socket in this session");
+  if (s->sockets.erase(handle) == 0) return NotInSession(*s, handle);
+  owners_.erase(handle);
   return absl::OkStatus();
 }
 
@@ -148,9 +158,12 @@ void Sessions::RemoveStream(const std::string& token) {
   stream_ended_.notify_all();
 }
 
-EndedSession Sessions::Take(absl::flat_hash_map<std::string, Session>::iterator it) {
+EndedSession Sessions::Take(absl::node_hash_map<std::string, Session>::iterator it) {
   EndedSession out{.token = it->first, .name = it->second.name, .lease = it->second.lease};
-  for (const auto& [h, id] : it->second.sockets) out.sockets.push_back(id);
+  for (const auto& [h, id] : it->second.sockets) {
+    out.sockets.push_back(id);
+    owners_.erase(h);
+  }
   sessions_.erase(it);
   return out;
 }

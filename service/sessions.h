@@ -1,10 +1,12 @@
 // Client sessions of quadsockd: who owns which sockets, and for how long.
 //
 // A session is made by CreateSession and named by an unguessable token. It owns the sockets it
-// opened, under handles that are unguessable too (a handle of another session is NOT_FOUND). It
-// lives while its lease is renewed (by every call, and all along an open Receive or Exchange
-// stream), or while a Session stream holds it; when it lapses, Expire hands back its sockets
-// for closing. With mTLS a session is also tied to the client
+// opened, under handles that are unguessable too. Sessions knows every live handle, so a handle
+// of another session is PERMISSION_DENIED ("socket H belongs to another client") and only one
+// that no session has is NOT_FOUND; saying so gives nothing away, since nobody can guess a
+// handle they were not given. It lives while its lease is renewed (by every call, and all along
+// an open Receive or Exchange stream), or while a Session stream holds it; when it lapses,
+// Expire hands back its sockets for closing. With mTLS a session is also tied to the client
 // certificate's identity: another identity presenting the token is UNAUTHENTICATED.
 //
 //   Sessions sessions(limits, clock);
@@ -24,6 +26,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/node_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -67,8 +70,9 @@ class Sessions {
   absl::StatusOr<std::string> AddSocket(const std::string& token, SocketId id);
   // The quota check alone, before the socket is made.
   absl::Status CheckQuota(const std::string& token);
-  // NOT_FOUND for a handle that is not this session's.
+  // PERMISSION_DENIED for a handle of another session, NOT_FOUND for one no session has.
   absl::StatusOr<SocketId> FindSocket(const std::string& token, const std::string& handle) const;
+  // The same errors as FindSocket.
   absl::Status RemoveSocket(const std::string& token, const std::string& handle);
   // (handle, id) of the session's sockets, ordered by handle.
   std::vector<std::pair<std::string, SocketId>> Sockets(const std::string& token) const;
@@ -104,14 +108,20 @@ class Sessions {
   // The session, if it has room for one more socket (mu_ held).
   absl::StatusOr<Session*> WithRoom(const std::string& token);
   const Session* Find(const std::string& token) const;
-  // Removes the session (mu_ held).
-  EndedSession Take(absl::flat_hash_map<std::string, Session>::iterator it);
+  // Why `handle` is not a socket of `s`: PERMISSION_DENIED or NOT_FOUND (mu_ held).
+  absl::Status NotInSession(const Session& s, const std::string& handle) const;
+  // Removes the session and its handles (mu_ held).
+  EndedSession Take(absl::node_hash_map<std::string, Session>::iterator it);
 
   const SessionLimits limits_;
   const std::function<absl::Time()> clock_;
   mutable std::mutex mu_;
   std::condition_variable stream_ended_;  // signalled by RemoveStream
-  absl::flat_hash_map<std::string, Session> sessions_;
+  // Nodes: owners_ points into it.
+  absl::node_hash_map<std::string, Session> sessions_;
+  // Every live handle and its session: as many as the sessions hold sockets, so bounded by
+  // max_sessions * max_sockets_per_session (and by the stack's socket limit).
+  absl::flat_hash_map<std::string, const Session*> owners_;
 };
 
 // 128 random bits from the kernel, as 32 hex digits.
