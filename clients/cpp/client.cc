@@ -280,7 +280,8 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const std::string& targe
   if (options.keepalive > absl::ZeroDuration()) {
     const int ms = static_cast<int>(absl::ToInt64Milliseconds(options.keepalive));
     args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, ms);
-    args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 10000);
+    args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
+                static_cast<int>(absl::ToInt64Milliseconds(options.keepalive_timeout)));
     // gRPC would otherwise stop after 2 pings on a quiet stream, and space them 5 min apart.
     args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
     args.SetInt(GRPC_ARG_HTTP2_MIN_SENT_PING_INTERVAL_WITHOUT_DATA_MS, ms);

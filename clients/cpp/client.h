@@ -102,10 +102,12 @@ struct ClientOptions {
   // Deadline of each unary call (and of Connect's first call).
   absl::Duration call_timeout = absl::Seconds(10);
   // Connect's channel pings a connection quiet this long while a call (a stream) is open, and
-  // drops it when the ping is not answered within 10 s: a stream to a server that vanished
-  // fails with UNAVAILABLE instead of waiting for hours. quadsockd takes pings down to every 5 s.
-  // Zero: gRPC's default (no keepalive). Not for Create, whose channel is made elsewhere.
+  // drops it when the ping is not answered within keepalive_timeout: a stream to a server that
+  // vanished fails with UNAVAILABLE instead of waiting for hours. quadsockd takes pings down to
+  // every 5 s. Zero: gRPC's default (no keepalive). Not for Create, whose channel is made
+  // elsewhere. The Python client (clients/python) uses the same values.
   absl::Duration keepalive = absl::Seconds(20);
+  absl::Duration keepalive_timeout = absl::Seconds(10);
 };
 
 // What grpc.health.v1 says about the server or one of its services.

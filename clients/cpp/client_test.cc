@@ -12,6 +12,7 @@
 #include "absl/strings/match.h"
 
 #include "service/server.h"
+#include "service/testing/freezable_relay.h"
 #include "service/testing/two_stacks.h"
 
 namespace quadsock {
@@ -431,6 +432,44 @@ TEST_F(ClientTest, ConnectOverUnixSocketAndShutdownEndsReceive) {
   EXPECT_EQ(s.Receive(absl::Seconds(5)).status().code(), StatusCode::kUnavailable);
   stopper.join();
   EXPECT_EQ(s.Get().status().code(), StatusCode::kUnavailable);
+}
+
+// The client's own HTTP/2 keepalive: a stream to a server that stopped answering (no FIN, no
+// RST: its host lost power) fails with UNAVAILABLE once a ping goes unanswered, instead of
+// waiting out its deadline. The server here never pings, so only the client can notice.
+TEST(ClientKeepaliveTest, AStreamToAServerThatStoppedAnsweringFails) {
+  service::ServerOptions o;
+  o.keepalive = service::Keepalive{.time = absl::Hours(1),
+                                   .timeout = absl::Seconds(20),
+                                   .min_client_interval = absl::Milliseconds(100)};
+  std::unique_ptr<service::testing::TwoStacks> t = service::testing::TwoStacks::Start(o).value();
+  {
+    service::testing::FreezableRelay relay(t->server->listening_on());
+    std::unique_ptr<Client> client =
+        Client::Connect(relay.target(), {.call_timeout = absl::Seconds(1),
+                                         .keepalive = absl::Milliseconds(200),
+                                         .keepalive_timeout = absl::Milliseconds(300)})
+            .value();
+    RemoteSocket s = client->Open(v1::FAMILY_IPV4).value();
+    ASSERT_TRUE(s.Bind({"10.1.0.2", 4950}).ok());
+    EXPECT_EQ(s.Receive(absl::Milliseconds(500)).status().code(), StatusCode::kDeadlineExceeded)
+        << "pings that are answered keep the stream";
+    relay.Freeze();
+    const absl::Time start = absl::Now();
+    const absl::Status st = s.Receive(absl::Seconds(20)).status();
+    EXPECT_EQ(st.code(), StatusCode::kUnavailable) << st;
+    EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+  }
+  EXPECT_EQ(t->Stop(), absl::OkStatus());
+}
+
+// By default a stream to a vanished server ends within half a minute, and the pings stay as
+// far apart as quadsockd takes them (down to every 5 s; more often is GOAWAY).
+TEST(ClientKeepaliveTest, DefaultsEndWithinHalfAMinuteAndAsTheServerAllows) {
+  const ClientOptions defaults;
+  EXPECT_LE(defaults.keepalive + defaults.keepalive_timeout, absl::Seconds(30));
+  EXPECT_GE(defaults.keepalive,
+            service::Keepalive::ForLease(absl::Seconds(30)).min_client_interval);
 }
 
 TEST(ClientConnectTest, FailsFastWithTheRightCode) {

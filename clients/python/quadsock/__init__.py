@@ -12,7 +12,7 @@ Runs on Debian's /usr/bin/python3 with python3-grpcio and python3-protobuf.
 """
 
 from quadsock.client import (Client, Datagram, Exchange, ExchangeEvent, QuadsockError, SendFailure,
-                             Socket, parse_endpoint)
+                             Socket, keepalive_options, parse_endpoint)
 
 __all__ = ["Client", "Datagram", "Exchange", "ExchangeEvent", "QuadsockError", "SendFailure",
-           "Socket", "parse_endpoint"]
+           "Socket", "keepalive_options", "parse_endpoint"]

@@ -162,19 +162,42 @@ _FAMILIES = {"ipv4": common_pb2.FAMILY_IPV4, "ipv6": common_pb2.FAMILY_IPV6,
              4: common_pb2.FAMILY_IPV4, 6: common_pb2.FAMILY_IPV6}
 
 
+def keepalive_options(keepalive=20.0, keepalive_timeout=10.0):
+    """The channel options of the client's HTTP/2 keepalive, as the C++ client sets them: ping a
+    connection quiet for `keepalive` seconds while a call (a stream) is open, and drop it when
+    the ping is not answered within `keepalive_timeout`, so that a stream to a server that
+    vanished fails with UNAVAILABLE instead of waiting for hours. quadsockd takes pings down to
+    every 5 s. keepalive 0 or None: none (gRPC's default)."""
+    if not keepalive:
+        return []
+    every = int(keepalive * 1000)
+    return [
+        ("grpc.keepalive_time_ms", every),
+        ("grpc.keepalive_timeout_ms", int(keepalive_timeout * 1000)),
+        # gRPC would otherwise stop after 2 pings on a quiet stream, and space them 5 min apart.
+        ("grpc.http2.max_pings_without_data", 0),
+        ("grpc.http2.min_time_between_pings_ms", every),
+    ]
+
+
 class Client:
     """A session with quadsockd. Closing it (or leaving the `with` block) closes its sockets.
 
     With hold=True (the default) a Session stream keeps the session alive for as long as the
-    client lives; otherwise every call renews a lease of `lease_seconds`.
+    client lives; otherwise every call renews a lease of `lease_seconds`. The channel keeps
+    itself alive with HTTP/2 pings (see keepalive_options): a Session, Receive or Exchange
+    stream to a server that stopped answering ends with UNAVAILABLE within about
+    keepalive + keepalive_timeout seconds.
     """
 
     def __init__(self, target="unix:/run/quadsock/quadsock.sock", name="python",
-                 lease_seconds=0, credentials=None, hold=True):
+                 lease_seconds=0, credentials=None, hold=True, keepalive=20.0,
+                 keepalive_timeout=10.0):
+        options = keepalive_options(keepalive, keepalive_timeout)
         if credentials is None:
-            self._channel = grpc.insecure_channel(target)
+            self._channel = grpc.insecure_channel(target, options=options)
         else:
-            self._channel = grpc.secure_channel(target, credentials)
+            self._channel = grpc.secure_channel(target, credentials, options=options)
         self._sockets = socket_pb2_grpc.SocketServiceStub(self._channel)
         self._admin = admin_pb2_grpc.AdminServiceStub(self._channel)
         self._health = health_pb2_grpc.HealthStub(self._channel)
