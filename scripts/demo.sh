@@ -31,13 +31,14 @@ bin=$(bazel info -c opt bazel-bin 2>/dev/null)
 ns_stack="qs-demo-stack-$$"
 ns_peer="qs-demo-peer-$$"
 sock="/tmp/quadsock-demo-$$.sock"
+admin_sock="/tmp/quadsock-demo-$$-admin.sock"  # the administration listener (quadctl --admin)
 log="/tmp/quadsock-demo-$$.log"
 pid=""
 cleanup() {
   if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then kill -KILL "$pid" 2>/dev/null || true; fi
   ip netns del "$ns_stack" 2>/dev/null || true
   ip netns del "$ns_peer" 2>/dev/null || true
-  rm -f "$sock"
+  rm -f "$sock" "$admin_sock"
 }
 trap cleanup EXIT
 
@@ -56,7 +57,8 @@ ip netns exec "$ns_peer" ethtool -K qs1 tx off >/dev/null
 
 say "starting quadsockd"
 ip netns exec "$ns_stack" "$bin/service/quadsockd" --interface=qs0 \
-  --address=10.9.0.2/24,fd00:9::2/64 --listen="unix:$sock" >"$log" 2>&1 &
+  --address=10.9.0.2/24,fd00:9::2/64 --listen="unix:$sock" --admin_listen="unix:$admin_sock" \
+  >"$log" 2>&1 &
 pid=$!
 for _ in $(seq 100); do [ -S "$sock" ] && break; kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
 [ -S "$sock" ] || { cat "$log"; die "quadsockd did not start"; }

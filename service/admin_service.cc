@@ -1,5 +1,6 @@
 #include "service/admin_service.h"
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "service/convert.h"
 #include "service/status.h"
@@ -21,10 +22,36 @@ void ToProto(const link::LinkCounters& c, v1::QueueCounters* out) {
 
 }  // namespace
 
+absl::Status AdminServiceImpl::Admit(grpc::ServerContext* ctx) {
+  if (access_.administration_listener) return c_.Admit(ctx);
+  return c_.Session(ctx).status();
+}
+
+absl::Status AdminServiceImpl::AdmitChange(grpc::ServerContext* ctx, absl::string_view method) {
+  if (access_.administration_listener) return c_.Admit(ctx);
+  const std::string identity = ServiceContext::Identity(ctx);
+  if (identity.empty() || !identities_.contains(identity)) {
+    const std::string where =
+        access_.admin_listen.empty()
+            ? "this server has no administration listener: start quadsockd with --admin_listen "
+              "and call it there"
+            : absl::StrCat("call it on the administration listener ", access_.admin_listen,
+                           " (quadctl --admin)");
+    const std::string who =
+        identity.empty() ? "the caller has no mTLS identity"
+                         : absl::StrCat("the caller is \"", absl::CHexEscape(identity), "\"");
+    return absl::PermissionDeniedError(absl::StrCat(
+        method, " changes the neighbour table that all clients' traffic goes by, so it needs an "
+        "administrator: ", where, ", or over mTLS as one of quadsockd's --admin_identities (",
+        who, ")"));
+  }
+  return c_.Session(ctx).status();
+}
+
 grpc::Status AdminServiceImpl::ListInterfaces(grpc::ServerContext* ctx,
                                               const v1::ListInterfacesRequest*,
                                               v1::ListInterfacesResponse* resp) {
-  if (absl::Status s = c_.Session(ctx).status(); !s.ok()) return ToGrpc(s);
+  if (absl::Status s = Admit(ctx); !s.ok()) return ToGrpc(s);
   const std::vector<link::LinkInfo> links = c_.stack.Links();
   const std::vector<link::LinkCounters> counters = c_.stack.LinkCounters();
   // Links are queues; queues of one interface share its name.
@@ -53,14 +80,14 @@ grpc::Status AdminServiceImpl::ListInterfaces(grpc::ServerContext* ctx,
 grpc::Status AdminServiceImpl::ListAddresses(grpc::ServerContext* ctx,
                                              const v1::ListAddressesRequest*,
                                              v1::ListAddressesResponse* resp) {
-  if (absl::Status s = c_.Session(ctx).status(); !s.ok()) return ToGrpc(s);
+  if (absl::Status s = Admit(ctx); !s.ok()) return ToGrpc(s);
   for (const net::IpPrefix& p : c_.stack.Addresses()) resp->add_prefixes(p.ToString());
   return grpc::Status::OK;
 }
 
 grpc::Status AdminServiceImpl::ListRoutes(grpc::ServerContext* ctx, const v1::ListRoutesRequest*,
                                           v1::ListRoutesResponse* resp) {
-  if (absl::Status s = c_.Session(ctx).status(); !s.ok()) return ToGrpc(s);
+  if (absl::Status s = Admit(ctx); !s.ok()) return ToGrpc(s);
   for (const net::IpPrefix& p : c_.stack.Addresses()) {
     // The connected network of each address.
     v1::Route* r = resp->add_routes();
@@ -80,7 +107,7 @@ grpc::Status AdminServiceImpl::ListRoutes(grpc::ServerContext* ctx, const v1::Li
 grpc::Status AdminServiceImpl::ListNeighbors(grpc::ServerContext* ctx,
                                              const v1::ListNeighborsRequest*,
                                              v1::ListNeighborsResponse* resp) {
-  if (absl::Status s = c_.Session(ctx).status(); !s.ok()) return ToGrpc(s);
+  if (absl::Status s = Admit(ctx); !s.ok()) return ToGrpc(s);
   for (const stack::NeighborInfo& n : c_.stack.Neighbors()) {
     v1::Neighbor* out = resp->add_neighbors();
     out->set_address(n.address.ToString());
@@ -94,7 +121,7 @@ grpc::Status AdminServiceImpl::ListNeighbors(grpc::ServerContext* ctx,
 grpc::Status AdminServiceImpl::SetNeighbor(grpc::ServerContext* ctx,
                                            const v1::SetNeighborRequest* req,
                                            v1::SetNeighborResponse*) {
-  if (absl::Status s = c_.Session(ctx).status(); !s.ok()) return ToGrpc(s);
+  if (absl::Status s = AdmitChange(ctx, "SetNeighbor"); !s.ok()) return ToGrpc(s);
   absl::StatusOr<net::IpAddress> ip = ParseAddress(req->address(), "address");
   if (!ip.ok()) return ToGrpc(ip.status());
   absl::StatusOr<net::MacAddress> mac = net::MacAddress::Parse(req->mac());
@@ -105,7 +132,7 @@ grpc::Status AdminServiceImpl::SetNeighbor(grpc::ServerContext* ctx,
 grpc::Status AdminServiceImpl::RemoveNeighbor(grpc::ServerContext* ctx,
                                               const v1::RemoveNeighborRequest* req,
                                               v1::RemoveNeighborResponse*) {
-  if (absl::Status s = c_.Session(ctx).status(); !s.ok()) return ToGrpc(s);
+  if (absl::Status s = AdmitChange(ctx, "RemoveNeighbor"); !s.ok()) return ToGrpc(s);
   absl::StatusOr<net::IpAddress> ip = ParseAddress(req->address(), "address");
   if (!ip.ok()) return ToGrpc(ip.status());
   return ToGrpc(c_.stack.RemoveNeighbor(*ip));
@@ -177,7 +204,7 @@ v1::Counters AdminServiceImpl::Collect() const {
 
 grpc::Status AdminServiceImpl::GetCounters(grpc::ServerContext* ctx,
                                            const v1::GetCountersRequest*, v1::Counters* resp) {
-  if (absl::Status s = c_.Session(ctx).status(); !s.ok()) return ToGrpc(s);
+  if (absl::Status s = Admit(ctx); !s.ok()) return ToGrpc(s);
   *resp = Collect();
   return grpc::Status::OK;
 }
@@ -185,7 +212,7 @@ grpc::Status AdminServiceImpl::GetCounters(grpc::ServerContext* ctx,
 grpc::Status AdminServiceImpl::CheckFrameAccounting(grpc::ServerContext* ctx,
                                                     const v1::CheckFrameAccountingRequest*,
                                                     v1::CheckFrameAccountingResponse* resp) {
-  if (absl::Status s = c_.Session(ctx).status(); !s.ok()) return ToGrpc(s);
+  if (absl::Status s = Admit(ctx); !s.ok()) return ToGrpc(s);
   // Poll threads keep moving frames; the ledger and the rings agree exactly only at rest, so
   // this is checked as the rings see it now (the stack documents the tolerance).
   absl::Status s = c_.stack.CheckFrameAccounting();

@@ -17,6 +17,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -76,6 +77,19 @@ ABSL_FLAG(uint32_t, lease_seconds, 30,
 ABSL_FLAG(std::string, listen, "unix:/run/quadsock/quadsock.sock",
           "Where clients connect: unix:PATH (mode 0660) or HOST:PORT (needs --tls_cert and "
           "--tls_key).");
+ABSL_FLAG(std::string, admin_listen, "unix:/run/quadsock/admin.sock",
+          "The administration listener: unix:PATH, made with mode 0600 so that only quadsockd's "
+          "own user (root) may connect; empty: none. It serves AdminService and grpc.health.v1 "
+          "with no session (`quadctl --admin ...`), and only there may the neighbour table, "
+          "which all clients' traffic goes by, be changed (SetNeighbor, RemoveNeighbor: "
+          "`quadctl --admin neigh set`). On --listen those are PERMISSION_DENIED unless the "
+          "caller's mTLS identity is in --admin_identities; reading (neigh list, stats, ...) "
+          "works on both, with a session on --listen.");
+ABSL_FLAG(std::string, admin_identities, "",
+          "mTLS client identities that may change the neighbour table on --listen too, "
+          "separated by ';' (a subject has commas): each the client certificate's subject as "
+          "the session log shows it (\"created for ... as CN=ops\"), e.g. "
+          "'CN=ops;CN=noc,O=Example'. Needs --tls_client_ca.");
 ABSL_FLAG(std::string, tls_cert, "", "Server certificate (PEM), for a TCP listener.");
 ABSL_FLAG(std::string, tls_key, "", "Server private key (PEM).");
 ABSL_FLAG(std::string, tls_client_ca, "",
@@ -121,6 +135,16 @@ std::vector<std::string> AllOccurrences(int argc, char** argv, const std::string
     for (const std::string& v : absl::GetFlag(parsed)) {
       if (!v.empty()) out.push_back(v);
     }
+  }
+  return out;
+}
+
+// --admin_identities, split at ';' (an identity is a certificate subject: "CN=a,O=b").
+std::vector<std::string> AdminIdentities() {
+  std::vector<std::string> out;
+  for (absl::string_view id :
+       absl::StrSplit(absl::GetFlag(FLAGS_admin_identities), ';', absl::SkipWhitespace())) {
+    out.emplace_back(absl::StripAsciiWhitespace(id));
   }
   return out;
 }
@@ -171,6 +195,15 @@ absl::Status CheckFlags() {
   if (absl::GetFlag(FLAGS_max_clients) == 0) {
     return absl::InvalidArgumentError("--max_clients must be at least 1");
   }
+  if (absl::Status s = service::CheckAdminListen(absl::GetFlag(FLAGS_admin_listen),
+                                                 absl::GetFlag(FLAGS_listen));
+      !s.ok()) {
+    return s;
+  }
+  if (!AdminIdentities().empty() && absl::GetFlag(FLAGS_tls_client_ca).empty()) {
+    return absl::InvalidArgumentError(
+        "--admin_identities needs --tls_client_ca: without mTLS no client has an identity");
+  }
   const uint32_t sockets = absl::GetFlag(FLAGS_max_sockets);
   const uint32_t per_client = absl::GetFlag(FLAGS_max_sockets_per_client);
   if (sockets == 0) return absl::InvalidArgumentError("--max_sockets must be at least 1");
@@ -190,7 +223,12 @@ int Main(int argc, char** argv) {
       "  quadsockd --interface=eth0 --address=10.1.0.2/24,fd00:1::2/64 "
       "--listen=unix:/run/quadsock/quadsock.sock\n\n"
       "Needs root (or CAP_NET_ADMIN, CAP_NET_RAW, CAP_BPF, CAP_PERFMON, and CAP_IPC_LOCK to\n"
-      "register the UMEM unless RLIMIT_MEMLOCK covers it). SIGTERM stops it.");
+      "register the UMEM unless RLIMIT_MEMLOCK covers it). SIGTERM stops it.\n\n"
+      "Clients connect to --listen and work in sessions. The administration listener\n"
+      "(--admin_listen, default unix:/run/quadsock/admin.sock, mode 0600: quadsockd's own user\n"
+      "only) takes AdminService calls without a session, and only there may the neighbour\n"
+      "table be changed (`quadctl --admin neigh set ADDRESS MAC`); see --admin_identities for\n"
+      "administrators over mTLS.");
   absl::ParseCommandLine(argc, argv);
   const std::vector<std::string> addresses = AllOccurrences(argc, argv, "address", FLAGS_address);
   const std::vector<std::string> gateways = AllOccurrences(argc, argv, "gateway", FLAGS_gateway);
@@ -246,6 +284,8 @@ int Main(int argc, char** argv) {
   so.tls_cert = absl::GetFlag(FLAGS_tls_cert);
   so.tls_key = absl::GetFlag(FLAGS_tls_key);
   so.tls_client_ca = absl::GetFlag(FLAGS_tls_client_ca);
+  so.admin_listen = absl::GetFlag(FLAGS_admin_listen);
+  so.admin_identities = AdminIdentities();
   so.sessions.max_sessions = absl::GetFlag(FLAGS_max_clients);
   so.sessions.max_sockets_per_session = absl::GetFlag(FLAGS_max_sockets_per_client);
   so.sessions.max_streams_per_session = absl::GetFlag(FLAGS_max_streams_per_client);
@@ -283,7 +323,10 @@ int Main(int argc, char** argv) {
   for (const net::IpPrefix& p : o.stack.addresses) prefixes.push_back(p.ToString());
   Log(absl::StrCat("serving ", absl::StrJoin(prefixes, ", "), " on ", dp->Describe(),
                    "; hash4 ", o.stack.hash4 ? "on" : "off", "; gRPC on ",
-                   (*server)->listening_on()));
+                   (*server)->listening_on(),
+                   (*server)->admin_listening_on().empty()
+                       ? "; no administration listener"
+                       : absl::StrCat("; administration on ", (*server)->admin_listening_on())));
 
   int signal = 0;
   sigwait(&stop_signals, &signal);

@@ -65,8 +65,33 @@ class FlagCheckTest(unittest.TestCase):
     def test_vlan_id_past_the_range(self):
         self.assert_refused(["--vlan=4095"], ["--vlan=4095", "1..4094"])
 
+    def test_admin_listener_on_tcp(self):
+        # Only a Unix socket's file mode can keep the administration to quadsockd's own user.
+        self.assert_refused(["--admin_listen=127.0.0.1:7000"],
+                            ["--admin_listen", "\"127.0.0.1:7000\" is not unix:PATH", "0600"])
+
+    def test_admin_listener_without_a_path(self):
+        self.assert_refused(["--admin_listen=unix:"], ["--admin_listen", "bad Unix socket path"])
+
+    def test_admin_listener_on_the_client_socket(self):
+        self.assert_refused(["--admin_listen=unix:/tmp/quadsockd-flags-test.sock"],
+                            ["--admin_listen", "--listen's socket"])
+
+    def test_admin_identities_without_mtls(self):
+        self.assert_refused(["--admin_identities=CN=ops"],
+                            ["--admin_identities", "--tls_client_ca"])
+
+    def test_help_says_how_administration_works(self):
+        p = subprocess.run([QUADSOCKD, "--help"], capture_output=True, text=True, timeout=30)
+        for words in ("--admin_listen", "unix:/run/quadsock/admin.sock", "0600",
+                      "quadctl --admin neigh set", "PERMISSION_DENIED", "--admin_identities"):
+            self.assertIn(words, p.stdout)
+
     def test_good_flags_get_as_far_as_the_interface(self):
         code, err = run("--lease_seconds=60", "--vlan=100")
+        self.assertEqual(code, 1, err)
+        self.assertIn("qs-no-such-if", err)
+        code, err = run("--admin_listen=")  # none
         self.assertEqual(code, 1, err)
         self.assertIn("qs-no-such-if", err)
 

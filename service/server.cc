@@ -31,11 +31,25 @@ absl::StatusOr<std::string> ReadFile(const std::string& path, const std::string&
   return s.str();
 }
 
-// A Unix socket file left by a crashed server blocks bind(): remove it when nobody listens.
-absl::Status PrepareUnixPath(const std::string& path) {
-  if (path.empty() || path.size() >= sizeof(sockaddr_un::sun_path)) {
-    return absl::InvalidArgumentError(absl::StrCat("--listen: bad Unix socket path \"", path, "\""));
+// The path of "unix:PATH" ("unix://PATH" too). INVALID_ARGUMENT, naming `flag`, for another
+// form or a path that does not fit a socket address.
+absl::StatusOr<std::string> UnixPath(const std::string& listen, absl::string_view flag) {
+  if (!absl::StartsWith(listen, "unix:")) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(flag, ": \"", listen, "\" is not unix:PATH"));
   }
+  std::string path = listen.substr(5);
+  if (absl::StartsWith(path, "//")) path = path.substr(2);
+  if (path.empty() || path.size() >= sizeof(sockaddr_un::sun_path)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(flag, ": bad Unix socket path \"", path, "\" (1 to ",
+                     sizeof(sockaddr_un::sun_path) - 1, " characters)"));
+  }
+  return path;
+}
+
+// A Unix socket file left by a crashed server blocks bind(): remove it when nobody listens.
+absl::Status PrepareUnixPath(const std::string& path, absl::string_view flag) {
   // The folder, where the path names one ("unix:q.sock" names none: the working directory).
   const size_t slash = path.rfind('/');
   if (slash != std::string::npos && slash > 0) mkdir(path.substr(0, slash).c_str(), 0755);
@@ -43,7 +57,7 @@ absl::Status PrepareUnixPath(const std::string& path) {
   if (lstat(path.c_str(), &st) != 0) return absl::OkStatus();
   if (!S_ISSOCK(st.st_mode)) {
     return absl::FailedPreconditionError(
-        absl::StrCat("--listen: \"", path, "\" exists and is not a socket"));
+        absl::StrCat(flag, ": \"", path, "\" exists and is not a socket"));
   }
   const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_un addr{};
@@ -53,11 +67,33 @@ absl::Status PrepareUnixPath(const std::string& path) {
   close(fd);
   if (alive) {
     return absl::UnavailableError(
-        absl::StrCat("--listen: another server is listening on \"", path, "\""));
+        absl::StrCat(flag, ": another server is listening on \"", path, "\""));
   }
   unlink(path.c_str());
   return absl::OkStatus();
 }
+
+// What both listeners share: message sizes and HTTP/2 keepalive.
+void Configure(const ServerOptions& o, grpc::ServerBuilder& builder) {
+  builder.SetMaxReceiveMessageSize(static_cast<int>(o.max_message_bytes));
+  builder.SetMaxSendMessageSize(static_cast<int>(o.max_message_bytes));
+  const Keepalive keepalive = o.keepalive.value_or(Keepalive::ForLease(o.sessions.default_lease));
+  const auto ms = [](absl::Duration d) { return static_cast<int>(absl::ToInt64Milliseconds(d)); };
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, ms(keepalive.time));
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, ms(keepalive.timeout));
+  // Also on a connection whose only stream is quiet (a Session stream, a Receive stream on an
+  // idle socket): gRPC stops pinging after 2 pings without data unless told otherwise.
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+  // Clients' own keepalive pings, with or without calls in flight, up to one per
+  // min_client_interval (gRPC's default takes one per 5 minutes, and none without calls).
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
+                             ms(keepalive.min_client_interval));
+}
+
+// gRPC's threads for the administration listener's calls: unary and few, and apart from the
+// clients' (max_threads), so that clients holding every thread cannot lock the administrator out.
+constexpr int kAdminThreads = 16;
 
 }  // namespace
 
@@ -78,16 +114,36 @@ Server::Server(ServerOptions options, stack::Stack& stack)
   context_.log = options_.log;
 }
 
+absl::Status CheckAdminListen(const std::string& admin_listen, const std::string& listen) {
+  if (admin_listen.empty()) return absl::OkStatus();
+  absl::StatusOr<std::string> path = UnixPath(admin_listen, "--admin_listen");
+  if (!path.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path.status().message(), ": the administration listener is a Unix socket of mode 0600, "
+        "so that only quadsockd's own user may connect (empty: none)"));
+  }
+  absl::StatusOr<std::string> listen_path = UnixPath(listen, "--listen");
+  if (listen_path.ok() && *listen_path == *path) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--admin_listen: \"", admin_listen, "\" is --listen's socket: give it a path of its own"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerOptions options, stack::Stack& stack) {
+  if (absl::Status st = CheckAdminListen(options.admin_listen, options.listen); !st.ok()) {
+    return st;
+  }
   std::unique_ptr<Server> s(new Server(std::move(options), stack));
   const ServerOptions& o = s->options_;
   std::shared_ptr<grpc::ServerCredentials> credentials;
   std::string address;
   std::string unix_path;
   if (absl::StartsWith(o.listen, "unix:")) {
-    unix_path = o.listen.substr(5);
-    if (absl::StartsWith(unix_path, "//")) unix_path = unix_path.substr(2);
-    if (absl::Status st = PrepareUnixPath(unix_path); !st.ok()) return st;
+    absl::StatusOr<std::string> path = UnixPath(o.listen, "--listen");
+    if (!path.ok()) return path.status();
+    unix_path = *path;
+    if (absl::Status st = PrepareUnixPath(unix_path, "--listen"); !st.ok()) return st;
     address = "unix:" + unix_path;
     credentials = grpc::InsecureServerCredentials();
   } else {
@@ -116,31 +172,20 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerOptions options, sta
   }
 
   s->sockets_ = std::make_unique<SocketServiceImpl>(s->context_);
-  s->admin_ = std::make_unique<AdminServiceImpl>(s->context_, o.data_plane);
+  s->admin_ = std::make_unique<AdminServiceImpl>(
+      s->context_, o.data_plane,
+      AdminAccess{.identities = o.admin_identities, .admin_listen = o.admin_listen});
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort(address, credentials, &port);
-  builder.SetMaxReceiveMessageSize(static_cast<int>(o.max_message_bytes));
-  builder.SetMaxSendMessageSize(static_cast<int>(o.max_message_bytes));
+  Configure(o, builder);
   // The synchronous server starts a thread per call in flight; without a cap, many clients with
   // streams open (each session may hold max_streams_per_session) could start them unbounded.
   grpc::ResourceQuota quota("quadsockd");
   quota.SetMaxThreads(o.max_threads);
   builder.SetResourceQuota(quota);
-  const Keepalive keepalive = o.keepalive.value_or(Keepalive::ForLease(o.sessions.default_lease));
-  const auto ms = [](absl::Duration d) { return static_cast<int>(absl::ToInt64Milliseconds(d)); };
-  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, ms(keepalive.time));
-  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, ms(keepalive.timeout));
-  // Also on a connection whose only stream is quiet (a Session stream, a Receive stream on an
-  // idle socket): gRPC stops pinging after 2 pings without data unless told otherwise.
-  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
-  // Clients' own keepalive pings, with or without calls in flight, up to one per
-  // min_client_interval (gRPC's default takes one per 5 minutes, and none without calls).
-  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
-  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
-                             ms(keepalive.min_client_interval));
   builder.RegisterService(s->sockets_.get());
   builder.RegisterService(s->admin_.get());
   s->server_ = builder.BuildAndStart();
@@ -153,6 +198,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerOptions options, sta
   s->listening_on_ = unix_path.empty()
                          ? absl::StrCat(o.listen.substr(0, o.listen.rfind(':')), ":", port)
                          : "unix:" + unix_path;
+  if (absl::Status st = s->StartAdministration(); !st.ok()) return st;
   s->SetServing(false);
   Server* self = s.get();
   s->reaper_ = std::thread([self] {
@@ -167,6 +213,35 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerOptions options, sta
   return s;
 }
 
+absl::Status Server::StartAdministration() {
+  const ServerOptions& o = options_;
+  if (o.admin_listen.empty()) return absl::OkStatus();
+  const std::string path = UnixPath(o.admin_listen, "--admin_listen").value();  // checked
+  if (absl::Status st = PrepareUnixPath(path, "--admin_listen"); !st.ok()) return st;
+  admin_only_ = std::make_unique<AdminServiceImpl>(context_, o.data_plane,
+                                                   AdminAccess{.administration_listener = true});
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("unix:" + path, grpc::InsecureServerCredentials());
+  Configure(o, builder);
+  grpc::ResourceQuota quota("quadsockd-admin");
+  quota.SetMaxThreads(kAdminThreads);
+  builder.SetResourceQuota(quota);
+  builder.RegisterService(admin_only_.get());
+  // bind() makes the socket file inside BuildAndStart: under umask 0177 it is born 0600, with
+  // no moment in which others could connect (as a chmod afterwards would leave). The umask is
+  // the process's: a file another thread makes meanwhile is born owner-only too, never wider.
+  const mode_t umask_before = umask(0177);
+  admin_server_ = builder.BuildAndStart();
+  umask(umask_before);
+  if (admin_server_ == nullptr) {
+    return absl::UnavailableError(absl::StrCat("--admin_listen: cannot listen on \"", path,
+                                               "\" (not permitted, or no such folder)"));
+  }
+  chmod(path.c_str(), 0600);
+  admin_listening_on_ = "unix:" + path;
+  return absl::OkStatus();
+}
+
 Server::~Server() {
   // A server that failed to start has nothing to shut down.
   if (server_ != nullptr && !stopping_.load()) Shutdown(absl::Seconds(1));
@@ -179,24 +254,34 @@ std::shared_ptr<grpc::Channel> Server::InProcessChannel() {
 }
 
 void Server::SetServing(bool serving) {
-  grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
-  if (health == nullptr) return;
-  health->SetServingStatus(serving);
-  health->SetServingStatus("quadsock.v1.SocketService", serving);
-  health->SetServingStatus("quadsock.v1.AdminService", serving);
+  if (grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService()) {
+    health->SetServingStatus(serving);
+    health->SetServingStatus("quadsock.v1.SocketService", serving);
+    health->SetServingStatus("quadsock.v1.AdminService", serving);
+  }
+  if (admin_server_ == nullptr) return;
+  if (grpc::HealthCheckServiceInterface* health = admin_server_->GetHealthCheckService()) {
+    health->SetServingStatus(serving);
+    health->SetServingStatus("quadsock.v1.AdminService", serving);
+  }
 }
 
 void Server::Shutdown(absl::Duration grace) {
   if (stopping_.exchange(true)) return;
   context_.shutting_down.store(true);
   SetServing(false);
-  server_->Shutdown(std::chrono::system_clock::now() +
-                    std::chrono::milliseconds(absl::ToInt64Milliseconds(grace)));
+  const auto deadline = std::chrono::system_clock::now() +
+                        std::chrono::milliseconds(absl::ToInt64Milliseconds(grace));
+  server_->Shutdown(deadline);
+  if (admin_server_ != nullptr) admin_server_->Shutdown(deadline);
   if (reaper_.joinable()) reaper_.join();
   // Every session ends with the server: close all sockets it handed out.
   for (stack::SocketId id : context_.stack.List()) (void)context_.stack.Close(id);
 }
 
-void Server::Wait() { server_->Wait(); }
+void Server::Wait() {
+  server_->Wait();
+  if (admin_server_ != nullptr) admin_server_->Wait();
+}
 
 }  // namespace quadsock::service

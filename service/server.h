@@ -1,8 +1,12 @@
 // The gRPC server of quadsockd: SocketService, AdminService, grpc.health.v1 and server
 // reflection over one Stack, on a Unix socket (mode 0660) or on TCP with TLS (and mTLS when a
 // client CA is given), with the session reaper that closes sockets of clients that went away.
+// An administration listener beside it (a Unix socket of mode 0600: only the server's own user
+// may connect) serves AdminService and grpc.health.v1 without sessions; only there, or to an
+// mTLS identity in admin_identities, may the neighbour table be changed.
 //
-//   ServerOptions o{.listen = "unix:/run/quadsock/quadsock.sock"};
+//   ServerOptions o{.listen = "unix:/run/quadsock/quadsock.sock",
+//                   .admin_listen = "unix:/run/quadsock/admin.sock"};
 //   std::unique_ptr<Server> server = Server::Start(o, stack).value();
 //   server->SetServing(true);      // health says SERVING once the data plane is up
 //   ...
@@ -18,6 +22,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "service/admin_service.h"
@@ -48,6 +53,10 @@ struct ServerOptions {
   std::string tls_cert;       // PEM files
   std::string tls_key;
   std::string tls_client_ca;  // set: clients must present a certificate it signed (mTLS)
+  // The administration listener: "unix:PATH", made with mode 0600; "": none. See AdminAccess.
+  std::string admin_listen;
+  // mTLS identities (ServiceContext::Identity) that may change the neighbour table on `listen`.
+  std::vector<std::string> admin_identities;
   SessionLimits sessions;
   size_t max_message_bytes = 4 << 20;
   size_t max_batch = 1024;
@@ -61,10 +70,15 @@ struct ServerOptions {
   std::function<absl::Time()> clock = [] { return absl::Now(); };
 };
 
+// INVALID_ARGUMENT unless `admin_listen` is "" or a usable "unix:PATH" other than `listen`'s,
+// saying why (quadsockd checks its flags with it before it starts anything).
+absl::Status CheckAdminListen(const std::string& admin_listen, const std::string& listen);
+
 class Server {
  public:
-  // Fails fast: INVALID_ARGUMENT for a malformed --listen, FAILED_PRECONDITION for TCP without
-  // TLS or unreadable TLS files, UNAVAILABLE when the address cannot be listened on.
+  // Fails fast: INVALID_ARGUMENT for a malformed --listen or --admin_listen,
+  // FAILED_PRECONDITION for TCP without TLS or unreadable TLS files, UNAVAILABLE when an
+  // address cannot be listened on.
   static absl::StatusOr<std::unique_ptr<Server>> Start(ServerOptions options, stack::Stack& stack);
   ~Server();
 
@@ -78,19 +92,26 @@ class Server {
   void Wait();
 
   const std::string& listening_on() const { return listening_on_; }
+  // "unix:PATH" of the administration listener; "" without one.
+  const std::string& admin_listening_on() const { return admin_listening_on_; }
   AdminServiceImpl& admin() { return *admin_; }
   Sessions& sessions() { return sessions_; }
 
  private:
   Server(ServerOptions options, stack::Stack& stack);
+  // Starts the administration listener, if options_ name one.
+  absl::Status StartAdministration();
 
   ServerOptions options_;
   Sessions sessions_;
   ServiceContext context_;
   std::unique_ptr<SocketServiceImpl> sockets_;
-  std::unique_ptr<AdminServiceImpl> admin_;
+  std::unique_ptr<AdminServiceImpl> admin_;        // on `listen`
+  std::unique_ptr<AdminServiceImpl> admin_only_;   // on `admin_listen`
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<grpc::Server> admin_server_;     // null without `admin_listen`
   std::string listening_on_;
+  std::string admin_listening_on_;
   std::atomic<bool> stopping_{false};
   std::thread reaper_;
 };

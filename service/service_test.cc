@@ -346,15 +346,15 @@ TEST_F(SessionLogTest, TheLogSaysWhenSessionsStartAndEnd) {
 
 // SetNeighbor takes only a unicast host on a connected network (10.1.0.0/24, fd00:1::/64 here)
 // that is not the stack itself, with a unicast MAC; anything else is INVALID_ARGUMENT, saying why.
+// (On the administration listener: on the ordinary one it is PERMISSION_DENIED.)
 TEST_F(ServiceTest, SetNeighborRefusesWhatIsNoNeighbour) {
   const auto set = [&](const std::string& address, const std::string& mac) {
     ClientContext ctx;
-    Auth(ctx, session_);
     v1::SetNeighborRequest req;
     req.set_address(address);
     req.set_mac(mac);
     v1::SetNeighborResponse resp;
-    return admin_->SetNeighbor(&ctx, req, &resp);
+    return administration_->SetNeighbor(&ctx, req, &resp);
   };
   const std::string good_mac = "02:00:00:00:00:99";
   for (const auto& [address, mac, why] : std::vector<std::array<std::string, 3>>{
@@ -373,11 +373,11 @@ TEST_F(ServiceTest, SetNeighborRefusesWhatIsNoNeighbour) {
   }
   EXPECT_TRUE(set("fd00:1::9", good_mac).ok());
   ClientContext ctx;
-  Auth(ctx, session_);
   v1::RemoveNeighborRequest req;
   req.set_address("ff02::1");
   v1::RemoveNeighborResponse resp;
-  EXPECT_EQ(admin_->RemoveNeighbor(&ctx, req, &resp).error_code(), StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(administration_->RemoveNeighbor(&ctx, req, &resp).error_code(),
+            StatusCode::INVALID_ARGUMENT);
 }
 
 TEST_F(ServiceTest, ClosingTheSessionStreamClosesItsSockets) {
@@ -560,18 +560,17 @@ TEST_F(ServiceTest, AdminReportsAndChanges) {
     EXPECT_EQ(resp.routes(0).source(), "10.1.0.2");
     EXPECT_EQ(resp.routes(1).destination(), "fd00:1::/64");
   }
-  {
+  {  // Changes go to the administration listener, without a session.
     ClientContext ctx;
-    Auth(ctx, session_);
     v1::SetNeighborRequest req;
     req.set_address("10.1.0.9");
     req.set_mac("02:00:00:00:00:99");
     v1::SetNeighborResponse resp;
-    ASSERT_TRUE(admin_->SetNeighbor(&ctx, req, &resp).ok());
+    ASSERT_TRUE(administration_->SetNeighbor(&ctx, req, &resp).ok());
     ClientContext bad;
-    Auth(bad, session_);
     req.set_mac("not-a-mac");
-    EXPECT_EQ(admin_->SetNeighbor(&bad, req, &resp).error_code(), StatusCode::INVALID_ARGUMENT);
+    EXPECT_EQ(administration_->SetNeighbor(&bad, req, &resp).error_code(),
+              StatusCode::INVALID_ARGUMENT);
   }
   {
     ClientContext ctx;
@@ -581,11 +580,10 @@ TEST_F(ServiceTest, AdminReportsAndChanges) {
     ASSERT_EQ(resp.neighbors_size(), 1);
     EXPECT_EQ(resp.neighbors(0).state(), "permanent");
     ClientContext rm;
-    Auth(rm, session_);
     v1::RemoveNeighborRequest req;
     req.set_address("10.1.0.77");
     v1::RemoveNeighborResponse r;
-    EXPECT_EQ(admin_->RemoveNeighbor(&rm, req, &r).error_code(), StatusCode::NOT_FOUND);
+    EXPECT_EQ(administration_->RemoveNeighbor(&rm, req, &r).error_code(), StatusCode::NOT_FOUND);
   }
   {
     ClientContext ctx;

@@ -101,11 +101,16 @@ std::string ServiceContext::Identity(grpc::ServerContext* ctx) {
   return absl::StrJoin(parts, ",");
 }
 
-absl::StatusOr<std::string> ServiceContext::Session(grpc::ServerContext* ctx) {
+absl::Status ServiceContext::Admit(grpc::ServerContext* ctx) const {
   if (shutting_down.load()) return absl::UnavailableError("the server is shutting down");
   if (ctx->deadline() < std::chrono::system_clock::now()) {
     return absl::DeadlineExceededError("the call's deadline had passed on arrival");
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> ServiceContext::Session(grpc::ServerContext* ctx) {
+  if (absl::Status s = Admit(ctx); !s.ok()) return s;
   auto it = ctx->client_metadata().find(kSessionHeader);
   std::string token;
   if (it != ctx->client_metadata().end()) token.assign(it->second.data(), it->second.size());

@@ -33,8 +33,11 @@ struct ServiceContext {
   size_t max_batch = 1024;  // datagrams per SendBatch / Exchange message
   size_t max_message_bytes = 4 << 20;  // gRPC's limit: Exchange fills responses up to it
 
-  // The caller's session token after checking it (and renewing its lease): UNAUTHENTICATED
-  // when missing or unknown, UNAVAILABLE when shutting down, DEADLINE_EXCEEDED when late.
+  // Whether the server takes the call at all: UNAVAILABLE when shutting down,
+  // DEADLINE_EXCEEDED when late. (The administration listener asks no more.)
+  absl::Status Admit(grpc::ServerContext* ctx) const;
+  // The caller's session token after Admit and checking it (and renewing its lease):
+  // UNAUTHENTICATED when missing or unknown.
   absl::StatusOr<std::string> Session(grpc::ServerContext* ctx);
   // The client certificate's identity under mTLS, "" otherwise.
   static std::string Identity(grpc::ServerContext* ctx);

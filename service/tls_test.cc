@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "quadsock/v1/admin.grpc.pb.h"
 #include "quadsock/v1/socket.grpc.pb.h"
 #include "service/server.h"
 #include "stack/link/memory_link.h"
@@ -56,7 +57,8 @@ class TlsTest : public ::testing::Test {
     return o;
   }
 
-  std::unique_ptr<v1::SocketService::Stub> Connect(const Server& server, const std::string& who) {
+  // A channel to `server` with `who`'s certificate ("": none).
+  std::shared_ptr<grpc::Channel> Channel(const Server& server, const std::string& who) {
     grpc::SslCredentialsOptions ssl;
     ssl.pem_root_certs = Read(*dir_ + "/ca.pem");
     if (!who.empty()) {
@@ -64,9 +66,11 @@ class TlsTest : public ::testing::Test {
       ssl.pem_cert_chain = Read(*dir_ + "/" + who + ".pem");
     }
     const std::string port = server.listening_on().substr(server.listening_on().rfind(':') + 1);
-    return v1::SocketService::NewStub(
-        // An IP literal: "localhost" would go through c-ares, whose allocations LeakSanitizer flags.
-        grpc::CreateChannel("127.0.0.1:" + port, grpc::SslCredentials(ssl)));
+    // An IP literal: "localhost" would go through c-ares, whose allocations LeakSanitizer flags.
+    return grpc::CreateChannel("127.0.0.1:" + port, grpc::SslCredentials(ssl));
+  }
+  std::unique_ptr<v1::SocketService::Stub> Connect(const Server& server, const std::string& who) {
+    return v1::SocketService::NewStub(Channel(server, who));
   }
 
   static std::string* dir_;
@@ -115,6 +119,44 @@ TEST_F(TlsTest, MutualTlsTiesSessionsToTheCertificate) {
   v1::CreateSessionResponse none;
   EXPECT_EQ(anonymous->CreateSession(&c4, v1::CreateSessionRequest(), &none).error_code(),
             grpc::StatusCode::UNAVAILABLE);
+  (*server)->Shutdown(absl::Seconds(1));
+}
+
+// An identity in admin_identities may change the neighbour table on the ordinary listener
+// (in a session, like any call there); another identity may not, and is told who it is.
+TEST_F(TlsTest, AdministratorsByIdentityMayChangeNeighbours) {
+  ServerOptions o = Tls(true);
+  o.admin_identities = {"CN=alice"};
+  absl::StatusOr<std::unique_ptr<Server>> server = Server::Start(o, *stack_);
+  ASSERT_TRUE(server.ok()) << server.status();
+  const auto set_neighbor = [&](const std::string& who, bool with_session) {
+    std::shared_ptr<grpc::Channel> channel = Channel(**server, who);
+    std::string session;
+    if (with_session) {
+      grpc::ClientContext ctx;
+      v1::CreateSessionResponse created;
+      EXPECT_TRUE(v1::SocketService::NewStub(channel)
+                      ->CreateSession(&ctx, v1::CreateSessionRequest(), &created)
+                      .ok());
+      session = created.session();
+    }
+    grpc::ClientContext ctx;
+    if (!session.empty()) ctx.AddMetadata("quadsock-session", session);
+    v1::SetNeighborRequest req;
+    req.set_address("10.1.0.9");
+    req.set_mac("02:00:00:00:00:99");
+    v1::SetNeighborResponse resp;
+    return v1::AdminService::NewStub(channel)->SetNeighbor(&ctx, req, &resp);
+  };
+  const grpc::Status bob = set_neighbor("bob", true);
+  EXPECT_EQ(bob.error_code(), grpc::StatusCode::PERMISSION_DENIED) << bob.error_message();
+  EXPECT_NE(bob.error_message().find("the caller is \"CN=bob\""), std::string::npos)
+      << bob.error_message();
+  EXPECT_TRUE(stack_->Neighbors().empty());
+  EXPECT_EQ(set_neighbor("alice", false).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  const grpc::Status alice = set_neighbor("alice", true);
+  EXPECT_TRUE(alice.ok()) << alice.error_message();
+  EXPECT_EQ(stack_->Neighbors().size(), 1u);
   (*server)->Shutdown(absl::Seconds(1));
 }
 

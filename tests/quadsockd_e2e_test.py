@@ -38,7 +38,9 @@ class Daemon:
         self.socket_path = "/tmp/quadsock-e2e-%d.sock" % os.getpid()
         self.log = open("/tmp/quadsock-e2e-%d.log" % os.getpid(), "w+")
         flags = ["--interface=qs0", "--address=%s/24,%s/64" % (STACK4, STACK6),
-                 "--listen=unix:" + self.socket_path, "--metrics_listen=127.0.0.1:9464",
+                 "--listen=unix:" + self.socket_path,
+                 "--admin_listen=unix:/tmp/quadsock-e2e-%d-admin.sock" % os.getpid(),
+                 "--metrics_listen=127.0.0.1:9464",
                  "--lease_seconds=10"] + list(extra)
         if flagfile:
             # One flag per line, as a host's configuration file would have them (the

@@ -87,8 +87,9 @@ struct ClientOptions {
   };
   // Default: kHold for a new session, kNone for an attached one.
   std::optional<KeepSession> keep;
-  // false (and no `session`): no session at all. Only Health works then; the rest is
-  // UNAUTHENTICATED. For health probes, which should not take a session slot.
+  // false (and no `session`): no session at all. For health probes, which should not take a
+  // session slot, and for quadsockd's administration listener (--admin_listen), whose
+  // AdminService needs none. Elsewhere only Health works then; the rest is UNAUTHENTICATED.
   bool create_session = true;
 
   // TCP targets ("host:port") always use TLS. PEM files; all optional: the CA defaults to the
@@ -260,7 +261,10 @@ class Client {
   // Every matching socket of the session, following the pages.
   absl::StatusOr<std::vector<v1::Socket>> List(ListOptions options = {});
 
-  // --- Administration (AdminService) and health.
+  // --- Administration (AdminService) and health. SetNeighbor and RemoveNeighbor need an
+  // administrator: a Client of the administration listener (unix:/run/quadsock/admin.sock by
+  // default, create_session = false), or an mTLS identity in quadsockd --admin_identities;
+  // PERMISSION_DENIED otherwise.
   absl::StatusOr<v1::Counters> Counters();
   absl::StatusOr<std::vector<v1::Interface>> Interfaces();
   absl::StatusOr<std::vector<std::string>> Addresses();

@@ -26,6 +26,7 @@ class ClientTest : public ::testing::Test {
     service::ServerOptions o;
     o.sessions.max_sockets_per_session = 8;
     o.clock = [this] { return absl::Now() + clock_offset_.load() * absl::Seconds(1); };
+    o.admin_listen = service::testing::TwoStacks::UnixTarget();
     absl::StatusOr<std::unique_ptr<service::testing::TwoStacks>> t =
         service::testing::TwoStacks::Start(o);
     ASSERT_TRUE(t.ok()) << t.status();
@@ -386,15 +387,23 @@ TEST_F(ClientTest, AdminHelpers) {
   EXPECT_TRUE(absl::EndsWith((*routes)[0].destination(), "/24")) << (*routes)[0].destination();
   EXPECT_EQ((*routes)[0].gateway(), "");
 
-  ASSERT_EQ(client_->SetNeighbor("10.1.0.9", "02:00:00:00:00:99"), absl::OkStatus());
-  EXPECT_EQ(client_->SetNeighbor("10.1.0.9", "not-a-mac").code(), StatusCode::kInvalidArgument);
+  // The neighbour table changes on the administration listener, without a session.
+  EXPECT_EQ(client_->SetNeighbor("10.1.0.9", "02:00:00:00:00:99").code(),
+            StatusCode::kPermissionDenied);
+  std::unique_ptr<Client> admin =
+      Client::Connect(server_->admin_listening_on(), {.create_session = false}).value();
+  ASSERT_EQ(admin->SetNeighbor("10.1.0.9", "02:00:00:00:00:99"), absl::OkStatus());
+  EXPECT_EQ(admin->SetNeighbor("10.1.0.9", "not-a-mac").code(), StatusCode::kInvalidArgument);
   absl::StatusOr<std::vector<v1::Neighbor>> neigh = client_->Neighbors();
   ASSERT_TRUE(neigh.ok()) << neigh.status();
   ASSERT_EQ(neigh->size(), 1u);
   EXPECT_EQ((*neigh)[0].address(), "10.1.0.9");
   EXPECT_EQ((*neigh)[0].state(), "permanent");
-  ASSERT_EQ(client_->RemoveNeighbor("10.1.0.9"), absl::OkStatus());
-  EXPECT_EQ(client_->RemoveNeighbor("10.1.0.9").code(), StatusCode::kNotFound);
+  EXPECT_EQ(client_->RemoveNeighbor("10.1.0.9").code(), StatusCode::kPermissionDenied);
+  ASSERT_EQ(admin->RemoveNeighbor("10.1.0.9"), absl::OkStatus());
+  EXPECT_EQ(admin->RemoveNeighbor("10.1.0.9").code(), StatusCode::kNotFound);
+  EXPECT_EQ(admin->Health().value(), HealthStatus::kServing);
+  EXPECT_EQ(admin->Health("quadsock.v1.AdminService").value(), HealthStatus::kServing);
 
   RemoteSocket s = client_->Open(v1::FAMILY_IPV4).value();
   absl::StatusOr<v1::Counters> counters = client_->Counters();

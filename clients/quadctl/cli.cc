@@ -6,7 +6,11 @@ const std::vector<Option>& GlobalOptions() {
   static const auto* options = new std::vector<Option>{
       {"target", true,
        "Where quadsockd listens: unix:PATH or HOST:PORT (TLS). Default: $QUADSOCK_TARGET, else "
-       "unix:/run/quadsock/quadsock.sock"},
+       "unix:/run/quadsock/quadsock.sock; with --admin: $QUADSOCK_ADMIN_TARGET, else "
+       "unix:/run/quadsock/admin.sock"},
+      {"admin", false,
+       "Use quadsockd's administration listener (--admin_listen), as its user (root): "
+       "no session; needed to change neighbours"},
       {"session", true, "Session token from `quadctl session new`. Default: $QUADSOCK_SESSION"},
       {"json", false, "Print protobuf's JSON form, one message per line"},
       {"timeout", true,

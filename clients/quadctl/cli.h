@@ -22,6 +22,8 @@
 namespace quadsock::quadctl {
 
 constexpr char kDefaultTarget[] = "unix:/run/quadsock/quadsock.sock";
+// quadsockd's administration listener (--admin_listen): quadctl --admin.
+constexpr char kDefaultAdminTarget[] = "unix:/run/quadsock/admin.sock";
 
 // ----------------------------------------------------------------------------- command line
 
@@ -36,7 +38,8 @@ const std::vector<Option>& GlobalOptions();
 // How a command uses sessions.
 enum class SessionUse {
   kNone,       // health: no session at all
-  kOwn,        // administration: --session if given, else a session for this one call
+  kOwn,        // administration: --session if given, else a session for this one call;
+               // none with --admin (the administration listener takes calls without one)
   kRequired,   // sockets: they live in the --session's session
   kCreate,     // session new
 };

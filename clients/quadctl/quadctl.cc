@@ -11,8 +11,12 @@
 // Sockets belong to a session, and quadctl lives for one command: `session new` makes a session
 // that outlives it (until its lease lapses without calls, or `session end`); pass its token
 // with --session or QUADSOCK_SESSION. Administration commands without one use a session of their
-// own for the one call. Exit status: 0 success, 1 the call failed ("quadctl: NOT_FOUND: ..."),
-// 2 a usage error.
+// own for the one call; with --admin they go to quadsockd's administration listener, which takes
+// them without a session, and is the one place where the neighbour table may be changed:
+//
+//   sudo quadctl --admin neigh set 10.1.0.1 02:00:00:00:00:01
+//
+// Exit status: 0 success, 1 the call failed ("quadctl: NOT_FOUND: ..."), 2 a usage error.
 #include <unistd.h>
 
 #include <cstdio>
@@ -58,6 +62,11 @@ void PrintHelp() {
   for (const Command& c : Commands()) {
     std::cout << absl::StrFormat("  %-36s %s\n", absl::StrCat(c.name, " ", c.usage), c.summary);
   }
+  std::cout << "\nAdministration: `quadctl --admin COMMAND` talks to quadsockd's administration "
+               "listener\n(default unix:/run/quadsock/admin.sock, mode 0600: run it as quadsockd's "
+               "user, root) without a\nsession. Only there may the neighbour table be changed: "
+               "`sudo quadctl --admin neigh set\nADDRESS MAC` (on the ordinary listener that is "
+               "PERMISSION_DENIED); and it answers when\nclients hold every session there is.\n";
   std::cout << "\nOptions (every command):\n";
   PrintOptions(GlobalOptions());
   std::cout << "\n`quadctl COMMAND --help` describes one command. Exit status: 0 success, 1 the "
@@ -141,6 +150,17 @@ int Main(int argc, char** argv) {
     o.tls_server_name = c.args.Get("tls_server_name");
     const char* env_session = std::getenv("QUADSOCK_SESSION");
     const std::string session = c.args.Get("session", env_session ? env_session : "");
+    const bool admin = c.args.Has("admin");
+    if (admin && (command->session == SessionUse::kRequired ||
+                  command->session == SessionUse::kCreate)) {
+      return Usage(absl::StrCat(command->name,
+                                ": sessions and sockets live on quadsockd's ordinary listener; "
+                                "--admin is for administration commands"),
+                   command);
+    }
+    if (admin && c.args.Has("session")) {
+      return Usage("--admin takes no --session: the administration listener needs none", command);
+    }
     switch (command->session) {
       case SessionUse::kNone:
         o.create_session = false;
@@ -151,7 +171,11 @@ int Main(int argc, char** argv) {
         o.keep = ClientOptions::KeepSession::kNone;  // it outlives this process
         break;
       case SessionUse::kOwn:
-        o.session = session;  // or a new one, held for this call
+        if (admin) {
+          o.create_session = false;
+        } else {
+          o.session = session;  // or a new one, held for this call
+        }
         break;
       case SessionUse::kRequired:
         if (session.empty()) {
@@ -163,8 +187,9 @@ int Main(int argc, char** argv) {
         o.session = session;
         break;
     }
-    const char* env_target = std::getenv("QUADSOCK_TARGET");
-    c.target = c.args.Get("target", env_target ? env_target : kDefaultTarget);
+    const char* env_target = std::getenv(admin ? "QUADSOCK_ADMIN_TARGET" : "QUADSOCK_TARGET");
+    const std::string default_target = admin ? kDefaultAdminTarget : kDefaultTarget;
+    c.target = c.args.Get("target", env_target != nullptr ? env_target : default_target);
     absl::Status result;
     try {
       result = command->run(c);

@@ -79,15 +79,18 @@ class QuadctlTest : public ::testing::Test {
               0);
 
     socket_path_ = absl::StrCat("/tmp/quadctl-e2e-", getpid(), ".sock");
+    admin_path_ = absl::StrCat("/tmp/quadctl-e2e-", getpid(), "-admin.sock");
     const char* tmp = std::getenv("TEST_TMPDIR");
     log_path_ = absl::StrCat(tmp ? tmp : "/tmp", "/quadsockd.log");
     setenv("QUADSOCK_TARGET", ("unix:" + socket_path_).c_str(), 1);
+    setenv("QUADSOCK_ADMIN_TARGET", ("unix:" + admin_path_).c_str(), 1);
     unsetenv("QUADSOCK_SESSION");
     const std::string daemon = Runfile("service/quadsockd");
     const std::vector<std::string> args = {
         daemon, absl::StrCat("--interface=", kLocalDev),
         absl::StrCat("--address=", kStackV4, "/24,", kStackV6, "/64"),
-        "--listen=unix:" + socket_path_, "--umem_frames=2048", "--ring_size=512"};
+        "--listen=unix:" + socket_path_, "--admin_listen=unix:" + admin_path_,
+        "--umem_frames=2048", "--ring_size=512"};
     daemon_ = fork();
     ASSERT_GE(daemon_, 0);
     if (daemon_ == 0) {
@@ -180,6 +183,7 @@ class QuadctlTest : public ::testing::Test {
   static inline PeerNetwork* net_ = nullptr;
   static inline pid_t daemon_ = -1;
   static inline std::string socket_path_;
+  static inline std::string admin_path_;
   static inline std::string log_path_;
   std::vector<int> fds_;
 };
@@ -316,8 +320,12 @@ TEST_F(QuadctlTest, AdministrationAndHealth) {
   EXPECT_GE(routes.routes_size(), 2);
   EXPECT_NE(Ok({"route"}).find("connected"), std::string::npos);
 
-  // Neighbours: set, list, delete.
-  EXPECT_EQ(Ok({"neigh", "set", "10.8.0.77", "02:00:00:00:00:77"}), "");
+  // Neighbours: set and delete on the administration listener only; list on both.
+  r = Quadctl({"neigh", "set", "10.8.0.77", "02:00:00:00:00:77"});
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_TRUE(absl::StartsWith(r.err, "quadctl: PERMISSION_DENIED: ")) << r.err;
+  EXPECT_NE(r.err.find("unix:" + admin_path_ + " (quadctl --admin)"), std::string::npos) << r.err;
+  EXPECT_EQ(Ok({"--admin", "neigh", "set", "10.8.0.77", "02:00:00:00:00:77"}), "");
   v1::ListNeighborsResponse n = ParseJson<v1::ListNeighborsResponse>(Ok({"neigh", "--json"}));
   bool found = false;
   for (const v1::Neighbor& x : n.neighbors()) {
@@ -329,11 +337,14 @@ TEST_F(QuadctlTest, AdministrationAndHealth) {
   }
   EXPECT_TRUE(found) << n.DebugString();
   EXPECT_NE(Ok({"neigh", "list"}).find("02:00:00:00:00:77"), std::string::npos);
-  EXPECT_EQ(Ok({"neigh", "del", "10.8.0.77"}), "");
+  EXPECT_NE(Ok({"--admin", "neigh", "list"}).find("02:00:00:00:00:77"), std::string::npos);
   r = Quadctl({"neigh", "del", "10.8.0.77"});
+  EXPECT_TRUE(absl::StartsWith(r.err, "quadctl: PERMISSION_DENIED: ")) << r.err;
+  EXPECT_EQ(Ok({"--admin", "neigh", "del", "10.8.0.77"}), "");
+  r = Quadctl({"--admin", "neigh", "del", "10.8.0.77"});
   EXPECT_EQ(r.rc, 1);
   EXPECT_TRUE(absl::StartsWith(r.err, "quadctl: NOT_FOUND: ")) << r.err;
-  r = Quadctl({"neigh", "set", "10.8.0.78", "not-a-mac"});
+  r = Quadctl({"--admin", "neigh", "set", "10.8.0.78", "not-a-mac"});
   EXPECT_EQ(r.rc, 1);
   EXPECT_TRUE(absl::StartsWith(r.err, "quadctl: INVALID_ARGUMENT: ")) << r.err;
 
@@ -358,6 +369,31 @@ TEST_F(QuadctlTest, AdministrationAndHealth) {
   for (const std::string& l : lines) EXPECT_TRUE(ParseJson<v1::Counters>(l).has_stack());
 
   EXPECT_EQ(Ok({"check"}), "frame accounting ok");
+}
+
+// quadctl --admin: the administration listener, without a session (so it answers when clients
+// hold every session there is), for administration commands only.
+TEST_F(QuadctlTest, TheAdministrationListenerTakesNoSession) {
+  // Without --admin, stats holds a session of its own for the call; with it, none.
+  const v1::Counters with = ParseJson<v1::Counters>(Ok({"stats", "--json"}));
+  const v1::Counters without = ParseJson<v1::Counters>(Ok({"--admin", "stats", "--json"}));
+  EXPECT_EQ(without.sessions() + 1, with.sessions());
+  EXPECT_EQ(Ok({"--admin", "health"}), "SERVING");
+  EXPECT_EQ(Ok({"--admin", "check"}), "frame accounting ok");
+  EXPECT_EQ(Ok({"--admin", "addr"}), "10.8.0.2/24\nfd00:8::2/64");
+  // Only quadsockd's user may connect.
+  EXPECT_EQ(Shell(absl::StrCat("test \"$(stat -c %a ", admin_path_, ")\" = 600")), 0);
+  for (const std::vector<std::string>& bad : std::vector<std::vector<std::string>>{
+           {"--admin", "open"},
+           {"--admin", "session", "new"},
+           {"--admin", "stats", "--session=abc"}}) {
+    const Outcome r = Quadctl(bad);
+    EXPECT_EQ(r.rc, 2) << absl::StrJoin(bad, " ") << ": " << r.err;
+    EXPECT_TRUE(absl::StartsWith(r.err, "quadctl: ")) << r.err;
+  }
+  const Outcome help = Quadctl({"--help"});
+  EXPECT_NE(help.out.find("--admin"), std::string::npos) << help.out;
+  EXPECT_NE(help.out.find("quadctl --admin neigh set"), std::string::npos) << help.out;
 }
 
 TEST_F(QuadctlTest, UsageErrorsAndHelp) {

@@ -1,6 +1,7 @@
 // The fixture of the service tests: a server over a MemoryLink stack with a second stack on the
-// same in-memory wire as the remote host, stubs, a session, and helpers to open sockets and
-// send from the remote host. A test changes the server's settings by overriding Configure.
+// same in-memory wire as the remote host, stubs (AdminService on both listeners), a session,
+// and helpers to open sockets and send from the remote host. A test changes the server's
+// settings by overriding Configure.
 //
 //   class LeaseTest : public ServiceTest {
 //     void Configure(ServerOptions& o) override { o.sessions.max_lease = absl::Seconds(2); }
@@ -71,6 +72,7 @@ class ServiceTest : public ::testing::Test {
     o.sessions.max_sockets_per_session = 8;
     o.sessions.max_sessions = 4;
     o.clock = [this] { return absl::Now() + clock_offset_.load() * absl::Seconds(1); };
+    o.admin_listen = testing::TwoStacks::UnixTarget();
     Configure(o);
     absl::StatusOr<std::unique_ptr<testing::TwoStacks>> t = testing::TwoStacks::Start(o);
     ASSERT_TRUE(t.ok()) << t.status();
@@ -81,6 +83,10 @@ class ServiceTest : public ::testing::Test {
     channel_ = server_->InProcessChannel();
     sockets_ = v1::SocketService::NewStub(channel_);
     admin_ = v1::AdminService::NewStub(channel_);
+    if (!server_->admin_listening_on().empty()) {
+      administration_ = v1::AdminService::NewStub(grpc::CreateChannel(
+          server_->admin_listening_on(), grpc::InsecureChannelCredentials()));
+    }
     session_ = NewSession("test");
   }
   // A test's own server settings, over the defaults above.
@@ -202,7 +208,8 @@ class ServiceTest : public ::testing::Test {
   Server* server_ = nullptr;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::SocketService::Stub> sockets_;
-  std::unique_ptr<v1::AdminService::Stub> admin_;
+  std::unique_ptr<v1::AdminService::Stub> admin_;           // on the ordinary listener
+  std::unique_ptr<v1::AdminService::Stub> administration_;  // the administration listener's
   std::string session_;
   std::atomic<int> clock_offset_{0};
 };

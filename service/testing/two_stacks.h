@@ -11,6 +11,7 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <memory>
 #include <string>
 
@@ -35,8 +36,7 @@ struct TwoStacks {
   std::unique_ptr<stack::Stack> peer;   // the remote host: 10.1.0.1/24
   std::unique_ptr<Server> server;
 
-  // Starts both stacks and the server. `server_options.listen` defaults to a Unix socket under
-  // /tmp named after the process (Bazel's TEST_TMPDIR is too long for a socket path).
+  // Starts both stacks and the server. `server_options.listen` defaults to a UnixTarget().
   static absl::StatusOr<std::unique_ptr<TwoStacks>> Start(ServerOptions server_options,
                                                           Options options) {
     auto t = std::make_unique<TwoStacks>();
@@ -63,11 +63,7 @@ struct TwoStacks {
     }
     if (absl::Status st = t->stack->Start(); !st.ok()) return st;
     if (absl::Status st = t->peer->Start(); !st.ok()) return st;
-    if (server_options.listen == ServerOptions().listen) {
-      static int count = 0;
-      server_options.listen = "unix:/tmp/quadsock-test-" + std::to_string(getpid()) + "-" +
-                              std::to_string(count++) + ".sock";
-    }
+    if (server_options.listen == ServerOptions().listen) server_options.listen = UnixTarget();
     absl::StatusOr<std::unique_ptr<Server>> server = Server::Start(server_options, *t->stack);
     if (!server.ok()) return server.status();
     t->server = std::move(*server);
@@ -76,6 +72,14 @@ struct TwoStacks {
   }
   static absl::StatusOr<std::unique_ptr<TwoStacks>> Start(ServerOptions server_options) {
     return Start(std::move(server_options), Options());
+  }
+
+  // "unix:PATH" of a socket under /tmp that no other call or test process names (Bazel's
+  // TEST_TMPDIR is too long for a socket path): for ServerOptions::listen and admin_listen.
+  static std::string UnixTarget() {
+    static std::atomic<int> count{0};
+    return "unix:/tmp/quadsock-test-" + std::to_string(getpid()) + "-" +
+           std::to_string(count++) + ".sock";
   }
 
   // A socket of the remote host bound to 10.1.0.1:port.

@@ -184,7 +184,10 @@ class Client:
     """A session with quadsockd. Closing it (or leaving the `with` block) closes its sockets.
 
     With hold=True (the default) a Session stream keeps the session alive for as long as the
-    client lives; otherwise every call renews a lease of `lease_seconds`. The channel keeps
+    client lives; otherwise every call renews a lease of `lease_seconds`. With session=False
+    there is none: for quadsockd's administration listener (unix:/run/quadsock/admin.sock by
+    default, as its user), whose AdminService needs none and is the one place where
+    set_neighbor and remove_neighbor are allowed (elsewhere PERMISSION_DENIED). The channel keeps
     itself alive with HTTP/2 pings (see keepalive_options): a Session, Receive or Exchange
     stream to a server that stopped answering ends with UNAVAILABLE within about
     keepalive + keepalive_timeout seconds.
@@ -192,7 +195,7 @@ class Client:
 
     def __init__(self, target="unix:/run/quadsock/quadsock.sock", name="python",
                  lease_seconds=0, credentials=None, hold=True, keepalive=20.0,
-                 keepalive_timeout=10.0):
+                 keepalive_timeout=10.0, session=True):
         options = keepalive_options(keepalive, keepalive_timeout)
         if credentials is None:
             self._channel = grpc.insecure_channel(target, options=options)
@@ -202,13 +205,16 @@ class Client:
         self._admin = admin_pb2_grpc.AdminServiceStub(self._channel)
         self._health = health_pb2_grpc.HealthStub(self._channel)
         self._reflection = reflection_pb2_grpc.ServerReflectionStub(self._channel)
+        self._holder = None
+        if not session:
+            self.session, self.lease_seconds, self._metadata = None, 0, ()
+            return
         resp = _call(self._sockets.CreateSession,
                      socket_pb2.CreateSessionRequest(client_name=name,
                                                      lease_seconds=lease_seconds))
         self.session = resp.session
         self.lease_seconds = resp.lease_seconds
         self._metadata = ((SESSION_HEADER, self.session),)
-        self._holder = None
         if hold:
             self._holder = self._sockets.Session(socket_pb2.SessionRequest(),
                                                  metadata=self._metadata)
@@ -229,7 +235,8 @@ class Client:
         if self._channel is None:
             return
         try:
-            self.call("EndSession", socket_pb2.EndSessionRequest())
+            if self.session is not None:
+                self.call("EndSession", socket_pb2.EndSessionRequest())
         except QuadsockError:
             pass  # already gone (lease lapsed, server stopped)
         if self._holder is not None:
@@ -281,9 +288,12 @@ class Client:
         return list(self.admin("ListNeighbors", admin_pb2.ListNeighborsRequest()).neighbors)
 
     def set_neighbor(self, address, mac):
+        """Needs the administration listener (Client(..., session=False)) or an mTLS identity
+        in quadsockd --admin_identities: PERMISSION_DENIED otherwise."""
         self.admin("SetNeighbor", admin_pb2.SetNeighborRequest(address=address, mac=mac))
 
     def remove_neighbor(self, address):
+        """As set_neighbor."""
         self.admin("RemoveNeighbor", admin_pb2.RemoveNeighborRequest(address=address))
 
     def check_frame_accounting(self):

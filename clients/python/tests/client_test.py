@@ -2,6 +2,9 @@
 The client against a running quadsockd is tested end to end in tests/quadsockd_e2e_test.py."""
 
 import unittest
+from unittest import mock
+
+import grpc
 
 import quadsock
 from quadsock.std import health_pb2
@@ -79,6 +82,19 @@ class ReceiveTest(unittest.TestCase):
         self.assertEqual(len(got), 2)
         self.assertEqual(client.request.max_datagrams, 2)
         self.assertTrue(client.stream_.cancelled)
+
+
+class AdministrationTest(unittest.TestCase):
+
+    def test_no_session_for_the_administration_listener(self):
+        with mock.patch.object(grpc, "insecure_channel") as channel:
+            client = quadsock.Client("unix:/run/quadsock/admin.sock", session=False)
+            unary = channel.return_value.unary_unary.return_value
+            self.assertEqual(unary.call_count, 0, "a session was created")
+            client.set_neighbor("10.1.0.1", "02:00:00:00:00:01")
+            self.assertEqual(unary.call_args.kwargs["metadata"], ())
+            client.close()
+            self.assertEqual(unary.call_count, 1, "close ended a session it does not have")
 
 
 if __name__ == "__main__":
