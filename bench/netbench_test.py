@@ -69,7 +69,6 @@ class StartReceiverTest(unittest.TestCase):
         self.assertEqual(self.tries_made(), 1)
 
 
-
 def point(phase, offered, delivered, passed):
     return {"phase": phase, "offered_pps": offered, "delivered_pps": delivered, "passed": passed}
 

@@ -96,6 +96,17 @@ class ManifestTest(unittest.TestCase):
             self.assertRegex(containerfile, r"COPY .*\b%s\b.* %s/" % (
                 os.path.basename(command[0]), os.path.dirname(command[0])))
 
+    def test_the_admin_socket_is_on_a_mount_of_its_own(self):
+        # Client pods mount the control socket's folder; the administration socket must not be
+        # in it, or a client container running as root could change the neighbour table.
+        listen = flag_value(self.args, "listen")[len("unix:"):]
+        admin = flag_value(self.args, "admin_listen")
+        self.assertTrue(admin.startswith("unix:"), admin)
+        admin_dir = os.path.dirname(admin[len("unix:"):])
+        self.assertIn(admin_dir, self.mounts)
+        self.assertNotEqual(admin_dir, os.path.dirname(listen))
+        self.assertFalse(under(admin_dir, os.path.dirname(listen)))
+
     def test_privileges_are_what_the_smoke_test_grants(self):
         sc = self.container["securityContext"]
         caps = sc["capabilities"]

@@ -49,12 +49,13 @@ docker/seccomp_with_bpf.py /usr/share/containers/seccomp.json > "$sock_dir/secco
 
 # As docker/kubernetes/quadsockd.yaml runs it: a read-only root, the node's flags from a file
 # in a read-only /etc/quadsock, the control socket in a mounted /run/quadsock.
-mkdir "$sock_dir/etc" "$sock_dir/run"
+mkdir "$sock_dir/etc" "$sock_dir/run" "$sock_dir/admin"
 printf -- '--interface=qsc0\n--address=%s/24\n' "$STACK" > "$sock_dir/etc/quadsockd.flags"
 log "running localhost/quadsockd:latest in $NODE with --cap-drop=all --cap-add=$CAPS"
 podman run -d --name "$NAME" --network "ns:/run/netns/$NODE" --cap-drop=all --cap-add="$CAPS" \
   --security-opt seccomp="$sock_dir/seccomp.json" --security-opt no-new-privileges --read-only \
   -v "$sock_dir/etc:/etc/quadsock:ro" -v "$sock_dir/run:/run/quadsock" \
+  -v "$sock_dir/admin:/run/quadsock-admin" \
   localhost/quadsockd:latest --flagfile=/etc/quadsock/quadsockd.flags \
   --listen=unix:/run/quadsock/quadsock.sock --metrics_listen=127.0.0.1:9464 >/dev/null
 
@@ -77,6 +78,13 @@ print(" ".join(ds["spec"]["template"]["spec"]["containers"][0]["livenessProbe"][
 ' docker/kubernetes/quadsockd.yaml)
 podman exec "$NAME" $probe >/dev/null || { log "the manifest's probe failed: $probe"; exit 1; }
 log "the Kubernetes manifest's probe answers inside the container: $probe"
+
+# The administration socket, in its own mounted folder, owner-only.
+admin="$sock_dir/admin/admin.sock"
+[[ "$(stat -c %a "$admin")" == 600 ]] || { log "$admin is not mode 0600"; exit 1; }
+"$quadctl" --admin --target="unix:$admin" neigh list >/dev/null ||
+  { log "quadctl --admin on $admin failed"; exit 1; }
+log "the administration socket answers without a session, mode 0600"
 
 ip netns exec "$PEER" ping -c 3 -i 0.2 -W 2 "$STACK" >/dev/null
 log "ping from the peer answered"

@@ -29,6 +29,9 @@ absl::Status AdminServiceImpl::Admit(grpc::ServerContext* ctx) {
 
 absl::Status AdminServiceImpl::AdmitChange(grpc::ServerContext* ctx, absl::string_view method) {
   if (access_.administration_listener) return c_.Admit(ctx);
+  // The session first, as for every call here: UNAVAILABLE while shutting down, UNAUTHENTICATED
+  // without a session, before the question of who the caller is.
+  if (absl::Status s = c_.Session(ctx).status(); !s.ok()) return s;
   const std::string identity = ServiceContext::Identity(ctx);
   if (identity.empty() || !identities_.contains(identity)) {
     const std::string where =
@@ -45,7 +48,7 @@ absl::Status AdminServiceImpl::AdmitChange(grpc::ServerContext* ctx, absl::strin
         "administrator: ", where, ", or over mTLS as one of quadsockd's --admin_identities (",
         who, ")"));
   }
-  return c_.Session(ctx).status();
+  return absl::OkStatus();
 }
 
 grpc::Status AdminServiceImpl::ListInterfaces(grpc::ServerContext* ctx,

@@ -9,7 +9,7 @@
 // may open, calls need no session and may change it.
 //
 //   AdminServiceImpl admin(ctx, {.xdp_mode = "native", .xdp_counters = [&] {...}},
-//                          {.admin_listen = "unix:/run/quadsock/admin.sock"});
+//                          {.admin_listen = "unix:/run/quadsock-admin/admin.sock"});
 //   AdminServiceImpl admin_only(ctx, info, {.administration_listener = true});
 #ifndef QUADSOCK_SERVICE_ADMIN_SERVICE_H_
 #define QUADSOCK_SERVICE_ADMIN_SERVICE_H_

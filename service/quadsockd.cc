@@ -37,7 +37,8 @@ ABSL_FLAG(uint32_t, vlan, 0,
           "The 802.1Q VLAN id (1-4094) the addresses are on: only frames with that one tag are "
           "the stack's, and all it sends carry it. 0: untagged (the default). XDP must see "
           "the tags: the interface's VLAN tag stripping on receive is turned off while "
-          "quadsockd runs (ethtool -K IF rxvlan off) and back on at exit.");
+          "quadsockd runs (ethtool -K IF rxvlan off) and back on at a clean exit (not after "
+          "SIGKILL).");
 ABSL_FLAG(std::vector<std::string>, gateway, {},
           "Default gateways, at most one per family, on a connected network: 10.1.0.1");
 ABSL_FLAG(std::string, xdp_mode, "auto",
@@ -77,9 +78,11 @@ ABSL_FLAG(uint32_t, lease_seconds, 30,
 ABSL_FLAG(std::string, listen, "unix:/run/quadsock/quadsock.sock",
           "Where clients connect: unix:PATH (mode 0660) or HOST:PORT (needs --tls_cert and "
           "--tls_key).");
-ABSL_FLAG(std::string, admin_listen, "unix:/run/quadsock/admin.sock",
+ABSL_FLAG(std::string, admin_listen, "unix:/run/quadsock-admin/admin.sock",
           "The administration listener: unix:PATH, made with mode 0600 so that only quadsockd's "
-          "own user (root) may connect; empty: none. It serves AdminService and grpc.health.v1 "
+          "own user (root) may connect, in a folder made 0700 if missing (keep it out of the "
+          "folders client containers mount); empty: none. It serves AdminService, "
+          "grpc.health.v1 and server reflection "
           "with no session (`quadctl --admin ...`), and only there may the neighbour table, "
           "which all clients' traffic goes by, be changed (SetNeighbor, RemoveNeighbor: "
           "`quadctl --admin neigh set`). On --listen those are PERMISSION_DENIED unless the "
@@ -225,10 +228,10 @@ int Main(int argc, char** argv) {
       "Needs root (or CAP_NET_ADMIN, CAP_NET_RAW, CAP_BPF, CAP_PERFMON, and CAP_IPC_LOCK to\n"
       "register the UMEM unless RLIMIT_MEMLOCK covers it). SIGTERM stops it.\n\n"
       "Clients connect to --listen and work in sessions. The administration listener\n"
-      "(--admin_listen, default unix:/run/quadsock/admin.sock, mode 0600: quadsockd's own user\n"
-      "only) takes AdminService calls without a session, and only there may the neighbour\n"
-      "table be changed (`quadctl --admin neigh set ADDRESS MAC`); see --admin_identities for\n"
-      "administrators over mTLS.");
+      "(--admin_listen, default unix:/run/quadsock-admin/admin.sock, mode 0600: quadsockd's\n"
+      "own user only, in a folder of its own) takes AdminService calls without a session, and\n"
+      "only there may the neighbour table be changed (`quadctl --admin neigh set ADDRESS MAC`);\n"
+      "see --admin_identities for administrators over mTLS.");
   absl::ParseCommandLine(argc, argv);
   const std::vector<std::string> addresses = AllOccurrences(argc, argv, "address", FLAGS_address);
   const std::vector<std::string> gateways = AllOccurrences(argc, argv, "gateway", FLAGS_gateway);

@@ -83,7 +83,7 @@ class FlagCheckTest(unittest.TestCase):
 
     def test_help_says_how_administration_works(self):
         p = subprocess.run([QUADSOCKD, "--help"], capture_output=True, text=True, timeout=30)
-        for words in ("--admin_listen", "unix:/run/quadsock/admin.sock", "0600",
+        for words in ("--admin_listen", "unix:/run/quadsock-admin/admin.sock", "0600",
                       "quadctl --admin neigh set", "PERMISSION_DENIED", "--admin_identities"):
             self.assertIn(words, p.stdout)
 

@@ -48,11 +48,13 @@ absl::StatusOr<std::string> UnixPath(const std::string& listen, absl::string_vie
   return path;
 }
 
-// A Unix socket file left by a crashed server blocks bind(): remove it when nobody listens.
-absl::Status PrepareUnixPath(const std::string& path, absl::string_view flag) {
+// Makes the socket's folder with `folder_mode` if it is missing (an existing one is left as it
+// is). A Unix socket file left by a crashed server blocks bind(): remove it when nobody listens.
+absl::Status PrepareUnixPath(const std::string& path, absl::string_view flag,
+                             mode_t folder_mode) {
   // The folder, where the path names one ("unix:q.sock" names none: the working directory).
   const size_t slash = path.rfind('/');
-  if (slash != std::string::npos && slash > 0) mkdir(path.substr(0, slash).c_str(), 0755);
+  if (slash != std::string::npos && slash > 0) mkdir(path.substr(0, slash).c_str(), folder_mode);
   struct stat st;
   if (lstat(path.c_str(), &st) != 0) return absl::OkStatus();
   if (!S_ISSOCK(st.st_mode)) {
@@ -143,7 +145,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerOptions options, sta
     absl::StatusOr<std::string> path = UnixPath(o.listen, "--listen");
     if (!path.ok()) return path.status();
     unix_path = *path;
-    if (absl::Status st = PrepareUnixPath(unix_path, "--listen"); !st.ok()) return st;
+    if (absl::Status st = PrepareUnixPath(unix_path, "--listen", 0755); !st.ok()) return st;
     address = "unix:" + unix_path;
     credentials = grpc::InsecureServerCredentials();
   } else {
@@ -217,7 +219,7 @@ absl::Status Server::StartAdministration() {
   const ServerOptions& o = options_;
   if (o.admin_listen.empty()) return absl::OkStatus();
   const std::string path = UnixPath(o.admin_listen, "--admin_listen").value();  // checked
-  if (absl::Status st = PrepareUnixPath(path, "--admin_listen"); !st.ok()) return st;
+  if (absl::Status st = PrepareUnixPath(path, "--admin_listen", 0700); !st.ok()) return st;
   admin_only_ = std::make_unique<AdminServiceImpl>(context_, o.data_plane,
                                                    AdminAccess{.administration_listener = true});
   grpc::ServerBuilder builder;
@@ -237,7 +239,6 @@ absl::Status Server::StartAdministration() {
     return absl::UnavailableError(absl::StrCat("--admin_listen: cannot listen on \"", path,
                                                "\" (not permitted, or no such folder)"));
   }
-  chmod(path.c_str(), 0600);
   admin_listening_on_ = "unix:" + path;
   return absl::OkStatus();
 }

@@ -2,11 +2,11 @@
 // reflection over one Stack, on a Unix socket (mode 0660) or on TCP with TLS (and mTLS when a
 // client CA is given), with the session reaper that closes sockets of clients that went away.
 // An administration listener beside it (a Unix socket of mode 0600: only the server's own user
-// may connect) serves AdminService and grpc.health.v1 without sessions; only there, or to an
-// mTLS identity in admin_identities, may the neighbour table be changed.
+// may connect) serves AdminService, grpc.health.v1 and reflection without sessions; only there,
+// or to an mTLS identity in admin_identities, may the neighbour table be changed.
 //
 //   ServerOptions o{.listen = "unix:/run/quadsock/quadsock.sock",
-//                   .admin_listen = "unix:/run/quadsock/admin.sock"};
+//                   .admin_listen = "unix:/run/quadsock-admin/admin.sock"};
 //   std::unique_ptr<Server> server = Server::Start(o, stack).value();
 //   server->SetServing(true);      // health says SERVING once the data plane is up
 //   ...

@@ -4,7 +4,8 @@
 // Owned addresses are registered with the XDP program as exclusive: all UDP, ICMP, ARP and NDP
 // to them is the stack's (so UDP to a closed port gets the stack's port unreachable). The
 // program is attached as a bpf_link and leaves with the process, even on SIGKILL. On a VLAN,
-// the NIC's VLAN tag stripping on receive is turned off while the stack runs.
+// the NIC's VLAN tag stripping on receive is turned off while the stack runs, and back on when
+// it is destroyed (not after SIGKILL: the next start finds it off and leaves it so).
 //
 //   AfXdpOptions o;
 //   o.interface = "veth0";

@@ -570,6 +570,7 @@ TEST_F(StackWireTest, NeighbourMessagesForNoNeighbourAreIgnored) {
   const uint8_t na = net::kIcmpv6NeighborAdvertisement;
   arp("224.0.0.1", kMacPeer, kMacPeer);         // a group
   arp("255.255.255.255", kMacPeer, kMacPeer);   // broadcast
+  arp("10.1.0.255", kMacPeer, kMacPeer);        // the connected network's broadcast
   arp("10.1.0.2", kMacPeer, kMacPeer);          // our own address
   arp("10.1.0.1", net::MacAddress::Broadcast(), kMacPeer);
   arp("10.1.0.1", kMacPeer, group);             // from a group MAC
@@ -582,7 +583,7 @@ TEST_F(StackWireTest, NeighbourMessagesForNoNeighbourAreIgnored) {
   std::vector<std::vector<uint8_t>> keep;
   EXPECT_TRUE(Sent(keep).empty());
   EXPECT_TRUE(stack_->Neighbors().empty());
-  EXPECT_EQ(stack_->Counters().neighbor_messages_ignored, 9u);
+  EXPECT_EQ(stack_->Counters().neighbor_messages_ignored, 10u);
 
   arp("0.0.0.0", kMacPeer, kMacPeer);  // a probe (RFC 5227)
   ndp("::", ns, "fd00:1::2", std::nullopt);
@@ -594,7 +595,7 @@ TEST_F(StackWireTest, NeighbourMessagesForNoNeighbourAreIgnored) {
   EXPECT_EQ(sent[1].icmp.type, na);
   EXPECT_EQ(sent[1].dst, Ip("ff02::1"));
   EXPECT_TRUE(stack_->Neighbors().empty());
-  EXPECT_EQ(stack_->Counters().neighbor_messages_ignored, 9u);
+  EXPECT_EQ(stack_->Counters().neighbor_messages_ignored, 10u);
 }
 
 // A stack on no VLAN takes untagged and priority-tagged frames (VLAN id 0) only: the same

@@ -29,8 +29,8 @@
 
 #include "absl/time/time.h"
 #include "stack/bounded_queue.h"
-#include "stack/receive_budget.h"
 #include "stack/net/address.h"
+#include "stack/receive_budget.h"
 
 namespace quadsock::stack {
 

@@ -262,7 +262,7 @@ class Client {
   absl::StatusOr<std::vector<v1::Socket>> List(ListOptions options = {});
 
   // --- Administration (AdminService) and health. SetNeighbor and RemoveNeighbor need an
-  // administrator: a Client of the administration listener (unix:/run/quadsock/admin.sock by
+  // administrator: a Client of the administration listener (unix:/run/quadsock-admin/admin.sock by
   // default, create_session = false), or an mTLS identity in quadsockd --admin_identities;
   // PERMISSION_DENIED otherwise.
   absl::StatusOr<v1::Counters> Counters();

@@ -7,7 +7,7 @@ const std::vector<Option>& GlobalOptions() {
       {"target", true,
        "Where quadsockd listens: unix:PATH or HOST:PORT (TLS). Default: $QUADSOCK_TARGET, else "
        "unix:/run/quadsock/quadsock.sock; with --admin: $QUADSOCK_ADMIN_TARGET, else "
-       "unix:/run/quadsock/admin.sock"},
+       "unix:/run/quadsock-admin/admin.sock"},
       {"admin", false,
        "Use quadsockd's administration listener (--admin_listen), as its user (root): "
        "no session; needed to change neighbours"},

@@ -23,7 +23,7 @@ namespace quadsock::quadctl {
 
 constexpr char kDefaultTarget[] = "unix:/run/quadsock/quadsock.sock";
 // quadsockd's administration listener (--admin_listen): quadctl --admin.
-constexpr char kDefaultAdminTarget[] = "unix:/run/quadsock/admin.sock";
+constexpr char kDefaultAdminTarget[] = "unix:/run/quadsock-admin/admin.sock";
 
 // ----------------------------------------------------------------------------- command line
 

@@ -63,10 +63,11 @@ void PrintHelp() {
     std::cout << absl::StrFormat("  %-36s %s\n", absl::StrCat(c.name, " ", c.usage), c.summary);
   }
   std::cout << "\nAdministration: `quadctl --admin COMMAND` talks to quadsockd's administration "
-               "listener\n(default unix:/run/quadsock/admin.sock, mode 0600: run it as quadsockd's "
-               "user, root) without a\nsession. Only there may the neighbour table be changed: "
-               "`sudo quadctl --admin neigh set\nADDRESS MAC` (on the ordinary listener that is "
-               "PERMISSION_DENIED); and it answers when\nclients hold every session there is.\n";
+               "listener\n(default unix:/run/quadsock-admin/admin.sock, mode 0600: run it as "
+               "quadsockd's user, root)\nwithout a session. Only there may the neighbour table "
+               "be changed:\n`sudo quadctl --admin neigh set ADDRESS MAC` (on the ordinary "
+               "listener that is PERMISSION_DENIED);\nand it answers when clients hold every "
+               "session there is.\n";
   std::cout << "\nOptions (every command):\n";
   PrintOptions(GlobalOptions());
   std::cout << "\n`quadctl COMMAND --help` describes one command. Exit status: 0 success, 1 the "

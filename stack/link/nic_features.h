@@ -23,12 +23,13 @@ namespace quadsock::link {
 inline constexpr absl::string_view kRxVlanStripping = "rx-vlan-hw-parse";
 
 // Whether `feature` is active on `interface`. NOT_FOUND when the interface does not exist or
-// knows no such feature; the ioctl's error otherwise.
+// knows no such feature, INVALID_ARGUMENT for an empty name or one of IFNAMSIZ characters or
+// more; the ioctl's error otherwise.
 absl::StatusOr<bool> GetNicFeature(const std::string& interface, absl::string_view feature);
 
 // Turns `feature` on or off, and checks that it took. FAILED_PRECONDITION when the driver
-// cannot change it (a fixed feature), PERMISSION_DENIED without CAP_NET_ADMIN, NOT_FOUND as
-// above.
+// cannot change it (a fixed feature), PERMISSION_DENIED without CAP_NET_ADMIN, NOT_FOUND and
+// INVALID_ARGUMENT as above.
 absl::Status SetNicFeature(const std::string& interface, absl::string_view feature, bool on);
 
 }  // namespace quadsock::link

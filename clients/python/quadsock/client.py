@@ -185,7 +185,7 @@ class Client:
 
     With hold=True (the default) a Session stream keeps the session alive for as long as the
     client lives; otherwise every call renews a lease of `lease_seconds`. With session=False
-    there is none: for quadsockd's administration listener (unix:/run/quadsock/admin.sock by
+    there is none: for quadsockd's administration listener (unix:/run/quadsock-admin/admin.sock by
     default, as its user), whose AdminService needs none and is the one place where
     set_neighbor and remove_neighbor are allowed (elsewhere PERMISSION_DENIED). The channel keeps
     itself alive with HTTP/2 pings (see keepalive_options): a Session, Receive or Exchange

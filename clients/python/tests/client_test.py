@@ -88,7 +88,7 @@ class AdministrationTest(unittest.TestCase):
 
     def test_no_session_for_the_administration_listener(self):
         with mock.patch.object(grpc, "insecure_channel") as channel:
-            client = quadsock.Client("unix:/run/quadsock/admin.sock", session=False)
+            client = quadsock.Client("unix:/run/quadsock-admin/admin.sock", session=False)
             unary = channel.return_value.unary_unary.return_value
             self.assertEqual(unary.call_count, 0, "a session was created")
             client.set_neighbor("10.1.0.1", "02:00:00:00:00:01")
