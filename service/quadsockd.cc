@@ -25,6 +25,7 @@
 #include "service/metrics_http.h"
 #include "service/server.h"
 #include "stack/afxdp_stack.h"
+#include "stack/net/ethernet.h"
 
 ABSL_FLAG(std::string, interface, "", "The network interface to run on (required), e.g. eth0.");
 ABSL_FLAG(uint32_t, queues, 1, "RX queues to serve: one AF_XDP socket and poll thread each.");
@@ -187,9 +188,9 @@ absl::Status CheckFlags() {
     return absl::InvalidArgumentError(absl::StrCat("--max_grpc_threads=", threads,
                                                    ": expected 1..", kMaxInt));
   }
-  if (const uint32_t vlan = absl::GetFlag(FLAGS_vlan); vlan > 4094) {
+  if (const uint32_t vlan = absl::GetFlag(FLAGS_vlan); vlan > net::kMaxVlanId) {
     return absl::InvalidArgumentError(
-        absl::StrCat("--vlan=", vlan, ": expected 1..4094, or 0 for untagged"));
+        absl::StrCat("--vlan=", vlan, ": expected 1..", net::kMaxVlanId, ", or 0 for untagged"));
   }
   if (absl::GetFlag(FLAGS_max_streams_per_client) == 0) {
     return absl::InvalidArgumentError("--max_streams_per_client must be at least 1");

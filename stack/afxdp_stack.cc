@@ -23,6 +23,8 @@ absl::StatusOr<std::unique_ptr<AfXdpStack>> AfXdpStack::Create(AfXdpOptions opti
   if (!options.log) {
     options.log = [](absl::string_view m) { std::fprintf(stderr, "%.*s\n", static_cast<int>(m.size()), m.data()); };
   }
+  // Before anything is done to the interface (VLAN stripping, the program).
+  if (absl::Status st = Stack::CheckOptions(options.stack); !st.ok()) return st;
   const int ifindex = static_cast<int>(if_nametoindex(options.interface.c_str()));
   if (ifindex == 0) {
     return absl::FailedPreconditionError(

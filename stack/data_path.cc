@@ -265,13 +265,12 @@ namespace {
 
 // An ARP or NDP message says "this address is at this MAC", in a frame from another MAC. It may
 // be learned and answered only if the address is a neighbour's (not a connected network's
-// broadcast address either) and not one of ours, and both MACs are unicast. Anything else is a forgery or a broken host: learning it would take a table
-// entry for a group or give our own address to another host, and the answer would go to many
-// hosts.
+// broadcast address either) and not one of ours, and both MACs are unicast. Anything else is a
+// forgery or a broken host: learning it would take a table entry for a group or give our own
+// address to another host, and the answer would go to many hosts.
 bool NeighborsAddress(const net::IpAddress& ip, const LocalAddresses& local) {
-  if (NotANeighborAddressReason(ip) != nullptr || local.Contains(ip)) return false;
-  return std::none_of(local.prefixes.begin(), local.prefixes.end(),
-                      [&](const net::IpPrefix& p) { return p.IsBroadcast(ip); });
+  return NotANeighborAddressReason(ip) == nullptr && !local.Contains(ip) &&
+         local.BroadcastOf(ip) == nullptr;
 }
 bool UnicastMacs(const net::MacAddress& claimed, const net::MacAddress& frame_source) {
   return NotANeighborMacReason(claimed) == nullptr &&

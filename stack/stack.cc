@@ -13,6 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "stack/demux/rcu.h"
 #include "stack/internal/engine.h"
+#include "stack/net/ethernet.h"
 #include "stack/net/frame.h"
 #include "stack/net/frame_builder.h"
 #include "stack/net/ip.h"
@@ -25,16 +26,21 @@ Stack::Stack(StackOptions options)
       receive_budget_(std::make_shared<ReceiveBudget>(options_.max_receive_bytes)),
       neighbors_(options_.neighbors) {}
 
-absl::StatusOr<std::unique_ptr<Stack>> Stack::Create(
-    StackOptions options, std::vector<std::unique_ptr<link::Link>> links) {
-  if (links.empty()) return absl::InvalidArgumentError("a stack needs at least one link");
+absl::Status Stack::CheckOptions(const StackOptions& options) {
   if (options.addresses.empty()) {
     return absl::InvalidArgumentError("a stack needs at least one address (such as 10.1.0.2/24)");
   }
-  if (options.vlan > 4094) {
-    return absl::InvalidArgumentError(absl::StrCat("VLAN id ", options.vlan,
-                                                   " is out of range: 1-4094, or 0 for none"));
+  if (options.vlan > net::kMaxVlanId) {
+    return absl::InvalidArgumentError(absl::StrCat("VLAN id ", options.vlan, " is out of range: 1-",
+                                                   net::kMaxVlanId, ", or 0 for none"));
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<Stack>> Stack::Create(
+    StackOptions options, std::vector<std::unique_ptr<link::Link>> links) {
+  if (links.empty()) return absl::InvalidArgumentError("a stack needs at least one link");
+  if (absl::Status s = CheckOptions(options); !s.ok()) return s;
   std::unique_ptr<Stack> stack(new Stack(std::move(options)));
   {
     std::lock_guard<std::mutex> lock(stack->net_mu_);
@@ -156,6 +162,8 @@ absl::StatusOr<net::Endpoint> Stack::Bind(SocketId id, const net::Endpoint& loca
 
 absl::Status Stack::CheckPeer(const net::Endpoint& peer, const demux::SocketInfo& socket) const {
   const net::IpAddress wire = peer.address.Unmapped();
+  // Our networks are fixed at Create: read without net_mu_, which the poll threads take.
+  const LocalAddresses& ours = *local_.load(std::memory_order_acquire);
   std::string why;
   if (peer.port == 0) {
     why = "port 0";
@@ -164,11 +172,8 @@ absl::Status Stack::CheckPeer(const net::Endpoint& peer, const demux::SocketInfo
   } else if (const net::IpAddress local = socket.local.address.Unmapped();
              !local.IsUnspecifiedInAnyForm() && local.family() != wire.family()) {
     why = absl::StrCat("another IP version than the socket's address ", local.ToString());
-  } else {
-    // Our networks are fixed at Create: read without net_mu_, which the poll threads take.
-    for (const net::IpPrefix& p : local_.load(std::memory_order_acquire)->prefixes) {
-      if (p.IsBroadcast(wire)) why = absl::StrCat("the broadcast address of ", p.ToString());
-    }
+  } else if (const net::IpPrefix* network = ours.BroadcastOf(wire)) {
+    why = absl::StrCat("the broadcast address of ", network->ToString());
   }
   if (why.empty()) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat(peer.ToString(), " is ", why));

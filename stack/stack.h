@@ -119,6 +119,9 @@ class Stack {
  public:
   static absl::StatusOr<std::unique_ptr<Stack>> Create(
       StackOptions options, std::vector<std::unique_ptr<link::Link>> links);
+  // What Create refuses in `options` alone (no address, a VLAN id out of range), for callers
+  // that set up the interface first: INVALID_ARGUMENT saying why.
+  static absl::Status CheckOptions(const StackOptions& options);
   ~Stack();  // stops the poll threads
 
   // Starts one poll thread per link. FAILED_PRECONDITION if already started.

@@ -56,6 +56,13 @@ struct LocalAddresses {
   bool Contains(const net::IpAddress& a) const {
     return std::find(addresses.begin(), addresses.end(), a) != addresses.end();
   }
+  // The connected network whose broadcast address `a` is, or null.
+  const net::IpPrefix* BroadcastOf(const net::IpAddress& a) const {
+    for (const net::IpPrefix& p : prefixes) {
+      if (p.IsBroadcast(a)) return &p;
+    }
+    return nullptr;
+  }
 };
 
 struct Stack::SendRequest {

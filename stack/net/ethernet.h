@@ -21,6 +21,9 @@ inline constexpr uint16_t kEtherTypeArp = 0x0806;
 inline constexpr uint16_t kEtherTypeVlan = 0x8100;  // 802.1Q
 inline constexpr uint16_t kEtherTypeQinQ = 0x88a8;  // 802.1ad service tag
 inline constexpr uint16_t kEtherTypeIpv6 = 0x86dd;
+// 802.1Q VLAN ids a network may use: 1-4094 (0 is "no VLAN", 4095 is reserved). The XDP
+// program's QS_MAX_VLAN (stack/xdp/steer_common.h) is the same.
+inline constexpr uint16_t kMaxVlanId = 4094;
 
 struct VlanTag {
   uint16_t tpid = kEtherTypeVlan;
