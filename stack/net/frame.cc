@@ -54,6 +54,7 @@ ParseError ParseIcmp(std::span<const uint8_t> frame, ParsedFrame& f) {
     if (f.icmp.code != 0) return ParseError::kBadNdpMessage;
     return f.ndp.Parse(f.icmp.type, r);
   }
+  if (IsIcmpError(v6, f.icmp.type)) return f.quote.Parse(v6, r);  // after the 8-byte header
   return ParseError::kOk;
 }
 

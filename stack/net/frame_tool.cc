@@ -98,6 +98,13 @@ std::string Describe(std::span<const uint8_t> frame) {
         out.push_back(absl::StrCat("ndp_lladdr=", f.ndp.link_address->ToString()));
       }
     }
+    if (IsIcmpError(f.l4 == L4::kIcmpv6, f.icmp.type)) {
+      out.push_back(absl::StrCat("quote_src=", f.quote.src.ToString(),
+                                 " quote_dst=", f.quote.dst.ToString(),
+                                 " quote_proto=", f.quote.protocol,
+                                 " quote_sport=", f.quote.src_port,
+                                 " quote_dport=", f.quote.dst_port));
+    }
   }
   return absl::StrJoin(out, " ");
 }

@@ -1,6 +1,44 @@
 #include "stack/net/icmp.h"
 
+#include "stack/net/ip.h"
+
 namespace quadsock::net {
+
+ParseError IcmpQuote::Parse(bool v6, ByteReader& r) {
+  // Every read below fails on a quote that ends early: a bad quote, never a read past it.
+  uint8_t version_ihl = 0;
+  if (!r.ReadU8(version_ihl) || (version_ihl >> 4) != (v6 ? 6 : 4)) {
+    return ParseError::kBadIcmpQuote;
+  }
+  uint8_t addr[16];
+  if (v6) {
+    // version/class/flow label (4 bytes, one read), payload length (2), next header (1), hop
+    // limit (1), source, destination.
+    if (!r.Skip(3 + 2) || !r.ReadU8(protocol) || !r.Skip(1) || !r.ReadBytes(addr, 16)) {
+      return ParseError::kBadIcmpQuote;
+    }
+    src = IpAddress::V6Bytes(addr);
+    if (!r.ReadBytes(addr, 16)) return ParseError::kBadIcmpQuote;
+    dst = IpAddress::V6Bytes(addr);
+  } else {
+    const size_t header_length = size_t{version_ihl & 0x0fu} * 4;
+    // TOS (1), total length (2), id (2), flags and fragment offset (2), TTL (1), protocol,
+    // checksum (2), source, destination, options.
+    if (header_length < Ipv4Header::kMinSize || !r.Skip(1 + 2 + 2 + 2 + 1) || !r.ReadU8(protocol) ||
+        !r.Skip(2) || !r.ReadBytes(addr, 4)) {
+      return ParseError::kBadIcmpQuote;
+    }
+    src = IpAddress::V4Bytes(addr);
+    if (!r.ReadBytes(addr, 4) || !r.Skip(header_length - Ipv4Header::kMinSize)) {
+      return ParseError::kBadIcmpQuote;
+    }
+    dst = IpAddress::V4Bytes(addr);
+  }
+  if (r.remaining() < kTransportBytes || !r.ReadU16(src_port) || !r.ReadU16(dst_port)) {
+    return ParseError::kBadIcmpQuote;
+  }
+  return ParseError::kOk;
+}
 
 ParseError NdpMessage::Parse(uint8_t icmp_type, ByteReader& r) {
   uint8_t addr[16];

@@ -1,5 +1,6 @@
-// ICMPv4 (RFC 792) and ICMPv6 (RFC 4443) headers, and the NDP messages quadsock speaks:
-// neighbour solicitation and advertisement (RFC 4861) with link-layer address options.
+// ICMPv4 (RFC 792) and ICMPv6 (RFC 4443) headers, the datagram an ICMP error quotes, and the
+// NDP messages quadsock speaks: neighbour solicitation and advertisement (RFC 4861) with
+// link-layer address options.
 //
 // Both ICMP versions share one 8-byte header shape: type, code, checksum and four bytes whose
 // meaning depends on the type (identifier and sequence for echo, MTU for "too big", ...).
@@ -7,6 +8,7 @@
 //   IcmpHeader icmp;
 //   icmp.Parse(r);
 //   if (icmp.type == kIcmpv6NeighborSolicitation) { NdpMessage ns; ns.Parse(icmp.type, r); }
+//   if (IsIcmpError(v6, icmp.type)) { IcmpQuote q; q.Parse(v6, r); }  // q.src_port: our port
 #ifndef QUADSOCK_STACK_NET_ICMP_H_
 #define QUADSOCK_STACK_NET_ICMP_H_
 
@@ -21,14 +23,19 @@ namespace quadsock::net {
 
 inline constexpr uint8_t kIcmpv4EchoReply = 0;
 inline constexpr uint8_t kIcmpv4DestUnreachable = 3;
+inline constexpr uint8_t kIcmpv4CodeProtocolUnreachable = 2;
 inline constexpr uint8_t kIcmpv4CodePortUnreachable = 3;
+inline constexpr uint8_t kIcmpv4CodeFragmentationNeeded = 4;
 inline constexpr uint8_t kIcmpv4EchoRequest = 8;
 inline constexpr uint8_t kIcmpv4TimeExceeded = 11;
+inline constexpr uint8_t kIcmpv4ParameterProblem = 12;
 
 inline constexpr uint8_t kIcmpv6DestUnreachable = 1;
+inline constexpr uint8_t kIcmpv6CodeAdminProhibited = 1;
 inline constexpr uint8_t kIcmpv6CodePortUnreachable = 4;
 inline constexpr uint8_t kIcmpv6PacketTooBig = 2;
 inline constexpr uint8_t kIcmpv6TimeExceeded = 3;
+inline constexpr uint8_t kIcmpv6ParameterProblem = 4;
 inline constexpr uint8_t kIcmpv6EchoRequest = 128;
 inline constexpr uint8_t kIcmpv6EchoReply = 129;
 inline constexpr uint8_t kIcmpv6RouterSolicitation = 133;
@@ -66,6 +73,39 @@ struct IcmpHeader {
     w.WriteU16(checksum);
     w.WriteU32(rest);
   }
+};
+
+// Whether an ICMP message of `type` is an error that quotes the datagram it is about:
+// destination unreachable, time exceeded and parameter problem (ICMPv4 also source quench,
+// long deprecated, and redirect, which is not an error: neither is taken); every ICMPv6 error
+// (types below 128, RFC 4443 2.1), packet too big included.
+constexpr bool IsIcmpError(bool v6, uint8_t type) {
+  if (v6) {
+    return type == kIcmpv6DestUnreachable || type == kIcmpv6PacketTooBig ||
+           type == kIcmpv6TimeExceeded || type == kIcmpv6ParameterProblem;
+  }
+  return type == kIcmpv4DestUnreachable || type == kIcmpv4TimeExceeded ||
+         type == kIcmpv4ParameterProblem;
+}
+
+// The start of the datagram an ICMP error quotes (RFC 792: its IP header and first 8 bytes;
+// RFC 4443 2.4: as much as fits in 1280 bytes), which says whose datagram it was: `src` and
+// `src_port` are the sender's (ours, when the error is for us), `dst` and `dst_port` where it
+// was going. Only what names the flow is checked: the IP version, a whole IPv4 header, and the
+// transport's first 8 bytes. A router may have changed the quoted TTL and checksum, and the
+// quote is cut short, so the quoted lengths and checksums are not checked. An IPv6 quote's
+// extension headers are not walked: `protocol` is then the first of them, not UDP.
+struct IcmpQuote {
+  static constexpr size_t kTransportBytes = 8;
+
+  IpAddress src;
+  IpAddress dst;
+  uint8_t protocol = 0;
+  uint16_t src_port = 0;  // the first two 16-bit words of the transport header: a UDP
+  uint16_t dst_port = 0;  // datagram's ports
+
+  // kBadIcmpQuote when the quote is too short or of the other IP version than the message.
+  ParseError Parse(bool v6, ByteReader& r);
 };
 
 // The body of a neighbour solicitation or advertisement, after the ICMPv6 header. For an

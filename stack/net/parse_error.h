@@ -37,7 +37,8 @@ namespace quadsock::net {
   X(kBadIcmpChecksum, "bad_icmp_checksum")                                         \
   X(kBadNdpHopLimit, "bad_ndp_hop_limit")                                          \
   X(kBadNdpMessage, "bad_ndp_message")            /* short body or nonzero code */   \
-  X(kBadNdpOption, "bad_ndp_option")
+  X(kBadNdpOption, "bad_ndp_option")                                               \
+  X(kBadIcmpQuote, "bad_icmp_quote")   /* an ICMP error quoting no whole IP header + 8 bytes */
 
 enum class ParseError : uint8_t {
 #define QUADSOCK_PARSE_ERROR_ENUM(name, text) name,

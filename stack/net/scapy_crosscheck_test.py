@@ -1,7 +1,8 @@
 """Cross-checks quadsock's frame parser and builders against scapy, an independent dissector.
 
 Thousands of varied frames are made with scapy (UDP over IPv4/IPv6 with VLAN tags, IPv4 options
-and IPv6 extension headers, ICMP and ICMPv6 echo, NDP, ARP, broken checksums and truncations);
+and IPv6 extension headers, ICMP and ICMPv6 echo, ICMP errors quoting a UDP datagram, NDP, ARP,
+broken checksums and truncations);
 `frame_tool parse` must agree with scapy field by field. Then frames built by `frame_tool build`
 must dissect in scapy to the fields asked for, with checksums that scapy recomputes the same.
 
@@ -18,8 +19,9 @@ import logging
 logging.getLogger("scapy.runtime").setLevel(logging.ERROR)
 from scapy.all import (ARP, ICMP, IP, IPOption_NOP, IPv6, IPv6ExtHdrDestOpt,  # noqa: E402
                        IPv6ExtHdrFragment, IPv6ExtHdrHopByHop, UDP, Dot1Q, Ether,
-                       ICMPv6EchoReply, ICMPv6EchoRequest, ICMPv6ND_NA, ICMPv6ND_NS,
-                       ICMPv6NDOptDstLLAddr, ICMPv6NDOptSrcLLAddr, raw)
+                       ICMPv6DestUnreach, ICMPv6EchoReply, ICMPv6EchoRequest, ICMPv6ND_NA,
+                       ICMPv6ND_NS, ICMPv6NDOptDstLLAddr, ICMPv6NDOptSrcLLAddr,
+                       ICMPv6PacketTooBig, ICMPv6TimeExceeded, raw)
 
 FRAME_TOOL = None
 RNG = random.Random(20261130)
@@ -64,7 +66,7 @@ def link():
 def random_frame():
     """A scapy packet of a random kind, and what it is (for the expected verdict)."""
     kind = RNG.choice(["udp4", "udp4opt", "udp6", "udp6ext", "icmp4", "icmp6", "ns", "na",
-                       "arp", "frag4", "frag6"])
+                       "arp", "frag4", "frag6", "icmp4err", "icmp6err"])
     if kind in ("udp4", "udp4opt", "frag4"):
         ip = IP(src=rand_v4(), dst=rand_v4(), ttl=RNG.randrange(1, 256), id=RNG.randrange(65536))
         if kind == "udp4opt":
@@ -89,6 +91,23 @@ def random_frame():
         echo = RNG.choice([ICMPv6EchoRequest, ICMPv6EchoReply])
         pkt = link() / IPv6(src=rand_v6(), dst=rand_v6()) / \
             echo(id=RNG.randrange(65536), seq=RNG.randrange(65536), data=rand_payload(100))
+    elif kind == "icmp4err":
+        # An error quoting a UDP datagram (the quote cut as a router may cut it).
+        quoted = raw(IP(src=rand_v4(), dst=rand_v4(), ttl=RNG.randrange(1, 256)) /
+                     UDP(sport=RNG.randrange(65536), dport=RNG.randrange(65536)) /
+                     rand_payload(100))
+        quoted = quoted[:RNG.randrange(28, len(quoted) + 1)]
+        error = RNG.choice([ICMP(type=3, code=RNG.randrange(16)), ICMP(type=11, code=0),
+                            ICMP(type=12, code=0)])
+        pkt = link() / IP(src=rand_v4(), dst=rand_v4()) / error / quoted
+    elif kind == "icmp6err":
+        quoted = raw(IPv6(src=rand_v6(), dst=rand_v6()) /
+                     UDP(sport=RNG.randrange(65536), dport=RNG.randrange(65536)) /
+                     rand_payload(100))
+        quoted = quoted[:RNG.randrange(48, len(quoted) + 1)]
+        error = RNG.choice([ICMPv6DestUnreach(code=RNG.randrange(7)),
+                            ICMPv6PacketTooBig(mtu=1280), ICMPv6TimeExceeded(code=0)])
+        pkt = link() / IPv6(src=rand_v6(), dst=rand_v6()) / error / quoted
     elif kind == "ns":
         pkt = link() / IPv6(src=rand_v6(), dst="ff02::1:ff00:1", hlim=255) / \
             ICMPv6ND_NS(tgt=rand_v6()) / ICMPv6NDOptSrcLLAddr(lladdr=rand_mac())
@@ -142,6 +161,19 @@ class ParseAgreesWithScapy(unittest.TestCase):
                     self.assertEqual((got["frag"], got["l4"]), ("1", "none"))
                     continue
                 self.assertEqual(got["frag"], "0")
+                if kind in ("icmp4err", "icmp6err"):
+                    # scapy dissects the quote as IPerror/UDPerror (or IPerror6): compare with
+                    # the quoted bytes as scapy reads a whole packet of them.
+                    outer = ip.payload
+                    quoted = (IP if kind == "icmp4err" else IPv6)(bytes(outer.payload))
+                    self.assertEqual(got["l4"], "icmp" if kind == "icmp4err" else "icmpv6")
+                    self.assertEqual((got["icmp_type"], got["icmp_code"]),
+                                     (str(outer.type), str(outer.code)))
+                    self.assertEqual((got["quote_src"], got["quote_dst"], got["quote_proto"]),
+                                     (quoted.src, quoted.dst, "17"))
+                    self.assertEqual((got["quote_sport"], got["quote_dport"]),
+                                     (str(quoted[UDP].sport), str(quoted[UDP].dport)))
+                    continue
                 if UDP in pkt:
                     u = pkt[UDP]
                     self.assertEqual(got["l4"], "udp")
