@@ -201,6 +201,10 @@ void Stack::ReceiveBatch(Engine& engine, demux::LookupContext& ctx, const LocalA
         (void)net::ParseFrame(bytes, rx.parsed);
         SendEchoReply(engine, rx.parsed, bytes);
         break;
+      case FrameKind::kIcmpError:
+        (void)net::ParseFrame(bytes, rx.parsed);
+        HandleIcmpError(engine, ctx, rx.parsed, local);
+        break;
       case FrameKind::kUdp: {
         const demux::FlowKey& k = rx.keys[j];
         const std::optional<demux::LookupResult>& r = rx.found[j];
@@ -253,12 +257,38 @@ Stack::FrameKind Stack::Classify(Engine& engine, const LocalAddresses& local,
     return FrameKind::kDone;
   }
   if (f.l4 == net::L4::kUdp) return FrameKind::kUdp;
+  const bool icmpv6 = f.l4 == net::L4::kIcmpv6;
+  if ((f.l4 == net::L4::kIcmpv4 || icmpv6) && net::IsIcmpError(icmpv6, f.icmp.type)) {
+    return FrameKind::kIcmpError;
+  }
   if ((f.l4 == net::L4::kIcmpv4 && f.icmp.type == net::kIcmpv4EchoRequest) ||
       (f.l4 == net::L4::kIcmpv6 && f.icmp.type == net::kIcmpv6EchoRequest)) {
     return FrameKind::kEcho;
   }
   engine.Bump(kUnhandled);
   return FrameKind::kDone;
+}
+
+void Stack::HandleIcmpError(Engine& engine, demux::LookupContext& ctx,
+                            const net::ParsedFrame& f, const LocalAddresses& local) {
+  // The datagram it quotes must be one we could have sent: UDP, from one of our addresses. Then the socket it came from is the one that would receive the
+  // answer: the lookup of the quoted flow turned around (as the kernel's __udp4_lib_err), which
+  // for a connected socket is its own 4-tuple in hash4.
+  const net::IcmpQuote& q = f.quote;
+  // (ParseFrame took only a quote of the message's own IP version.)
+  if (q.protocol != net::kIpProtoUdp || !local.Contains(q.src)) {
+    engine.Bump(kIcmpErrorsUnmatched);
+    return;
+  }
+  const demux::FlowKey flow{q.dst, q.dst_port, q.src, q.src_port, engine.link->info().ifindex};
+  const std::optional<demux::LookupResult> r = table_->Lookup(ctx, flow);
+  if (!r.has_value()) {
+    engine.Bump(kIcmpErrorsUnmatched);
+    return;
+  }
+  SocketOf(*r).ReportIcmpError(
+      IcmpError{f.l4 == net::L4::kIcmpv6, f.icmp.type, f.icmp.code});
+  engine.Bump(kIcmpErrorsReceived);
 }
 
 namespace {

@@ -186,10 +186,21 @@ absl::StatusOr<net::Endpoint> Stack::Connect(SocketId id, const net::Endpoint& p
     return absl::InvalidArgumentError(
         absl::StrCat("socket ", id, " cannot connect to ", s.message()));
   }
-  return table_->Connect(id, peer);
+  absl::StatusOr<net::Endpoint> local = table_->Connect(id, peer);
+  if (local.ok()) ForgetError(id);
+  return local;
 }
 
-absl::Status Stack::Disconnect(SocketId id) { return table_->Disconnect(id); }
+absl::Status Stack::Disconnect(SocketId id) {
+  absl::Status s = table_->Disconnect(id);
+  if (s.ok()) ForgetError(id);
+  return s;
+}
+
+void Stack::ForgetError(SocketId id) {
+  absl::StatusOr<std::shared_ptr<UdpSocket>> socket = FindSocket(id);
+  if (socket.ok()) (*socket)->ForgetError();  // else closed meanwhile
+}
 
 absl::StatusOr<net::Endpoint> Stack::Rehash(SocketId id, std::optional<net::IpAddress> address,
                                             std::optional<uint16_t> port) {
@@ -220,7 +231,9 @@ absl::StatusOr<SocketStatus> Stack::Get(SocketId id) const {
   if (!info.ok()) return info.status();
   absl::StatusOr<std::shared_ptr<UdpSocket>> s = FindSocket(id);
   if (!s.ok()) return s.status();
-  return SocketStatus{*info, (*s)->counters()};
+  std::optional<IcmpError> pending;
+  if (info->state == demux::SocketState::kConnected) pending = (*s)->PendingError();
+  return SocketStatus{*info, (*s)->counters(), pending};
 }
 
 std::vector<SocketId> Stack::List() const {
@@ -278,6 +291,13 @@ absl::Status Stack::Send(SocketId id, std::span<const uint8_t> payload,
   absl::StatusOr<std::shared_ptr<UdpSocket>> found = FindSocket(id);
   if (!found.ok()) return found.status();
   std::shared_ptr<UdpSocket> socket = std::move(*found);
+  // Only a connected socket hears of ICMP errors, as in Linux without IP_RECVERR.
+  if (std::optional<IcmpError> e = socket->TakeError();
+      e.has_value() && info->state == demux::SocketState::kConnected) {
+    return absl::UnavailableError(absl::StrCat("socket ", id, ": ", dst.ToString(),
+                                               " answered an earlier datagram with ",
+                                               e->ToString(), "; this one was not sent"));
+  }
   net::Endpoint src = info->local;
   if (src.address.IsV4Mapped() && src.address.Unmapped().IsUnspecified()) {
     src.address = net::IpAddress::AnyV6();
@@ -348,6 +368,8 @@ StackCounters Stack::Counters() const {
     c.arp_replies += get(kArpReplies);
     c.ndp_advertisements += get(kNdpAdverts);
     c.neighbor_messages_ignored += get(kNeighborIgnored);
+    c.icmp_errors_received += get(kIcmpErrorsReceived);
+    c.icmp_errors_unmatched += get(kIcmpErrorsUnmatched);
     c.tx_no_route += get(kTxNoRoute);
     c.tx_no_buffer += get(kTxNoBuffer);
     c.tx_queue_full += e->tx_queue_full.load(std::memory_order_relaxed);

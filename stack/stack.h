@@ -38,6 +38,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/time/time.h"
 #include "stack/demux/socket_table.h"
+#include "stack/icmp_error.h"
 #include "stack/link/link.h"
 #include "stack/neighbors.h"
 #include "stack/net/address.h"
@@ -88,6 +89,8 @@ struct OpenOptions {
 struct SocketStatus {
   demux::SocketInfo info;
   SocketCounters counters;
+  // A hard ICMP error for a connected socket's datagrams, which its next Send will report.
+  std::optional<IcmpError> pending_error;
 };
 
 // Why frames did not make it to a socket, counted per stack.
@@ -103,6 +106,9 @@ struct StackCounters {
   uint64_t icmp_echo_replies = 0;
   uint64_t icmp_errors_sent = 0;
   uint64_t icmp_errors_rate_limited = 0;
+  uint64_t icmp_errors_received = 0;   // quoting a datagram of one of our sockets
+  uint64_t icmp_errors_unmatched = 0;  // quoting no datagram of ours: no such socket, not UDP,
+                                       // or not from one of our addresses
   uint64_t arp_replies = 0;
   uint64_t ndp_advertisements = 0;
   uint64_t neighbor_messages_ignored = 0;  // ARP and NDP speaking for no neighbour (multicast,
@@ -144,7 +150,9 @@ class Stack {
   // Queues one datagram. `destination` is required unless the socket is connected (then it
   // must be absent or equal to the peer). An unbound socket is bound to an ephemeral port.
   // INVALID_ARGUMENT: too big for the MTU (no fragmentation) or a bad destination;
-  // FAILED_PRECONDITION: no destination; RESOURCE_EXHAUSTED: send queue full.
+  // FAILED_PRECONDITION: no destination; RESOURCE_EXHAUSTED: send queue full; UNAVAILABLE: a
+  // hard ICMP error came back for the connected socket's datagrams since its last send
+  // ("ECONNREFUSED (ICMP port unreachable)"): reported once, and this datagram not sent.
   absl::Status Send(SocketId id, std::span<const uint8_t> payload,
                     std::optional<net::Endpoint> destination = std::nullopt);
   // The next queued datagram, if any; never blocks.
@@ -184,6 +192,8 @@ class Stack {
 
   // The socket, shared so that it outlives a concurrent Close; takes mu_ itself.
   absl::StatusOr<std::shared_ptr<UdpSocket>> FindSocket(SocketId id) const;
+  // After a connect or disconnect: the socket's kept ICMP error was about another peer.
+  void ForgetError(SocketId id);
   absl::Status CheckLocal(const net::IpAddress& address) const;
   // Whether `peer` can be sent to (or connected to) from `socket`: a unicast address, a port,
   // and the IP version of the socket's address if it has one. INVALID_ARGUMENT saying why.
@@ -196,7 +206,7 @@ class Stack {
                     std::span<const link::FrameBuffer> frames, absl::Time now);
   // What a received frame needs, once parsed: nothing more (dropped or unhandled, and
   // counted), a socket lookup (UDP to one of our addresses), or an answer.
-  enum class FrameKind : uint8_t { kDone, kUdp, kArp, kNdp, kEcho };
+  enum class FrameKind : uint8_t { kDone, kUdp, kArp, kNdp, kEcho, kIcmpError };
   FrameKind Classify(Engine& engine, const LocalAddresses& local, std::span<const uint8_t> bytes,
                      net::ParsedFrame& f);
   // Whether a frame to `dst` is for the link whose address is `ours` (or a multicast).
@@ -215,6 +225,9 @@ class Stack {
   void LearnNeighbor(Engine& engine, const net::IpAddress& ip, const net::MacAddress& mac,
                      absl::Time now, bool create);
   void SendEchoReply(Engine& engine, const net::ParsedFrame& f, std::span<const uint8_t> bytes);
+  // An ICMP error about a datagram we sent: to the socket that sent it (icmp_error.h).
+  void HandleIcmpError(Engine& engine, demux::LookupContext& ctx, const net::ParsedFrame& f,
+                       const LocalAddresses& local);
   void SendPortUnreachable(Engine& engine, const net::ParsedFrame& f,
                            std::span<const uint8_t> bytes, absl::Time now);
   void SendQueued(Engine& engine, absl::Time now);

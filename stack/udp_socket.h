@@ -29,6 +29,7 @@
 
 #include "absl/time/time.h"
 #include "stack/bounded_queue.h"
+#include "stack/icmp_error.h"
 #include "stack/net/address.h"
 #include "stack/receive_budget.h"
 
@@ -54,6 +55,7 @@ struct SocketCounters {
   uint64_t tx_bytes = 0;
   uint64_t tx_dropped = 0;  // no route, neighbour unresolved, no buffer
   uint64_t queued = 0;      // datagrams waiting in the receive queue now
+  uint64_t icmp_errors = 0;  // ICMP errors quoting the socket's datagrams (icmp_error.h)
 };
 
 class alignas(64) UdpSocket {
@@ -175,6 +177,24 @@ class alignas(64) UdpSocket {
   }
   void CountSendDrop() { tx_dropped_.fetch_add(1, std::memory_order_relaxed); }
 
+  // Poll thread: an ICMP error quoted one of the socket's datagrams. A hard one is kept (a later
+  // one replaces it); the stack reports it only while the socket is connected (icmp_error.h).
+  void ReportIcmpError(const IcmpError& e) {
+    icmp_errors_.fetch_add(1, std::memory_order_relaxed);
+    if (e.Hard()) pending_error_.store(e.Pack(), std::memory_order_release);
+  }
+  // The kept error, taken: a send reports it once (as Linux's sock_error()).
+  std::optional<IcmpError> TakeError() {
+    if (pending_error_.load(std::memory_order_relaxed) == 0) return std::nullopt;
+    return IcmpError::Unpack(pending_error_.exchange(0, std::memory_order_acquire));
+  }
+  std::optional<IcmpError> PendingError() const {
+    return IcmpError::Unpack(pending_error_.load(std::memory_order_acquire));
+  }
+  // Control plane, once the socket is connected to another peer or disconnected: an error
+  // about the earlier peer means nothing now.
+  void ForgetError() { pending_error_.store(0, std::memory_order_release); }
+
   SocketCounters counters() const {
     SocketCounters c;
     c.rx_datagrams = rx_datagrams_.load(std::memory_order_relaxed);
@@ -184,6 +204,7 @@ class alignas(64) UdpSocket {
     c.tx_bytes = tx_bytes_.load(std::memory_order_relaxed);
     c.tx_dropped = tx_dropped_.load(std::memory_order_relaxed);
     c.queued = Queued();
+    c.icmp_errors = icmp_errors_.load(std::memory_order_relaxed);
     return c;
   }
 
@@ -257,6 +278,8 @@ class alignas(64) UdpSocket {
   int event_fd_ = -1;
   std::vector<std::unique_ptr<const ReceiveCallback>> later_callbacks_;
   std::atomic<uint64_t> tx_datagrams_{0}, tx_bytes_{0}, tx_dropped_{0};
+  std::atomic<uint64_t> icmp_errors_{0};
+  std::atomic<uint32_t> pending_error_{0};  // IcmpError::Pack() of the kept error, or 0
 };
 
 }  // namespace quadsock::stack

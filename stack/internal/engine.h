@@ -35,8 +35,8 @@ constexpr absl::Duration kBusyPollLinger = absl::Milliseconds(1);
 // Counters of one engine: written by its poll thread only, read by anyone.
 enum Counter {
   kRxFrames, kNotForUs, kFragments, kUnhandled, kUdpDelivered, kUdpNoSocket, kEchoReplies,
-  kIcmpErrorsSent, kIcmpRateLimited, kArpReplies, kNdpAdverts, kNeighborIgnored, kTxNoRoute,
-  kTxNoBuffer, kCounterCount
+  kIcmpErrorsSent, kIcmpRateLimited, kIcmpErrorsReceived, kIcmpErrorsUnmatched, kArpReplies,
+  kNdpAdverts, kNeighborIgnored, kTxNoRoute, kTxNoBuffer, kCounterCount
 };
 
 inline std::span<const uint8_t> AsBytes(const std::string& s) {
