@@ -168,6 +168,8 @@ v1::Counters AdminServiceImpl::Collect() const {
   sc->set_tx_queue_full(s.tx_queue_full);
   sc->set_receive_budget_full(s.receive_budget_full);
   sc->set_receive_bytes_queued(s.receive_bytes_queued);
+  sc->set_icmp_errors_received(s.icmp_errors_received);
+  sc->set_icmp_errors_unmatched(s.icmp_errors_unmatched);
   sc->set_neighbor_probes(s.neighbors.probes_sent);
   sc->set_neighbor_resolved(s.neighbors.resolved);
   sc->set_neighbor_failed(s.neighbors.failed);

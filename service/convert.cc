@@ -71,6 +71,7 @@ void ToProto(const stack::SocketCounters& c, v1::SocketCounters* out) {
   out->set_tx_bytes(c.tx_bytes);
   out->set_tx_dropped(c.tx_dropped);
   out->set_queued(c.queued);
+  out->set_icmp_errors(c.icmp_errors);
 }
 
 }  // namespace quadsock::service

@@ -39,6 +39,11 @@ std::string RenderMetrics(const v1::Counters& c) {
   Metric(out, "icmp_errors_sent_total", "ICMP errors sent.", s.icmp_errors_sent());
   Metric(out, "icmp_errors_rate_limited_total", "ICMP errors not sent (rate limit).",
          s.icmp_errors_rate_limited());
+  Metric(out, "icmp_errors_received_total",
+         "ICMP errors received about a datagram of one of our sockets.",
+         s.icmp_errors_received());
+  Metric(out, "icmp_errors_unmatched_total",
+         "ICMP errors received about no datagram of ours.", s.icmp_errors_unmatched());
   Metric(out, "tx_queue_full_total", "Sends refused: the send queue was full.", s.tx_queue_full());
   Metric(out, "neighbor_failed_total", "Neighbours that never answered.", s.neighbor_failed());
   Metric(out, "neighbor_messages_ignored_total",

@@ -470,6 +470,43 @@ TEST_F(ServiceTest, SendBatchAndExchange) {
   EXPECT_EQ(echo->payload, "via exchange");
 }
 
+// The peer host has no socket on port 5999 and answers with port unreachable, as a kernel does.
+TEST_F(ServiceTest, AClosedPeerPortFailsTheConnectedSocketsNextSend) {
+  const std::string s = OpenBound(session_, "10.1.0.2", 4401);
+  v1::ConnectRequest conn;
+  conn.set_socket(s);
+  *conn.mutable_peer() = Ep("10.1.0.1", 5999);
+  v1::ConnectResponse connected;
+  ASSERT_TRUE(Call(&v1::SocketService::Stub::Connect, conn, &connected).ok());
+  v1::SendRequest send;
+  send.set_socket(s);
+  send.set_payload("knock");
+  v1::SendResponse sent;
+  ASSERT_TRUE(Call(&v1::SocketService::Stub::Send, send, &sent).ok());
+  v1::Socket got = Get(s);
+  const absl::Time deadline = absl::Now() + absl::Seconds(5);
+  while (got.pending_error().empty() && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(2));
+    got = Get(s);
+  }
+  EXPECT_EQ(got.pending_error(), "ECONNREFUSED (ICMP port unreachable)");
+  EXPECT_EQ(got.counters().icmp_errors(), 1u);
+
+  grpc::Status refused = Call(&v1::SocketService::Stub::Send, send, &sent);
+  EXPECT_EQ(refused.error_code(), StatusCode::UNAVAILABLE);
+  EXPECT_NE(refused.error_message().find("ECONNREFUSED"), std::string::npos)
+      << refused.error_message();
+  EXPECT_NE(refused.error_message().find(s), std::string::npos) << refused.error_message();
+  EXPECT_EQ(Get(s).pending_error(), "");  // reported once
+
+  ClientContext ctx;
+  Auth(ctx, session_);
+  v1::Counters counters;
+  ASSERT_TRUE(admin_->GetCounters(&ctx, v1::GetCountersRequest(), &counters).ok());
+  EXPECT_EQ(counters.stack().icmp_errors_received(), 1u);
+  EXPECT_EQ(counters.stack().icmp_errors_unmatched(), 0u);
+}
+
 TEST_F(ServiceTest, BatchRunsEachOperationAndReportsEach) {
   ClientContext ctx;
   Auth(ctx, session_);

@@ -349,6 +349,7 @@ absl::Status SocketServiceImpl::Describe(const std::string& handle, SocketId id,
     }
   }
   ToProto(s->counters, out->mutable_counters());
+  if (s->pending_error.has_value()) out->set_pending_error(s->pending_error->ToString());
   return absl::OkStatus();
 }
 

@@ -23,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "stack/afxdp_stack.h"
 #include "stack/link/nic_features.h"
 #include "stack/link/xsk_link.h"
@@ -596,6 +597,29 @@ TEST_F(AfXdpTest, ClosedPortIsRefusedToAConnectedKernelSocket) {
   errno = 0;
   EXPECT_LT(recv(peer6, buf, sizeof(buf), 0), 0);
   EXPECT_EQ(errno, ECONNREFUSED) << std::strerror(errno);
+}
+
+// The other way round: the kernel answers quadsock's datagram to a closed port with port
+// unreachable, and quadsock's connected socket hears of it on its next send, as a kernel one
+// would (send() fails with ECONNREFUSED).
+TEST_F(AfXdpTest, ConnectedSocketHearsOfTheKernelsClosedPort) {
+  for (const char* peer : {kPeerV4, kPeerV6}) {
+    SCOPED_TRACE(peer);
+    const Endpoint closed{*net::IpAddress::Parse(peer), 5998};
+    SocketId s = stack().Open(closed.address.family()).value();
+    ASSERT_TRUE(stack().Connect(s, closed).ok());
+    ASSERT_EQ(stack().Send(s, Bytes("anyone?")), absl::OkStatus());
+    const absl::Time deadline = absl::Now() + absl::Seconds(5);
+    while (!stack().Get(s).value().pending_error.has_value() && absl::Now() < deadline) {
+      absl::SleepFor(absl::Milliseconds(1));
+    }
+    absl::Status refused = stack().Send(s, Bytes("still there?"));
+    EXPECT_EQ(refused.code(), absl::StatusCode::kUnavailable) << refused;
+    EXPECT_TRUE(absl::StrContains(refused.message(), "ECONNREFUSED")) << refused;
+    EXPECT_EQ(stack().Get(s).value().counters.icmp_errors, 1u);
+    EXPECT_EQ(stack().Send(s, Bytes("once more")), absl::OkStatus());  // reported once
+  }
+  EXPECT_EQ(stack().Counters().icmp_errors_unmatched, 0u);
 }
 
 TEST_F(AfXdpTest, KernelTcpOnTheSameInterfaceKeepsWorking) {
