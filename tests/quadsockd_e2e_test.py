@@ -150,6 +150,23 @@ class QuadsockdTest(unittest.TestCase):
     def test_udp_with_kernel_peer_over_ipv6(self):
         self.exchange("ipv6", STACK6, PEER6)
 
+    def test_a_closed_kernel_port_fails_the_next_send(self):
+        # The kernel answers with port unreachable; the connected socket's next send says so,
+        # once, as send() on a connected kernel socket would (ECONNREFUSED).
+        with self.client.open("ipv4") as sock:
+            sock.connect((PEER4, 5997))
+            sock.send(b"anyone?")
+            deadline = time.monotonic() + 5
+            while not sock.get().pending_error and time.monotonic() < deadline:
+                time.sleep(0.01)
+            self.assertEqual(sock.get().pending_error, "ECONNREFUSED (ICMP port unreachable)")
+            with self.assertRaises(quadsock.QuadsockError) as refused:
+                sock.send(b"still there?")
+            self.assertEqual(refused.exception.code, grpc.StatusCode.UNAVAILABLE)
+            self.assertIn("ECONNREFUSED", refused.exception.message)
+            self.assertEqual(sock.get().counters.icmp_errors, 1)
+            sock.send(b"once more")  # reported once: this one goes
+
     def test_exchange_both_ways_on_one_stream(self):
         peer = self.peer_udp(socket.AF_INET, PEER4, 5002)
         with self.client.open("ipv4") as sock:
