@@ -30,6 +30,7 @@ TEST(MetricsTest, RendersPrometheusText) {
   v1::Counters c;
   c.mutable_stack()->set_udp_delivered(42);
   c.mutable_stack()->set_icmp_errors_received(6);
+  c.mutable_stack()->set_icmp_errors_unmatched(2);
   (*c.mutable_stack()->mutable_parse_errors())["bad_udp_checksum"] = 3;
   for (int i = 0; i < 8; ++i) c.mutable_table()->add_chain_histogram(i == 1 ? 10 : 0);
   c.set_sockets(7);
@@ -39,6 +40,7 @@ TEST(MetricsTest, RendersPrometheusText) {
   const std::string text = RenderMetrics(c);
   EXPECT_NE(text.find("quadsock_udp_delivered_total 42\n"), std::string::npos) << text;
   EXPECT_NE(text.find("quadsock_icmp_errors_received_total 6\n"), std::string::npos);
+  EXPECT_NE(text.find("quadsock_icmp_errors_unmatched_total 2\n"), std::string::npos);
   EXPECT_NE(text.find("quadsock_parse_errors_total{reason=\"bad_udp_checksum\"} 3\n"),
             std::string::npos);
   EXPECT_NE(text.find("quadsock_table_chain_steps_bucket{le=\"+Inf\"} 10\n"), std::string::npos);

@@ -493,7 +493,7 @@ TEST_F(ServiceTest, AClosedPeerPortFailsTheConnectedSocketsNextSend) {
   EXPECT_EQ(got.counters().icmp_errors(), 1u);
 
   grpc::Status refused = Call(&v1::SocketService::Stub::Send, send, &sent);
-  EXPECT_EQ(refused.error_code(), StatusCode::UNAVAILABLE);
+  EXPECT_EQ(refused.error_code(), StatusCode::ABORTED);
   EXPECT_NE(refused.error_message().find("ECONNREFUSED"), std::string::npos)
       << refused.error_message();
   EXPECT_NE(refused.error_message().find(s), std::string::npos) << refused.error_message();

@@ -271,11 +271,11 @@ Stack::FrameKind Stack::Classify(Engine& engine, const LocalAddresses& local,
 
 void Stack::HandleIcmpError(Engine& engine, demux::LookupContext& ctx,
                             const net::ParsedFrame& f, const LocalAddresses& local) {
-  // The datagram it quotes must be one we could have sent: UDP, from one of our addresses. Then the socket it came from is the one that would receive the
-  // answer: the lookup of the quoted flow turned around (as the kernel's __udp4_lib_err), which
-  // for a connected socket is its own 4-tuple in hash4.
+  // The datagram it quotes must be one we could have sent: UDP, from one of our addresses (of
+  // the message's own IP version: ParseFrame took no other quote). Then the socket it came from
+  // is the one that would receive the answer: the lookup of the quoted flow turned around (as
+  // the kernel's __udp4_lib_err), which for a connected socket is its own 4-tuple in hash4.
   const net::IcmpQuote& q = f.quote;
-  // (ParseFrame took only a quote of the message's own IP version.)
   if (q.protocol != net::kIpProtoUdp || !local.Contains(q.src)) {
     engine.Bump(kIcmpErrorsUnmatched);
     return;
@@ -286,8 +286,8 @@ void Stack::HandleIcmpError(Engine& engine, demux::LookupContext& ctx,
     engine.Bump(kIcmpErrorsUnmatched);
     return;
   }
-  SocketOf(*r).ReportIcmpError(
-      IcmpError{f.l4 == net::L4::kIcmpv6, f.icmp.type, f.icmp.code});
+  SocketOf(*r).ReportIcmpError(IcmpError{f.l4 == net::L4::kIcmpv6, f.icmp.type, f.icmp.code},
+                               {q.dst, q.dst_port});
   engine.Bump(kIcmpErrorsReceived);
 }
 

@@ -43,7 +43,9 @@ TEST(IcmpErrorTest, MeaningsFollowLinux) {
   EXPECT_FALSE((IcmpError{false, net::kIcmpv4DestUnreachable, 200}.Hard()));  // unknown code
 
   // Hard.
-  EXPECT_EQ((IcmpError{false, net::kIcmpv4DestUnreachable, 2}.Errno()), ENOPROTOOPT);
+  EXPECT_EQ((IcmpError{false, net::kIcmpv4DestUnreachable, net::kIcmpv4CodeProtocolUnreachable}
+                 .Errno()),
+            ENOPROTOOPT);
   EXPECT_EQ((IcmpError{false, net::kIcmpv4DestUnreachable, 13}.Errno()), EHOSTUNREACH);
   EXPECT_TRUE((IcmpError{false, net::kIcmpv4DestUnreachable, 13}.Hard()));  // prohibited
   const IcmpError too_big_v4{false, net::kIcmpv4DestUnreachable,
@@ -52,7 +54,9 @@ TEST(IcmpErrorTest, MeaningsFollowLinux) {
   EXPECT_TRUE(too_big_v4.Hard());
   EXPECT_EQ((IcmpError{true, net::kIcmpv6PacketTooBig, 0}.Errno()), EMSGSIZE);
   EXPECT_TRUE((IcmpError{true, net::kIcmpv6PacketTooBig, 0}.Hard()));
-  EXPECT_EQ((IcmpError{true, net::kIcmpv6DestUnreachable, 1}.Errno()), EACCES);
+  EXPECT_EQ((IcmpError{true, net::kIcmpv6DestUnreachable, net::kIcmpv6CodeAdminProhibited}
+                 .Errno()),
+            EACCES);
   EXPECT_EQ((IcmpError{false, net::kIcmpv4ParameterProblem, 0}.Errno()), EPROTO);
   EXPECT_TRUE((IcmpError{true, net::kIcmpv6ParameterProblem, 0}.Hard()));
   EXPECT_TRUE((IcmpError{true, net::kIcmpv6DestUnreachable, 99}.Hard()));  // as Linux: EPROTO
@@ -90,18 +94,18 @@ TEST_F(TwoStacksTest, ConnectedSocketHearsOfAClosedPortOnItsNextSend) {
     EXPECT_EQ(st.pending_error->Errno(), ECONNREFUSED);
 
     absl::Status refused = a_->Send(s, Bytes("again"));
-    EXPECT_EQ(refused.code(), absl::StatusCode::kUnavailable);
+    EXPECT_EQ(refused.code(), absl::StatusCode::kAborted);
     EXPECT_TRUE(absl::StrContains(refused.message(), "ECONNREFUSED")) << refused;
     EXPECT_TRUE(absl::StrContains(refused.message(), to.ToString())) << refused;
     // Reported once, and that datagram was not sent.
     EXPECT_EQ(a_->Get(s).value().pending_error, std::nullopt);
-    EXPECT_EQ(a_->Get(s).value().counters.tx_datagrams, 1u);
     EXPECT_EQ(a_->Send(s, Bytes("and again")), absl::OkStatus());
     Pump();
     EXPECT_EQ(a_->Get(s).value().counters.tx_datagrams, 2u);
     ASSERT_TRUE(a_->Close(s).ok());
   }
-  EXPECT_EQ(a_->Counters().icmp_errors_received, 4u);  // "and again" was refused too, twice
+  // "and again" went, and was answered with port unreachable too: two errors per family.
+  EXPECT_EQ(a_->Counters().icmp_errors_received, 4u);
   EXPECT_EQ(a_->Counters().icmp_errors_unmatched, 0u);
 }
 
@@ -113,11 +117,44 @@ TEST_F(TwoStacksTest, UnconnectedSocketOnlyCountsErrors) {
   EXPECT_EQ(st.counters.icmp_errors, 1u);
   EXPECT_EQ(st.pending_error, std::nullopt);
   EXPECT_EQ(a_->Send(s, Bytes("again"), Ep("10.1.0.2:9")), absl::OkStatus());
-  // Nor does a later connect inherit it.
+  // Nor does a later connect inherit it, even to that peer.
   Pump();
-  ASSERT_TRUE(a_->Connect(s, Ep("10.1.0.2:10")).ok());
+  ASSERT_TRUE(a_->Connect(s, Ep("10.1.0.2:9")).ok());
   EXPECT_EQ(a_->Get(s).value().pending_error, std::nullopt);
-  EXPECT_EQ(a_->Send(s, Bytes("to another port")), absl::OkStatus());
+  EXPECT_EQ(a_->Send(s, Bytes("connected now")), absl::OkStatus());
+}
+
+TEST_F(TwoStacksTest, DualStackSocketHearsOfAnIpv4ClosedPort) {
+  SocketId s = a_->Open(net::Family::kV6).value();
+  ASSERT_TRUE(a_->Connect(s, Ep("[::ffff:10.1.0.2]:9")).ok());
+  ASSERT_EQ(a_->Send(s, Bytes("knock")), absl::OkStatus());
+  Pump();
+  EXPECT_EQ(a_->Send(s, Bytes("again")).code(), absl::StatusCode::kAborted);
+}
+
+// The kept error is tagged with the peer it was about: the poll thread may report it just after
+// a Connect to another peer forgot the last one, and it must not fail the new peer's sends.
+TEST(UdpSocketErrorTest, AnErrorIsHeardOnlyForItsPeer) {
+  const IcmpError refused{false, net::kIcmpv4DestUnreachable, net::kIcmpv4CodePortUnreachable};
+  const net::Endpoint p = Ep("10.1.0.2:9");
+  const net::Endpoint q = Ep("10.1.0.2:10");
+  UdpSocket s(net::Family::kV6, 8);
+  s.ReportIcmpError(refused, p);
+  EXPECT_EQ(s.PendingError(q), std::nullopt);
+  EXPECT_TRUE(s.PendingError(Ep("[::ffff:10.1.0.2]:9")).has_value());  // one peer, two forms
+  EXPECT_EQ(s.TakeError(q), std::nullopt);  // and dropped: it was stale
+  EXPECT_EQ(s.PendingError(p), std::nullopt);
+
+  s.ForgetError();  // a Connect to q, then the poll thread's late report about p
+  s.ReportIcmpError(refused, p);
+  EXPECT_EQ(s.TakeError(q), std::nullopt);
+  // Soft errors are counted, never kept.
+  s.ReportIcmpError(IcmpError{false, net::kIcmpv4DestUnreachable, 1}, q);
+  EXPECT_EQ(s.PendingError(q), std::nullopt);
+  EXPECT_EQ(s.counters().icmp_errors, 3u);
+  s.ReportIcmpError(refused, q);
+  ASSERT_TRUE(s.TakeError(q).has_value());
+  EXPECT_EQ(s.TakeError(q), std::nullopt);  // once
 }
 
 // ICMP errors made by the test: as a router or host would send them.
@@ -159,7 +196,7 @@ TEST_F(IcmpErrorWireTest, ARoutersHardErrorReachesTheConnectedSocket) {
   Deliver(Error("10.1.0.1", net::kIcmpv4DestUnreachable, net::kIcmpv4CodeFragmentationNeeded,
                 "10.1.0.2:4000", "192.0.2.7:53"));
   absl::Status s_err = stack_->Send(s, Bytes("x"));
-  EXPECT_EQ(s_err.code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(s_err.code(), absl::StatusCode::kAborted);
   EXPECT_TRUE(absl::StrContains(s_err.message(), "EMSGSIZE (ICMP fragmentation needed)"))
       << s_err;
   EXPECT_EQ(stack_->Counters().icmp_errors_received, 1u);

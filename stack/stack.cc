@@ -232,7 +232,7 @@ absl::StatusOr<SocketStatus> Stack::Get(SocketId id) const {
   absl::StatusOr<std::shared_ptr<UdpSocket>> s = FindSocket(id);
   if (!s.ok()) return s.status();
   std::optional<IcmpError> pending;
-  if (info->state == demux::SocketState::kConnected) pending = (*s)->PendingError();
+  if (info->state == demux::SocketState::kConnected) pending = (*s)->PendingError(info->remote);
   return SocketStatus{*info, (*s)->counters(), pending};
 }
 
@@ -291,12 +291,14 @@ absl::Status Stack::Send(SocketId id, std::span<const uint8_t> payload,
   absl::StatusOr<std::shared_ptr<UdpSocket>> found = FindSocket(id);
   if (!found.ok()) return found.status();
   std::shared_ptr<UdpSocket> socket = std::move(*found);
-  // Only a connected socket hears of ICMP errors, as in Linux without IP_RECVERR.
-  if (std::optional<IcmpError> e = socket->TakeError();
-      e.has_value() && info->state == demux::SocketState::kConnected) {
-    return absl::UnavailableError(absl::StrCat("socket ", id, ": ", dst.ToString(),
-                                               " answered an earlier datagram with ",
-                                               e->ToString(), "; this one was not sent"));
+  // Only a connected socket hears of ICMP errors, as in Linux without IP_RECVERR. ABORTED, a
+  // code of its own: UNAVAILABLE would say that quadsockd is down, and invite a retry.
+  if (info->state == demux::SocketState::kConnected) {
+    if (std::optional<IcmpError> e = socket->TakeError(info->remote)) {
+      return absl::AbortedError(absl::StrCat("socket ", id, ": an ICMP error came back for an "
+                                             "earlier datagram to ", dst.ToString(), ": ",
+                                             e->ToString(), "; this one was not sent"));
+    }
   }
   net::Endpoint src = info->local;
   if (src.address.IsV4Mapped() && src.address.Unmapped().IsUnspecified()) {

@@ -150,9 +150,10 @@ class Stack {
   // Queues one datagram. `destination` is required unless the socket is connected (then it
   // must be absent or equal to the peer). An unbound socket is bound to an ephemeral port.
   // INVALID_ARGUMENT: too big for the MTU (no fragmentation) or a bad destination;
-  // FAILED_PRECONDITION: no destination; RESOURCE_EXHAUSTED: send queue full; UNAVAILABLE: a
-  // hard ICMP error came back for the connected socket's datagrams since its last send
+  // FAILED_PRECONDITION: no destination; RESOURCE_EXHAUSTED: send queue full; ABORTED: a hard
+  // ICMP error came back for the connected socket's datagrams since its last send
   // ("ECONNREFUSED (ICMP port unreachable)"): reported once, and this datagram not sent.
+  // (Linux's recv() and poll() report it too; here only Send does.)
   absl::Status Send(SocketId id, std::span<const uint8_t> payload,
                     std::optional<net::Endpoint> destination = std::nullopt);
   // The next queued datagram, if any; never blocks.

@@ -177,22 +177,29 @@ class alignas(64) UdpSocket {
   }
   void CountSendDrop() { tx_dropped_.fetch_add(1, std::memory_order_relaxed); }
 
-  // Poll thread: an ICMP error quoted one of the socket's datagrams. A hard one is kept (a later
-  // one replaces it); the stack reports it only while the socket is connected (icmp_error.h).
-  void ReportIcmpError(const IcmpError& e) {
+  // Poll thread: an ICMP error quoted one of the socket's datagrams, sent to `peer`. A hard one
+  // is kept with a tag of that peer (a later one replaces it); only a socket connected to that
+  // peer hears of it (icmp_error.h). The tag, not the socket's state, decides: the poll thread
+  // may have looked the socket up just before a Connect to another peer, and its error must
+  // not blame the new one. (Release: publishes the count for a reader that acquires the error.)
+  void ReportIcmpError(const IcmpError& e, const net::Endpoint& peer) {
     icmp_errors_.fetch_add(1, std::memory_order_relaxed);
-    if (e.Hard()) pending_error_.store(e.Pack(), std::memory_order_release);
+    if (e.Hard()) {
+      pending_error_.store(uint64_t{PeerTag(peer)} << 32 | e.Pack(), std::memory_order_release);
+    }
   }
-  // The kept error, taken: a send reports it once (as Linux's sock_error()).
-  std::optional<IcmpError> TakeError() {
+  // The kept error, taken, if it was about `peer`: a send reports it once (as Linux's
+  // sock_error()). One about another peer is dropped.
+  std::optional<IcmpError> TakeError(const net::Endpoint& peer) {
     if (pending_error_.load(std::memory_order_relaxed) == 0) return std::nullopt;
-    return IcmpError::Unpack(pending_error_.exchange(0, std::memory_order_acquire));
+    return ErrorAbout(peer, pending_error_.exchange(0, std::memory_order_acquire));
   }
-  std::optional<IcmpError> PendingError() const {
-    return IcmpError::Unpack(pending_error_.load(std::memory_order_acquire));
+  std::optional<IcmpError> PendingError(const net::Endpoint& peer) const {
+    return ErrorAbout(peer, pending_error_.load(std::memory_order_acquire));
   }
-  // Control plane, once the socket is connected to another peer or disconnected: an error
-  // about the earlier peer means nothing now.
+  // Control plane, once the socket is connected to another peer or disconnected. Linux keeps
+  // sk_err across connect(); here an error about the earlier peer is forgotten, since it could
+  // only fail a send to the new one.
   void ForgetError() { pending_error_.store(0, std::memory_order_release); }
 
   SocketCounters counters() const {
@@ -209,6 +216,22 @@ class alignas(64) UdpSocket {
   }
 
  private:
+  // 32 bits of a peer endpoint (FNV-1a over its 16-byte form, so that 10.1.0.1 and
+  // ::ffff:10.1.0.1 agree, and its port): a stale error meets a new peer's tag by chance once
+  // in 2^32.
+  static uint32_t PeerTag(const net::Endpoint& peer) {
+    uint32_t h = 2166136261u;
+    auto mix = [&h](uint8_t b) { h = (h ^ b) * 16777619u; };
+    for (uint8_t b : peer.address.bytes16()) mix(b);
+    mix(static_cast<uint8_t>(peer.port >> 8));
+    mix(static_cast<uint8_t>(peer.port));
+    return h;
+  }
+  static std::optional<IcmpError> ErrorAbout(const net::Endpoint& peer, uint64_t kept) {
+    if (kept == 0 || kept >> 32 != PeerTag(peer)) return std::nullopt;
+    return IcmpError::Unpack(static_cast<uint32_t>(kept));
+  }
+
   void Wake() {
     std::lock_guard<std::mutex> lock(wait_mu_);
     if (event_fd_ < 0) return;
@@ -279,7 +302,8 @@ class alignas(64) UdpSocket {
   std::vector<std::unique_ptr<const ReceiveCallback>> later_callbacks_;
   std::atomic<uint64_t> tx_datagrams_{0}, tx_bytes_{0}, tx_dropped_{0};
   std::atomic<uint64_t> icmp_errors_{0};
-  std::atomic<uint32_t> pending_error_{0};  // IcmpError::Pack() of the kept error, or 0
+  // The kept error: PeerTag() << 32 | IcmpError::Pack(), or 0.
+  std::atomic<uint64_t> pending_error_{0};
 };
 
 }  // namespace quadsock::stack

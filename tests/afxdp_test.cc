@@ -614,7 +614,7 @@ TEST_F(AfXdpTest, ConnectedSocketHearsOfTheKernelsClosedPort) {
       absl::SleepFor(absl::Milliseconds(1));
     }
     absl::Status refused = stack().Send(s, Bytes("still there?"));
-    EXPECT_EQ(refused.code(), absl::StatusCode::kUnavailable) << refused;
+    EXPECT_EQ(refused.code(), absl::StatusCode::kAborted) << refused;
     EXPECT_TRUE(absl::StrContains(refused.message(), "ECONNREFUSED")) << refused;
     EXPECT_EQ(stack().Get(s).value().counters.icmp_errors, 1u);
     EXPECT_EQ(stack().Send(s, Bytes("once more")), absl::OkStatus());  // reported once

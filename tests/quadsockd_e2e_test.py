@@ -162,7 +162,7 @@ class QuadsockdTest(unittest.TestCase):
             self.assertEqual(sock.get().pending_error, "ECONNREFUSED (ICMP port unreachable)")
             with self.assertRaises(quadsock.QuadsockError) as refused:
                 sock.send(b"still there?")
-            self.assertEqual(refused.exception.code, grpc.StatusCode.UNAVAILABLE)
+            self.assertEqual(refused.exception.code, grpc.StatusCode.ABORTED)
             self.assertIn("ECONNREFUSED", refused.exception.message)
             self.assertEqual(sock.get().counters.icmp_errors, 1)
             sock.send(b"once more")  # reported once: this one goes

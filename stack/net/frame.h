@@ -47,7 +47,7 @@ struct ParsedFrame {
   UdpHeader udp;     // when l4 == kUdp (checksum verified)
   IcmpHeader icmp;   // when l4 is kIcmpv4 or kIcmpv6 (checksum verified)
   NdpMessage ndp;    // when l4 == kIcmpv6 and icmp.type is a neighbour solicitation/advert
-  IcmpQuote quote;   // when l4 is kIcmpv4 or kIcmpv6 and IsIcmpError(icmp.type)
+  IcmpQuote quote;   // when l4 is kIcmpv4 or kIcmpv6 and IsIcmpError(v6, icmp.type)
   size_t payload_offset = 0;  // UDP payload, or the ICMP body after its 8-byte header
   size_t payload_length = 0;
 

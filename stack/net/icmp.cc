@@ -12,8 +12,8 @@ ParseError IcmpQuote::Parse(bool v6, ByteReader& r) {
   }
   uint8_t addr[16];
   if (v6) {
-    // version/class/flow label (4 bytes, one read), payload length (2), next header (1), hop
-    // limit (1), source, destination.
+    // The rest of version, class and flow label (3 bytes), payload length (2), next header
+    // (1), hop limit (1), source, destination.
     if (!r.Skip(3 + 2) || !r.ReadU8(protocol) || !r.Skip(1) || !r.ReadBytes(addr, 16)) {
       return ParseError::kBadIcmpQuote;
     }

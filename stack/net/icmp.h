@@ -76,9 +76,9 @@ struct IcmpHeader {
 };
 
 // Whether an ICMP message of `type` is an error that quotes the datagram it is about:
-// destination unreachable, time exceeded and parameter problem (ICMPv4 also source quench,
-// long deprecated, and redirect, which is not an error: neither is taken); every ICMPv6 error
-// (types below 128, RFC 4443 2.1), packet too big included.
+// destination unreachable, time exceeded and parameter problem (ICMPv4 also has source quench,
+// long deprecated, and redirect, which is not an error: neither is taken), and for ICMPv6 also
+// packet too big: the four errors RFC 4443 defines.
 constexpr bool IsIcmpError(bool v6, uint8_t type) {
   if (v6) {
     return type == kIcmpv6DestUnreachable || type == kIcmpv6PacketTooBig ||

@@ -21,7 +21,7 @@ from scapy.all import (ARP, ICMP, IP, IPOption_NOP, IPv6, IPv6ExtHdrDestOpt,  # 
                        IPv6ExtHdrFragment, IPv6ExtHdrHopByHop, UDP, Dot1Q, Ether,
                        ICMPv6DestUnreach, ICMPv6EchoReply, ICMPv6EchoRequest, ICMPv6ND_NA,
                        ICMPv6ND_NS, ICMPv6NDOptDstLLAddr, ICMPv6NDOptSrcLLAddr,
-                       ICMPv6PacketTooBig, ICMPv6TimeExceeded, raw)
+                       ICMPv6PacketTooBig, ICMPv6ParamProblem, ICMPv6TimeExceeded, raw)
 
 FRAME_TOOL = None
 RNG = random.Random(20261130)
@@ -106,7 +106,8 @@ def random_frame():
                      rand_payload(100))
         quoted = quoted[:RNG.randrange(48, len(quoted) + 1)]
         error = RNG.choice([ICMPv6DestUnreach(code=RNG.randrange(7)),
-                            ICMPv6PacketTooBig(mtu=1280), ICMPv6TimeExceeded(code=0)])
+                            ICMPv6PacketTooBig(mtu=1280), ICMPv6TimeExceeded(code=0),
+                            ICMPv6ParamProblem(code=0, ptr=6)])
         pkt = link() / IPv6(src=rand_v6(), dst=rand_v6()) / error / quoted
     elif kind == "ns":
         pkt = link() / IPv6(src=rand_v6(), dst="ff02::1:ff00:1", hlim=255) / \
@@ -169,8 +170,9 @@ class ParseAgreesWithScapy(unittest.TestCase):
                     self.assertEqual(got["l4"], "icmp" if kind == "icmp4err" else "icmpv6")
                     self.assertEqual((got["icmp_type"], got["icmp_code"]),
                                      (str(outer.type), str(outer.code)))
+                    proto = quoted.proto if kind == "icmp4err" else quoted.nh
                     self.assertEqual((got["quote_src"], got["quote_dst"], got["quote_proto"]),
-                                     (quoted.src, quoted.dst, "17"))
+                                     (quoted.src, quoted.dst, str(proto)))
                     self.assertEqual((got["quote_sport"], got["quote_dport"]),
                                      (str(quoted[UDP].sport), str(quoted[UDP].dport)))
                     continue
