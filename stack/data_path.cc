@@ -257,13 +257,12 @@ Stack::FrameKind Stack::Classify(Engine& engine, const LocalAddresses& local,
     return FrameKind::kDone;
   }
   if (f.l4 == net::L4::kUdp) return FrameKind::kUdp;
-  const bool icmpv6 = f.l4 == net::L4::kIcmpv6;
-  if ((f.l4 == net::L4::kIcmpv4 || icmpv6) && net::IsIcmpError(icmpv6, f.icmp.type)) {
-    return FrameKind::kIcmpError;
-  }
-  if ((f.l4 == net::L4::kIcmpv4 && f.icmp.type == net::kIcmpv4EchoRequest) ||
-      (f.l4 == net::L4::kIcmpv6 && f.icmp.type == net::kIcmpv6EchoRequest)) {
-    return FrameKind::kEcho;
+  if (f.l4 == net::L4::kIcmpv4 || f.l4 == net::L4::kIcmpv6) {
+    const bool v6 = f.l4 == net::L4::kIcmpv6;
+    if (net::IsIcmpError(v6, f.icmp.type)) return FrameKind::kIcmpError;
+    if (f.icmp.type == (v6 ? net::kIcmpv6EchoRequest : net::kIcmpv4EchoRequest)) {
+      return FrameKind::kEcho;
+    }
   }
   engine.Bump(kUnhandled);
   return FrameKind::kDone;

@@ -55,7 +55,6 @@ absl::StatusOr<std::unique_ptr<Stack>> Stack::Create(
   }
   auto* local = new LocalAddresses();
   local->prefixes = stack->options_.addresses;
-  for (const net::IpPrefix& p : local->prefixes) local->addresses.push_back(p.address());
   stack->local_.store(local, std::memory_order_release);
 
   demux::SocketTable::Options table;

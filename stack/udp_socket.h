@@ -27,6 +27,7 @@
 #include <span>
 #include <string>
 
+#include "absl/hash/hash.h"
 #include "absl/time/time.h"
 #include "stack/bounded_queue.h"
 #include "stack/icmp_error.h"
@@ -216,16 +217,10 @@ class alignas(64) UdpSocket {
   }
 
  private:
-  // 32 bits of a peer endpoint (FNV-1a over its 16-byte form, so that 10.1.0.1 and
-  // ::ffff:10.1.0.1 agree, and its port): a stale error meets a new peer's tag by chance once
-  // in 2^32.
+  // 32 bits of a peer endpoint's hash (its 16-byte form, so that 10.1.0.1 and ::ffff:10.1.0.1
+  // agree, and its port): a stale error meets a new peer's tag by chance once in 2^32.
   static uint32_t PeerTag(const net::Endpoint& peer) {
-    uint32_t h = 2166136261u;
-    auto mix = [&h](uint8_t b) { h = (h ^ b) * 16777619u; };
-    for (uint8_t b : peer.address.bytes16()) mix(b);
-    mix(static_cast<uint8_t>(peer.port >> 8));
-    mix(static_cast<uint8_t>(peer.port));
-    return h;
+    return static_cast<uint32_t>(absl::HashOf(peer.address.bytes16(), peer.port));
   }
   static std::optional<IcmpError> ErrorAbout(const net::Endpoint& peer, uint64_t kept) {
     if (kept == 0 || kept >> 32 != PeerTag(peer)) return std::nullopt;

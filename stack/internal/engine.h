@@ -51,10 +51,10 @@ inline size_t UdpHeadroom(net::Family f) {
 // The addresses that are ours, for the data path: read without locks by poll threads, replaced
 // whole by the control plane and freed after an RCU grace period.
 struct LocalAddresses {
-  std::vector<net::IpPrefix> prefixes;     // with their connected networks
-  std::vector<net::IpAddress> addresses;   // the prefixes' addresses, for the data path
+  std::vector<net::IpPrefix> prefixes;  // our addresses, with their connected networks
   bool Contains(const net::IpAddress& a) const {
-    return std::find(addresses.begin(), addresses.end(), a) != addresses.end();
+    return std::any_of(prefixes.begin(), prefixes.end(),
+                       [&a](const net::IpPrefix& p) { return p.address() == a; });
   }
   // The connected network whose broadcast address `a` is, or null.
   const net::IpPrefix* BroadcastOf(const net::IpAddress& a) const {
