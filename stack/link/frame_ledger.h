@@ -3,7 +3,8 @@
 // Each buffer is in exactly one place at a time. Links record every move; a move from the
 // wrong place (a double release, a frame sent twice) is a broken internal invariant and aborts
 // with the frame and both places named. Counting the places against the rings' own occupancy
-// tells whether any frame was lost.
+// tells whether any frame was lost; at rest (between two poll-loop turns) no frame may be held,
+// so a frame the stack took and never gave back shows up as held and fails the check.
 //
 //   FrameLedger ledger(4096);               // all buffers start kFree
 //   ledger.Move(index, FramePlace::kFree, FramePlace::kKernelRx);   // posted on the fill ring
@@ -21,7 +22,7 @@ namespace quadsock::link {
 enum class FramePlace : uint8_t {
   kFree,      // in the link's free pool
   kKernelRx,  // on the fill ring or the RX ring: the kernel's to receive into
-  kLent,      // lent to the stack (received, or allocated for sending)
+  kHeld,      // held by the stack (received, or allocated for sending); none at rest
   kKernelTx,  // on the TX ring or the completion ring: the kernel's to send
 };
 inline constexpr int kFramePlaces = 4;
@@ -30,7 +31,7 @@ inline const char* FramePlaceName(FramePlace p) {
   switch (p) {
     case FramePlace::kFree: return "free";
     case FramePlace::kKernelRx: return "kernel-rx";
-    case FramePlace::kLent: return "lent";
+    case FramePlace::kHeld: return "held";
     case FramePlace::kKernelTx: return "kernel-tx";
   }
   return "?";
@@ -45,6 +46,13 @@ class FrameLedger {
   uint32_t size() const { return static_cast<uint32_t>(place_.size()); }
   uint32_t count(FramePlace p) const { return count_[static_cast<int>(p)]; }
   FramePlace place(uint32_t index) const { return place_[index]; }
+  // The lowest-numbered frame in `p`, or size() when none is: names a leaked frame.
+  uint32_t First(FramePlace p) const {
+    for (uint32_t i = 0; i < place_.size(); ++i) {
+      if (place_[i] == p) return i;
+    }
+    return size();
+  }
 
   void Move(uint32_t index, FramePlace from, FramePlace to) {
     if (index >= place_.size() || place_[index] != from) {

@@ -78,8 +78,10 @@ class Link {
   // A file descriptor that polls readable when frames may have arrived, for an idle poll loop.
   virtual int wait_fd() const = 0;
 
-  // Checks that every buffer of the link is in exactly one place (the kernel's rings, lent to
-  // the caller, or free). OK, or INTERNAL naming the discrepancy. Same thread as the rest.
+  // Checks the link at rest, between two poll-loop turns, when the caller holds no frame: every
+  // buffer is free or on one of the kernel's rings. OK, or INTERNAL naming the discrepancy,
+  // including any frame still held (lent by Receive or AllocateTx and never given back: a
+  // leak). Same thread as the rest.
   virtual absl::Status CheckFrameAccounting() const = 0;
   virtual LinkCounters counters() const = 0;
   // True when Receive itself runs the device's receive work (busy polling): the caller should

@@ -103,7 +103,7 @@ size_t MemoryLink::Receive(std::span<FrameBuffer> out) {
   while (n < out.size() && !free_.empty() && in_->Pop(frame)) {
     const uint32_t index = free_.back();
     free_.pop_back();
-    ledger_.Move(index, FramePlace::kFree, FramePlace::kLent);
+    ledger_.Move(index, FramePlace::kFree, FramePlace::kHeld);
     const uint32_t length = static_cast<uint32_t>(std::min<size_t>(frame.size(), frame_size_));
     out[n] = Buffer(index, length);
     std::memcpy(out[n].data, frame.data(), length);
@@ -115,7 +115,7 @@ size_t MemoryLink::Receive(std::span<FrameBuffer> out) {
 
 void MemoryLink::Release(std::span<const FrameBuffer> frames) {
   for (const FrameBuffer& f : frames) {
-    ledger_.Move(static_cast<uint32_t>(f.handle), FramePlace::kLent, FramePlace::kFree);
+    ledger_.Move(static_cast<uint32_t>(f.handle), FramePlace::kHeld, FramePlace::kFree);
     free_.push_back(static_cast<uint32_t>(f.handle));
   }
 }
@@ -127,7 +127,7 @@ std::optional<FrameBuffer> MemoryLink::AllocateTx() {
   }
   const uint32_t index = free_.back();
   free_.pop_back();
-  ledger_.Move(index, FramePlace::kFree, FramePlace::kLent);
+  ledger_.Move(index, FramePlace::kFree, FramePlace::kHeld);
   return Buffer(index, 0);
 }
 
@@ -135,7 +135,7 @@ size_t MemoryLink::Transmit(std::span<const FrameBuffer> frames) {
   for (const FrameBuffer& f : frames) {
     // The wire copies the frame; the buffer is "completed" at once.
     out_->Push(std::vector<uint8_t>(f.data, f.data + f.length));
-    ledger_.Move(static_cast<uint32_t>(f.handle), FramePlace::kLent, FramePlace::kFree);
+    ledger_.Move(static_cast<uint32_t>(f.handle), FramePlace::kHeld, FramePlace::kFree);
     free_.push_back(static_cast<uint32_t>(f.handle));
   }
   counters_.tx_frames += frames.size();
@@ -152,6 +152,12 @@ absl::Status MemoryLink::CheckFrameAccounting() const {
   }
   if (ledger_.count(FramePlace::kKernelRx) != 0 || ledger_.count(FramePlace::kKernelTx) != 0) {
     return absl::InternalError(info_.name + ": a memory link has no kernel rings");
+  }
+  if (ledger_.count(FramePlace::kHeld) != 0) {
+    return absl::InternalError(absl::StrFormat(
+        "%s: %u frames held at rest (taken by Receive or AllocateTx and never released or "
+        "transmitted), frame %u first", info_.name, ledger_.count(FramePlace::kHeld),
+        ledger_.First(FramePlace::kHeld)));
   }
   return absl::OkStatus();
 }

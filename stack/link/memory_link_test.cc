@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <string>
 
 namespace quadsock::link {
 namespace {
@@ -21,7 +22,6 @@ TEST(MemoryLinkTest, PairCarriesFramesBothWays) {
   FrameBuffer in[4];
   ASSERT_EQ(b->Receive(in), 1u);
   EXPECT_EQ(std::string(reinterpret_cast<char*>(in[0].data), in[0].length), "hello");
-  EXPECT_EQ(b->CheckFrameAccounting(), absl::OkStatus());
   b->Release({in, 1});
   EXPECT_EQ(a->CheckFrameAccounting(), absl::OkStatus());
   EXPECT_EQ(b->CheckFrameAccounting(), absl::OkStatus());
@@ -60,6 +60,28 @@ TEST(MemoryLinkTest, RunsOutOfBuffersGracefully) {
   EXPECT_EQ(p.link->counters().no_tx_buffer, 1u);
   p.link->Release({&*x, 1});
   p.link->Release({&*y, 1});
+  EXPECT_EQ(p.link->CheckFrameAccounting(), absl::OkStatus());
+}
+
+// At rest every frame is free: one the stack took and kept is a leak, and the check says so.
+TEST(MemoryLinkTest, AFrameHeldAtRestFailsTheCheck) {
+  MemoryLink::Pair p = MemoryLink::CreateWithTestEnd({.name = "stack", .frames = 4});
+  ASSERT_TRUE(p.test_end->Inject(Bytes("frame")));
+  FrameBuffer in[1];
+  ASSERT_EQ(p.link->Receive(in), 1u);
+  absl::Status held = p.link->CheckFrameAccounting();
+  EXPECT_EQ(held.code(), absl::StatusCode::kInternal);
+  EXPECT_EQ(held.message(),
+            "stack: 1 frames held at rest (taken by Receive or AllocateTx and never released or "
+            "transmitted), frame " + std::to_string(in[0].handle) + " first");
+  p.link->Release({in, 1});
+  EXPECT_EQ(p.link->CheckFrameAccounting(), absl::OkStatus());
+
+  std::optional<FrameBuffer> tx = p.link->AllocateTx();
+  ASSERT_TRUE(tx.has_value());
+  EXPECT_EQ(p.link->CheckFrameAccounting().code(), absl::StatusCode::kInternal);
+  tx->length = 1;
+  ASSERT_EQ(p.link->Transmit({&*tx, 1}), 1u);
   EXPECT_EQ(p.link->CheckFrameAccounting(), absl::OkStatus());
 }
 

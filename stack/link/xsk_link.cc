@@ -323,7 +323,7 @@ size_t XskLink::Receive(std::span<FrameBuffer> out) {
   const uint32_t n = xsk_ring_cons__peek(rx_.get(), static_cast<uint32_t>(out.size()), &idx);
   for (uint32_t i = 0; i < n; ++i) {
     const xdp_desc* d = xsk_ring_cons__rx_desc(rx_.get(), idx + i);
-    ledger_.Move(IndexOf(d->addr), FramePlace::kKernelRx, FramePlace::kLent);
+    ledger_.Move(IndexOf(d->addr), FramePlace::kKernelRx, FramePlace::kHeld);
     out[i] = Buffer(d->addr, d->len);
     __builtin_prefetch(out[i].data);  // the caller reads every frame's headers next
   }
@@ -340,7 +340,7 @@ void XskLink::Release(std::span<const FrameBuffer> frames) {
   for (const FrameBuffer& f : frames) {
     // Back to the chunk's start: a frame sent from it next has the whole chunk.
     const uint64_t chunk = ChunkOf(f.handle);
-    ledger_.Move(IndexOf(chunk), FramePlace::kLent, FramePlace::kFree);
+    ledger_.Move(IndexOf(chunk), FramePlace::kHeld, FramePlace::kFree);
     free_.push_back(chunk);
   }
 }
@@ -355,7 +355,7 @@ std::optional<FrameBuffer> XskLink::AllocateTx() {
   }
   const uint64_t addr = free_.back();
   free_.pop_back();
-  ledger_.Move(IndexOf(addr), FramePlace::kFree, FramePlace::kLent);
+  ledger_.Move(IndexOf(addr), FramePlace::kFree, FramePlace::kHeld);
   return Buffer(addr, 0);
 }
 
@@ -371,7 +371,7 @@ size_t XskLink::Transmit(std::span<const FrameBuffer> frames) {
     d->addr = frames[i].handle;
     d->len = frames[i].length;
     d->options = 0;
-    ledger_.Move(IndexOf(frames[i].handle), FramePlace::kLent, FramePlace::kKernelTx);
+    ledger_.Move(IndexOf(frames[i].handle), FramePlace::kHeld, FramePlace::kKernelTx);
   }
   xsk_ring_prod__submit(tx_.get(), n);
   tx_pending_kick_ += n;
@@ -446,6 +446,12 @@ absl::Status XskLink::CheckFrameAccounting() const {
         "%u (fill %u + rx %u) and %u (tx %u + completion %u)",
         info_.name, info_.queue, ledger_.count(FramePlace::kKernelRx),
         ledger_.count(FramePlace::kKernelTx), fill + rx, fill, rx, tx + comp, tx, comp));
+  }
+  if (ledger_.count(FramePlace::kHeld) != 0) {
+    return absl::InternalError(absl::StrFormat(
+        "%s/%u: %u frames held at rest (taken by Receive or AllocateTx and never released or "
+        "transmitted), frame %u first", info_.name, info_.queue, ledger_.count(FramePlace::kHeld),
+        ledger_.First(FramePlace::kHeld)));
   }
   return absl::OkStatus();
 }
