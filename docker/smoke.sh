@@ -102,7 +102,18 @@ log "UDP from the peer received: $line"
 "$quadctl" session end >/dev/null
 
 podman stop -t 5 "$NAME" >/dev/null
-if ip netns exec "$NODE" ip link show qsc0 | grep -q xdp; then
+# quadsockd drains and exits 0 on SIGTERM; anything else (a crash, podman's SIGKILL after the
+# grace period: 137) is a failure.
+rc=$(podman inspect --format '{{.State.ExitCode}}' "$NAME")
+if [[ "$rc" != 0 ]]; then
+  log "quadsockd exited with $rc on SIGTERM; its log:"
+  podman logs "$NAME" >&2
+  exit 1
+fi
+log "quadsockd exited with 0 on SIGTERM"
+# `ip` itself must answer: a failed `ip` would otherwise read as "no program left".
+links=$(ip -n "$NODE" -d link show qsc0) || { log "ip could not show qsc0"; exit 1; }
+if grep -q 'prog/xdp' <<<"$links"; then
   log "an XDP program was left on qsc0 after the container stopped"
   exit 1
 fi

@@ -76,7 +76,10 @@ wait "$pid" && rc=0 || rc=$?
 tail -n 2 "$log" | sed 's/^/  /'
 pid=""
 [ "$rc" -eq 0 ] || { echo "quadsockd exited with $rc"; status=1; }
-if ip -n "$ns_stack" -d link show qs0 | grep -q 'prog/xdp'; then
+# `ip` itself must answer: a failed `ip` would otherwise read as "no program left".
+if ! links=$(ip -n "$ns_stack" -d link show qs0); then
+  echo "ip could not show qs0: cannot tell whether an XDP program was left"; status=1
+elif grep -q 'prog/xdp' <<<"$links"; then
   echo "an XDP program was left on qs0"; status=1
 else
   echo "  no XDP program left on qs0"

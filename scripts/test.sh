@@ -11,7 +11,10 @@
 #   QUADSOCK_TEST_DEMO=0 scripts/test.sh             # without the main job (scripts/demo.sh)
 #   QUADSOCK_TEST_CONTAINER=0 scripts/test.sh        # without the container (docker/smoke.sh)
 #
-# Each test target counts once per configuration it runs in.
+# Each test target counts once per configuration it runs in, and every one really runs: no
+# verdict is replayed from Bazel's cache (the disk cache speeds up builds, not verdicts).
+# Benchmark smoke runs (tag "benchmark") run in the default configuration only: a sanitizer
+# tells nothing about a benchmark harness. A configuration with no tests to run is a failure.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -43,29 +46,38 @@ fi
 
 # Which targets each configuration runs: all of them, except ThreadSanitizer, which runs the
 # tests tagged "tsan" (the concurrency tests; TSan makes everything else slow for no insight).
+# Fails when the query does.
 targets_for() {
   case "$1" in
-    tsan) bazel query 'attr(tags, "\btsan\b", tests(//...))' 2>/dev/null ;;
+    tsan) bazel query 'attr(tags, "\btsan\b", tests(//...))' 2>"$logdir/$1.query.log" ;;
     *) echo "//..." ;;
   esac
 }
 
 for config in $configs; do
-  flags=()
-  [ "$config" = default ] || flags=(--config="$config")
-  mapfile -t targets < <(targets_for "$config")
+  flags=(--nocache_test_results)
+  [ "$config" = default ] || flags+=(--config="$config" --test_tag_filters=-benchmark)
+  if ! targets_text=$(targets_for "$config"); then
+    echo "== $config: FAILED: the query for its tests failed; the end of its output:"
+    tail -n 30 "$logdir/$config.query.log" | sed 's/^/     /'
+    failed=$((failed + 1))
+    continue
+  fi
+  mapfile -t targets < <(printf '%s' "$targets_text" | grep .)
   if [ ${#targets[@]} -eq 0 ]; then
-    echo "== $config: no tests to run"
+    echo "== $config: FAILED: no tests to run"
+    failed=$((failed + 1))
     continue
   fi
   echo "== bazel test ${flags[*]} ${targets[*]}"
   log="$logdir/$config.log"
   bazel test --keep_going "${flags[@]}" -- "${targets[@]}" >"$log" 2>&1
   status=$?
-  # The summary: one line per test target, e.g. "//stack/net:ip_test  (cached) PASSED in 0.1s".
+  # The summary: one line per test target, e.g. "//stack/net:ip_test  PASSED in 0.1s". A
+  # "(cached) PASSED" was not run here: it does not count as passed.
   summary=$(grep -E '^//[^ ]+ +(\(cached\) )?(PASSED|FAILED|FLAKY|TIMEOUT|NO STATUS|INCOMPLETE|FAILED TO BUILD|REMOTE FAILURE)' "$log")
-  p=$(grep -cE ' (\(cached\) )?PASSED( |$)' <<<"$summary")
-  f=$(grep -cvE ' (\(cached\) )?PASSED( |$)' <<<"$summary")
+  p=$(grep -cE '^//[^ ]+ +PASSED( |$)' <<<"$summary")
+  f=$(grep -cvE '^//[^ ]+ +PASSED( |$)' <<<"$summary")
   [ -n "$summary" ] || f=0
   printf '%s\n' "$summary" | sed "s/^/   [$config] /"
   if [ "$status" -ne 0 ] && [ "$f" -eq 0 ]; then
@@ -75,6 +87,7 @@ for config in $configs; do
     f=1
   elif [ "$f" -gt 0 ]; then
     echo "   [$config] failures (from $log):"
+    grep -E ' \(cached\) ' <<<"$summary" | sed 's/^/     not run here, replayed from the cache: /'
     grep -E '^(ERROR|FAIL:)|\[  FAILED  \]|error:' "$log" | head -n 40 | sed 's/^/     /'
   fi
   passed=$((passed + p))

@@ -160,7 +160,10 @@ def main():
         for q in c.queues:
             print("  queue %d (%s)                  rx %d, tx %d, rx dropped %d" % (
                 q.queue, q.mode, q.counters.rx_frames, q.counters.tx_frames, q.counters.rx_dropped))
-        print("  frame accounting               %s" % ("ok" if client.check_frame_accounting() else "BROKEN"))
+        frames_ok = client.check_frame_accounting()
+        if not frames_ok:
+            problems.append("frame accounting is broken (quadsockd's log says how)")
+        print("  frame accounting               %s" % ("ok" if frames_ok else "BROKEN"))
         print("  took %.1f s" % (time.time() - started))
         for s in socks:
             s.close()
