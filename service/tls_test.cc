@@ -172,3 +172,47 @@ TEST_F(TlsTest, ServerOnlyTlsServesAnyClient) {
 
 }  // namespace
 }  // namespace quadsock::service
+
+// Over TLS too, every frame the stack used (here: an ARP request for a datagram's peer) is back
+// where it belongs: AdminService's frame accounting check, asked over the TLS listener.
+namespace quadsock::service {
+namespace {
+
+TEST_F(TlsTest, FrameAccountingHoldsAfterTlsTraffic) {
+  absl::StatusOr<std::unique_ptr<Server>> server = Server::Start(Tls(true), *stack_);
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto alice = Connect(**server, "alice");
+  grpc::ClientContext c1;
+  v1::CreateSessionResponse session;
+  ASSERT_TRUE(alice->CreateSession(&c1, v1::CreateSessionRequest(), &session).ok());
+  grpc::ClientContext c2;
+  c2.AddMetadata("quadsock-session", session.session());
+  v1::OpenRequest open;
+  open.set_family(v1::FAMILY_IPV4);
+  v1::OpenResponse opened;
+  ASSERT_TRUE(alice->Open(&c2, open, &opened).ok());
+  grpc::ClientContext c3;
+  c3.AddMetadata("quadsock-session", session.session());
+  v1::SendRequest send;
+  send.set_socket(opened.socket());
+  send.set_payload("over tls");
+  send.mutable_destination()->set_address("10.1.0.1");
+  send.mutable_destination()->set_port(9);
+  v1::SendResponse sent;
+  grpc::Status s = alice->Send(&c3, send, &sent);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  stack_->PollOnce();
+  EXPECT_FALSE(wire_->TakeSent().empty()) << "no frame left the stack";
+
+  grpc::ClientContext c4;
+  c4.AddMetadata("quadsock-session", session.session());
+  v1::CheckFrameAccountingResponse frames;
+  s = v1::AdminService::NewStub(Channel(**server, "alice"))
+          ->CheckFrameAccounting(&c4, v1::CheckFrameAccountingRequest(), &frames);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_TRUE(frames.ok());
+  (*server)->Shutdown(absl::Seconds(1));
+}
+
+}  // namespace
+}  // namespace quadsock::service
