@@ -11,23 +11,23 @@
 #include <mutex>
 #include <sstream>
 #include <thread>
+#include <type_traits>
 #include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "clients/cpp/internal/connection.h"
+#include "clients/cpp/internal/health_codec.h"
 
 namespace quadsock {
 
+using client_internal::AdminStub;
 using client_internal::Deadline;
-using client_internal::FromGrpc;
 using client_internal::FromProto;
-using client_internal::kSessionHeader;
+using client_internal::SocketStub;
 
 namespace {
-
-constexpr char kHealthCheckMethod[] = "/grpc.health.v1.Health/Check";
 
 absl::StatusOr<std::string> ReadPem(const std::string& path, absl::string_view what) {
   std::ifstream in(path);
@@ -39,53 +39,18 @@ absl::StatusOr<std::string> ReadPem(const std::string& path, absl::string_view w
   return s.str();
 }
 
-// grpc.health.v1 by hand (Debian ships no C++ stubs for it): HealthCheckRequest is
-// `string service = 1`, HealthCheckResponse is `ServingStatus status = 1`.
-std::string EncodeHealthCheckRequest(const std::string& service) {
-  std::string out;
-  if (service.empty()) return out;
-  out.push_back(0x0a);  // field 1, length-delimited
-  for (uint64_t n = service.size(); ; n >>= 7) {
-    if (n < 0x80) {
-      out.push_back(static_cast<char>(n));
-      break;
-    }
-    out.push_back(static_cast<char>((n & 0x7f) | 0x80));
-  }
-  return out + service;
+// `f` of a call's response, or the call's error.
+template <typename Response, typename F>
+auto Then(absl::StatusOr<Response> response, F f)
+    -> absl::StatusOr<std::invoke_result_t<F, Response&>> {
+  if (!response.ok()) return response.status();
+  return f(*response);
 }
 
-bool ReadVarint(absl::string_view& in, uint64_t* value) {
-  *value = 0;
-  for (int shift = 0; shift < 64 && !in.empty(); shift += 7) {
-    const uint8_t b = static_cast<uint8_t>(in.front());
-    in.remove_prefix(1);
-    *value |= static_cast<uint64_t>(b & 0x7f) << shift;
-    if ((b & 0x80) == 0) return true;
-  }
-  return false;
-}
-
-absl::StatusOr<HealthStatus> DecodeHealthCheckResponse(absl::string_view in) {
-  uint64_t status = 0;
-  while (!in.empty()) {
-    uint64_t tag = 0, value = 0;
-    if (!ReadVarint(in, &tag)) break;
-    const int wire_type = static_cast<int>(tag & 7);
-    if (wire_type == 0) {
-      if (!ReadVarint(in, &value)) break;
-      if (tag >> 3 == 1) status = value;
-    } else if (wire_type == 2) {
-      if (!ReadVarint(in, &value) || value > in.size()) break;
-      in.remove_prefix(value);
-    } else {
-      break;
-    }
-  }
-  if (!in.empty() || status > 3) {
-    return absl::InternalError("malformed grpc.health.v1.HealthCheckResponse");
-  }
-  return static_cast<HealthStatus>(status);
+// A repeated field of a response as a vector.
+template <typename Repeated>
+auto AsVector(const Repeated& items) {
+  return std::vector<typename Repeated::value_type>(items.begin(), items.end());
 }
 
 }  // namespace
@@ -233,10 +198,7 @@ class Client::Keeper {
       while (!self->cv_.wait_for(l, std::chrono::microseconds(absl::ToInt64Microseconds(period)),
                                  [self] { return self->stop_; })) {
         l.unlock();
-        grpc::ClientContext ctx;
-        self->c_->Prepare(ctx);
-        v1::KeepAliveResponse resp;
-        (void)self->c_->sockets->KeepAlive(&ctx, v1::KeepAliveRequest(), &resp);
+        (void)self->c_->Call(&SocketStub::KeepAlive, {});
         l.lock();
       }
     });
@@ -341,15 +303,13 @@ absl::Status Client::StartSession(const ClientOptions& options) {
     c_->lease_seconds = options.lease_seconds;
     if (absl::Status s = KeepAlive(); !s.ok()) return s;
   } else {
-    grpc::ClientContext ctx;
-    c_->Prepare(ctx);
     v1::CreateSessionRequest req;
     req.set_client_name(options.client_name);
     req.set_lease_seconds(options.lease_seconds);
-    v1::CreateSessionResponse resp;
-    if (absl::Status s = FromGrpc(c_->sockets->CreateSession(&ctx, req, &resp)); !s.ok()) return s;
-    c_->session = resp.session();
-    c_->lease_seconds = resp.lease_seconds();
+    absl::StatusOr<v1::CreateSessionResponse> resp = c_->Call(&SocketStub::CreateSession, req);
+    if (!resp.ok()) return resp.status();
+    c_->session = resp->session();
+    c_->lease_seconds = resp->lease_seconds();
   }
   const Keep keep = options.keep.value_or(attach ? Keep::kNone : Keep::kHold);
   if (keep == Keep::kHold) {
@@ -370,145 +330,83 @@ absl::Status Client::StartSession(const ClientOptions& options) {
 const std::string& Client::session() const { return c_->session; }
 uint32_t Client::lease_seconds() const { return c_->lease_seconds; }
 
-absl::Status Client::KeepAlive() {
-  grpc::ClientContext ctx;
-  c_->Prepare(ctx);
-  v1::KeepAliveResponse resp;
-  return FromGrpc(c_->sockets->KeepAlive(&ctx, v1::KeepAliveRequest(), &resp));
-}
+absl::Status Client::KeepAlive() { return c_->Call(&SocketStub::KeepAlive, {}).status(); }
 
 absl::StatusOr<uint32_t> Client::EndSession() {
-  grpc::ClientContext ctx;
-  c_->Prepare(ctx);
-  v1::EndSessionResponse resp;
-  if (absl::Status s = FromGrpc(c_->sockets->EndSession(&ctx, v1::EndSessionRequest(), &resp));
-      !s.ok()) {
-    return s;
-  }
+  absl::StatusOr<v1::EndSessionResponse> resp = c_->Call(&SocketStub::EndSession, {});
+  if (!resp.ok()) return resp.status();
   ends_session_ = false;
-  return resp.sockets_closed();
+  return resp->sockets_closed();
 }
 
 absl::StatusOr<RemoteSocket> Client::Open(OpenOptions options) {
-  grpc::ClientContext ctx;
-  c_->Prepare(ctx);
   v1::OpenRequest req;
   req.set_family(options.family);
   req.set_v6only(options.v6only);
   req.set_reuse_port(options.reuse_port);
   req.set_bound_device(options.bound_device);
   req.set_receive_queue_depth(options.receive_queue_depth);
-  v1::OpenResponse resp;
-  if (absl::Status s = FromGrpc(c_->sockets->Open(&ctx, req, &resp)); !s.ok()) return s;
-  return RemoteSocket(c_, resp.socket());
+  return Then(c_->Call(&SocketStub::Open, req),
+              [this](v1::OpenResponse& r) { return RemoteSocket(c_, r.socket()); });
 }
 
 RemoteSocket Client::Attach(const std::string& handle) { return RemoteSocket(c_, handle); }
 
 absl::StatusOr<std::vector<v1::Socket>> Client::List(ListOptions options) {
   std::vector<v1::Socket> out;
-  std::string page_token;
+  v1::ListRequest req;
+  req.set_state(options.state);
+  req.set_local_port(options.local_port);
+  req.set_page_size(options.page_size);
   do {
-    grpc::ClientContext ctx;
-    c_->Prepare(ctx);
-    v1::ListRequest req;
-    req.set_state(options.state);
-    req.set_local_port(options.local_port);
-    req.set_page_size(options.page_size);
-    req.set_page_token(page_token);
-    v1::ListResponse resp;
-    if (absl::Status s = FromGrpc(c_->sockets->List(&ctx, req, &resp)); !s.ok()) return s;
-    for (v1::Socket& s : *resp.mutable_sockets()) out.push_back(std::move(s));
-    page_token = resp.next_page_token();
-  } while (!page_token.empty());
+    absl::StatusOr<v1::ListResponse> resp = c_->Call(&SocketStub::List, req);
+    if (!resp.ok()) return resp.status();
+    for (v1::Socket& s : *resp->mutable_sockets()) out.push_back(std::move(s));
+    req.set_page_token(resp->next_page_token());
+  } while (!req.page_token().empty());
   return out;
 }
 
-absl::StatusOr<v1::Counters> Client::Counters() {
-  grpc::ClientContext ctx;
-  c_->Prepare(ctx);
-  v1::Counters resp;
-  if (absl::Status s = FromGrpc(c_->admin->GetCounters(&ctx, v1::GetCountersRequest(), &resp));
-      !s.ok()) {
-    return s;
-  }
-  return resp;
-}
+absl::StatusOr<v1::Counters> Client::Counters() { return c_->Call(&AdminStub::GetCounters, {}); }
 
 absl::StatusOr<std::vector<v1::Interface>> Client::Interfaces() {
-  grpc::ClientContext ctx;
-  c_->Prepare(ctx);
-  v1::ListInterfacesResponse resp;
-  if (absl::Status s =
-          FromGrpc(c_->admin->ListInterfaces(&ctx, v1::ListInterfacesRequest(), &resp));
-      !s.ok()) {
-    return s;
-  }
-  return std::vector<v1::Interface>(resp.interfaces().begin(), resp.interfaces().end());
+  return Then(c_->Call(&AdminStub::ListInterfaces, {}),
+              [](v1::ListInterfacesResponse& r) { return AsVector(r.interfaces()); });
 }
 
 absl::StatusOr<std::vector<std::string>> Client::Addresses() {
-  grpc::ClientContext ctx;
-  c_->Prepare(ctx);
-  v1::ListAddressesResponse resp;
-  if (absl::Status s = FromGrpc(c_->admin->ListAddresses(&ctx, v1::ListAddressesRequest(), &resp));
-      !s.ok()) {
-    return s;
-  }
-  return std::vector<std::string>(resp.prefixes().begin(), resp.prefixes().end());
+  return Then(c_->Call(&AdminStub::ListAddresses, {}),
+              [](v1::ListAddressesResponse& r) { return AsVector(r.prefixes()); });
 }
 
 absl::StatusOr<std::vector<v1::Route>> Client::Routes() {
-  grpc::ClientContext ctx;
-  c_->Prepare(ctx);
-  v1::ListRoutesResponse resp;
-  if (absl::Status s = FromGrpc(c_->admin->ListRoutes(&ctx, v1::ListRoutesRequest(), &resp));
-      !s.ok()) {
-    return s;
-  }
-  return std::vector<v1::Route>(resp.routes().begin(), resp.routes().end());
+  return Then(c_->Call(&AdminStub::ListRoutes, {}),
+              [](v1::ListRoutesResponse& r) { return AsVector(r.routes()); });
 }
 
 absl::StatusOr<std::vector<v1::Neighbor>> Client::Neighbors() {
-  grpc::ClientContext ctx;
-  c_->Prepare(ctx);
-  v1::ListNeighborsResponse resp;
-  if (absl::Status s = FromGrpc(c_->admin->ListNeighbors(&ctx, v1::ListNeighborsRequest(), &resp));
-      !s.ok()) {
-    return s;
-  }
-  return std::vector<v1::Neighbor>(resp.neighbors().begin(), resp.neighbors().end());
+  return Then(c_->Call(&AdminStub::ListNeighbors, {}),
+              [](v1::ListNeighborsResponse& r) { return AsVector(r.neighbors()); });
 }
 
 absl::Status Client::SetNeighbor(const std::string& address, const std::string& mac) {
-  grpc::ClientContext ctx;
-  c_->Prepare(ctx);
   v1::SetNeighborRequest req;
   req.set_address(address);
   req.set_mac(mac);
-  v1::SetNeighborResponse resp;
-  return FromGrpc(c_->admin->SetNeighbor(&ctx, req, &resp));
+  return c_->Call(&AdminStub::SetNeighbor, req).status();
 }
 
 absl::Status Client::RemoveNeighbor(const std::string& address) {
-  grpc::ClientContext ctx;
-  c_->Prepare(ctx);
   v1::RemoveNeighborRequest req;
   req.set_address(address);
-  v1::RemoveNeighborResponse resp;
-  return FromGrpc(c_->admin->RemoveNeighbor(&ctx, req, &resp));
+  return c_->Call(&AdminStub::RemoveNeighbor, req).status();
 }
 
 absl::Status Client::CheckFrameAccounting() {
-  grpc::ClientContext ctx;
-  c_->Prepare(ctx);
-  v1::CheckFrameAccountingResponse resp;
-  if (absl::Status s = FromGrpc(
-          c_->admin->CheckFrameAccounting(&ctx, v1::CheckFrameAccountingRequest(), &resp));
-      !s.ok()) {
-    return s;
-  }
-  if (!resp.ok()) return absl::InternalError("frame accounting does not add up");
+  absl::StatusOr<v1::CheckFrameAccountingResponse> resp =
+      c_->Call(&AdminStub::CheckFrameAccounting, {});
+  if (!resp.ok()) return resp.status();
+  if (!resp->ok()) return absl::InternalError("frame accounting does not add up");
   return absl::OkStatus();
 }
 
@@ -516,12 +414,12 @@ absl::StatusOr<HealthStatus> Client::Health(const std::string& service) {
   grpc::GenericStub stub(c_->channel);
   grpc::ClientContext ctx;
   ctx.set_deadline(Deadline(c_->call_timeout));
-  const std::string request = EncodeHealthCheckRequest(service);
+  const std::string request = client_internal::EncodeHealthCheckRequest(service);
   grpc::Slice slice(request);
   const grpc::ByteBuffer request_buffer(&slice, 1);
   grpc::ByteBuffer response_buffer;
   std::promise<grpc::Status> done;
-  stub.UnaryCall(&ctx, kHealthCheckMethod, grpc::StubOptions(), &request_buffer, &response_buffer,
+  stub.UnaryCall(&ctx, client_internal::kHealthCheckMethod, grpc::StubOptions(), &request_buffer, &response_buffer,
                  [&done](grpc::Status s) { done.set_value(std::move(s)); });
   if (absl::Status s = FromGrpc(done.get_future().get()); !s.ok()) return s;
   std::vector<grpc::Slice> slices;
@@ -532,7 +430,7 @@ absl::StatusOr<HealthStatus> Client::Health(const std::string& service) {
   for (const grpc::Slice& s : slices) {
     response.append(reinterpret_cast<const char*>(s.begin()), s.size());
   }
-  return DecodeHealthCheckResponse(response);
+  return client_internal::DecodeHealthCheckResponse(response);
 }
 
 // ------------------------------------------------------------------------------ RemoteSocket
@@ -564,77 +462,60 @@ absl::Status RemoteSocket::CheckOpen() const {
   return absl::OkStatus();
 }
 
-absl::StatusOr<Endpoint> RemoteSocket::Bind(const Endpoint& local) {
+template <typename Request, typename Response>
+absl::StatusOr<Response> RemoteSocket::Call(
+    grpc::Status (SocketStub::*method)(grpc::ClientContext*, const Request&, Response*),
+    Request request) {
   if (absl::Status s = CheckOpen(); !s.ok()) return s;
-  grpc::ClientContext ctx;
-  c_->Prepare(ctx);
+  request.set_socket(handle_);
+  return c_->Call(method, request);
+}
+
+namespace {
+// The local endpoint that Bind, Connect and Rehash answer with.
+template <typename Response>
+absl::StatusOr<Endpoint> LocalOf(absl::StatusOr<Response> response) {
+  return Then(std::move(response), [](Response& r) { return Endpoint::FromProto(r.local()); });
+}
+}  // namespace
+
+absl::StatusOr<Endpoint> RemoteSocket::Bind(const Endpoint& local) {
   v1::BindRequest req;
-  req.set_socket(handle_);
   *req.mutable_local() = local.ToProto();
-  v1::BindResponse resp;
-  if (absl::Status s = FromGrpc(c_->sockets->Bind(&ctx, req, &resp)); !s.ok()) return s;
-  return Endpoint::FromProto(resp.local());
+  return LocalOf(Call(&SocketStub::Bind, std::move(req)));
 }
 
 absl::StatusOr<Endpoint> RemoteSocket::Connect(const Endpoint& peer) {
-  if (absl::Status s = CheckOpen(); !s.ok()) return s;
-  grpc::ClientContext ctx;
-  c_->Prepare(ctx);
   v1::ConnectRequest req;
-  req.set_socket(handle_);
   *req.mutable_peer() = peer.ToProto();
-  v1::ConnectResponse resp;
-  if (absl::Status s = FromGrpc(c_->sockets->Connect(&ctx, req, &resp)); !s.ok()) return s;
-  return Endpoint::FromProto(resp.local());
+  return LocalOf(Call(&SocketStub::Connect, std::move(req)));
 }
 
 absl::StatusOr<Endpoint> RemoteSocket::Rehash(const std::string& local_address,
                                               std::optional<uint16_t> local_port) {
-  if (absl::Status s = CheckOpen(); !s.ok()) return s;
-  grpc::ClientContext ctx;
-  c_->Prepare(ctx);
   v1::RehashRequest req;
-  req.set_socket(handle_);
   req.set_local_address(local_address);
   req.set_change_port(local_port.has_value());
   req.set_local_port(local_port.value_or(0));
-  v1::RehashResponse resp;
-  if (absl::Status s = FromGrpc(c_->sockets->Rehash(&ctx, req, &resp)); !s.ok()) return s;
-  return Endpoint::FromProto(resp.local());
+  return LocalOf(Call(&SocketStub::Rehash, std::move(req)));
 }
 
 absl::Status RemoteSocket::Disconnect() {
-  if (absl::Status s = CheckOpen(); !s.ok()) return s;
-  grpc::ClientContext ctx;
-  c_->Prepare(ctx);
-  v1::DisconnectRequest req;
-  req.set_socket(handle_);
-  v1::DisconnectResponse resp;
-  return FromGrpc(c_->sockets->Disconnect(&ctx, req, &resp));
+  return Call(&SocketStub::Disconnect, v1::DisconnectRequest()).status();
 }
 
 absl::Status RemoteSocket::Send(absl::string_view payload, std::optional<Endpoint> to) {
-  if (absl::Status s = CheckOpen(); !s.ok()) return s;
-  grpc::ClientContext ctx;
-  c_->Prepare(ctx);
   v1::SendRequest req;
-  req.set_socket(handle_);
   req.set_payload(std::string(payload));
   if (to.has_value()) *req.mutable_destination() = to->ToProto();
-  v1::SendResponse resp;
-  return FromGrpc(c_->sockets->Send(&ctx, req, &resp));
+  return Call(&SocketStub::Send, std::move(req)).status();
 }
 
 absl::StatusOr<uint32_t> RemoteSocket::SendBatch(const std::vector<Datagram>& datagrams) {
-  if (absl::Status s = CheckOpen(); !s.ok()) return s;
-  grpc::ClientContext ctx;
-  c_->Prepare(ctx);
   v1::SendBatchRequest req;
-  req.set_socket(handle_);
   for (const Datagram& d : datagrams) client_internal::ToProto(d, req.add_datagrams());
-  v1::SendBatchResponse resp;
-  if (absl::Status s = FromGrpc(c_->sockets->SendBatch(&ctx, req, &resp)); !s.ok()) return s;
-  return resp.queued();
+  return Then(Call(&SocketStub::SendBatch, std::move(req)),
+              [](v1::SendBatchResponse& r) { return r.queued(); });
 }
 
 absl::StatusOr<Datagram> RemoteSocket::Receive(absl::Duration timeout) {
@@ -661,25 +542,13 @@ absl::StatusOr<std::vector<Datagram>> RemoteSocket::ReceiveUpTo(uint32_t count,
   return out;
 }
 
-absl::StatusOr<v1::Socket> RemoteSocket::Get() {
-  if (absl::Status s = CheckOpen(); !s.ok()) return s;
-  grpc::ClientContext ctx;
-  c_->Prepare(ctx);
-  v1::GetRequest req;
-  req.set_socket(handle_);
-  v1::Socket resp;
-  if (absl::Status s = FromGrpc(c_->sockets->Get(&ctx, req, &resp)); !s.ok()) return s;
-  return resp;
-}
+absl::StatusOr<v1::Socket> RemoteSocket::Get() { return Call(&SocketStub::Get, v1::GetRequest()); }
 
 absl::Status RemoteSocket::Close() {
   if (handle_.empty() || c_ == nullptr) return absl::OkStatus();
-  grpc::ClientContext ctx;
-  c_->Prepare(ctx);
   v1::CloseRequest req;
   req.set_socket(std::exchange(handle_, ""));
-  v1::CloseResponse resp;
-  const absl::Status s = FromGrpc(c_->sockets->Close(&ctx, req, &resp));
+  const absl::Status s = c_->Call(&SocketStub::Close, req).status();
   receive_.reset();  // the stream has ended (or ends now)
   return s;
 }

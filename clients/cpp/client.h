@@ -36,6 +36,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "common/protocol.h"
 #include "quadsock/v1/admin.grpc.pb.h"
 #include "quadsock/v1/socket.grpc.pb.h"
 
@@ -107,8 +108,8 @@ struct ClientOptions {
   // vanished fails with UNAVAILABLE instead of waiting for hours. quadsockd takes pings down to
   // every 5 s. Zero: gRPC's default (no keepalive). Not for Create, whose channel is made
   // elsewhere. The Python client (clients/python) uses the same values.
-  absl::Duration keepalive = absl::Seconds(20);
-  absl::Duration keepalive_timeout = absl::Seconds(10);
+  absl::Duration keepalive = kClientKeepalive;
+  absl::Duration keepalive_timeout = kClientKeepaliveTimeout;
 };
 
 // What grpc.health.v1 says about the server or one of its services.
@@ -186,6 +187,12 @@ class RemoteSocket {
   RemoteSocket(std::shared_ptr<client_internal::Connection> c, std::string handle);
   // FAILED_PRECONDITION once closed, released or moved from.
   absl::Status CheckOpen() const;
+  // One unary call about this socket: `request` with this socket's handle (client.cc).
+  template <typename Request, typename Response>
+  absl::StatusOr<Response> Call(
+      grpc::Status (v1::SocketService::Stub::*method)(grpc::ClientContext*, const Request&,
+                                                      Response*),
+      Request request);
 
   std::shared_ptr<client_internal::Connection> c_;
   std::string handle_;

@@ -1,10 +1,9 @@
 // Client::Connect over TCP: TLS against the CA given, and mTLS with a client certificate, to the
-// real server on 127.0.0.1. Certificates are made for the test with openssl(1).
+// real server on 127.0.0.1, with the test PKI of clients/testing.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
-
 #include "clients/cpp/client.h"
+#include "clients/testing/test_pki.h"
 #include "service/server.h"
 #include "stack/link/memory_link.h"
 
@@ -16,18 +15,9 @@ using absl::StatusCode;
 class ClientTlsTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    pki_ = std::string(std::getenv("TEST_TMPDIR")) + "/client-pki";
-    // A CA, certificates it signs for the server (localhost) and two clients, and a stranger CA.
-    const std::string script =
-        "set -e; mkdir -p " + pki_ + "; cd " + pki_ + ";"
-        "ca() { openssl req -x509 -newkey rsa:2048 -nodes -keyout $1.key -out $1.pem -days 1 "
-        "  -subj /CN=$1 2>/dev/null; };"
-        "leaf() { openssl req -newkey rsa:2048 -nodes -keyout $1.key -out $1.csr -subj /CN=$1 "
-        "  2>/dev/null; printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\\n' > $1.ext;"
-        "  openssl x509 -req -in $1.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out $1.pem "
-        "  -days 1 -extfile $1.ext 2>/dev/null; };"
-        "ca ca; ca stranger; leaf server; leaf alice; leaf bob";
-    ASSERT_EQ(std::system(script.c_str()), 0) << "openssl failed";
+    absl::StatusOr<testing::TestPki> pki = testing::MakeTestPki();
+    ASSERT_TRUE(pki.ok()) << pki.status();
+    pki_ = *std::move(pki);
   }
 
   void SetUp() override {
@@ -48,9 +38,9 @@ class ClientTlsTest : public ::testing::Test {
   std::string Start(bool mutual) {
     service::ServerOptions o;
     o.listen = "127.0.0.1:0";
-    o.tls_cert = pki_ + "/server.pem";
-    o.tls_key = pki_ + "/server.key";
-    if (mutual) o.tls_client_ca = pki_ + "/ca.pem";
+    o.tls_cert = pki_.Cert("server");
+    o.tls_key = pki_.Key("server");
+    if (mutual) o.tls_client_ca = pki_.Cert("ca");
     absl::StatusOr<std::unique_ptr<service::Server>> s = service::Server::Start(o, *stack_);
     EXPECT_TRUE(s.ok()) << s.status();
     if (!s.ok()) return "";
@@ -61,16 +51,16 @@ class ClientTlsTest : public ::testing::Test {
   }
   ClientOptions As(const std::string& who, const std::string& ca = "ca") {
     ClientOptions o;
-    o.tls_ca = pki_ + "/" + ca + ".pem";
+    o.tls_ca = pki_.Cert(ca);
     if (!who.empty()) {
-      o.tls_cert = pki_ + "/" + who + ".pem";
-      o.tls_key = pki_ + "/" + who + ".key";
+      o.tls_cert = pki_.Cert(who);
+      o.tls_key = pki_.Key(who);
     }
     o.call_timeout = absl::Seconds(5);
     return o;
   }
 
-  static inline std::string pki_;
+  static inline testing::TestPki pki_;
   std::unique_ptr<link::Link> peer_link_;
   std::unique_ptr<stack::Stack> stack_;
   std::unique_ptr<service::Server> server_;

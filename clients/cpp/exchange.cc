@@ -8,8 +8,6 @@
 
 namespace quadsock {
 
-using client_internal::FromGrpc;
-
 struct ExchangeStream::State {
   std::shared_ptr<client_internal::Connection> c;
   std::string handle;
@@ -24,7 +22,7 @@ struct ExchangeStream::State {
   bool Read(v1::ExchangeResponse& r) {
     while (stream->Read(&r)) {
       if (r.has_end()) {
-        server_end = client_internal::StatusOf(r.end().code(), r.end().message());
+        server_end = StatusOf(r.end());
         r.clear_end();
       }
       if (r.datagrams_size() > 0 || r.has_send_result()) return true;
@@ -70,9 +68,8 @@ absl::StatusOr<ExchangeEvent> ExchangeStream::Next(absl::Duration timeout) {
   ExchangeEvent e;
   for (const v1::Datagram& d : r->datagrams()) e.received.push_back(client_internal::FromProto(d));
   if (r->has_send_result()) {
-    e.send_failure = ExchangeEvent::SendFailure{
-        r->send_result().queued(),
-        client_internal::StatusOf(r->send_result().code(), r->send_result().message())};
+    e.send_failure =
+        ExchangeEvent::SendFailure{r->send_result().queued(), StatusOf(r->send_result())};
   }
   return e;
 }

@@ -1,6 +1,7 @@
 // What client.cc and exchange.cc share: the connection every Client and RemoteSocket of one
-// session holds, the conversions between gRPC, protobuf and the client's types, and the
-// PullReader thread behind the Receive and Exchange streams. Not API.
+// session holds and its one way of making a unary call, the conversions between protobuf and
+// the client's types, and the PullReader thread behind the Receive and Exchange streams.
+// Not API.
 #ifndef QUADSOCK_CLIENTS_CPP_INTERNAL_CONNECTION_H_
 #define QUADSOCK_CLIENTS_CPP_INTERNAL_CONNECTION_H_
 
@@ -15,29 +16,19 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <type_traits>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "clients/cpp/client.h"
+#include "common/protocol.h"
+#include "common/status.h"
 #include "quadsock/v1/admin.grpc.pb.h"
 #include "quadsock/v1/socket.grpc.pb.h"
 
 namespace quadsock::client_internal {
-
-inline constexpr char kSessionHeader[] = "quadsock-session";
-
-// A google.rpc.Code and message carried in a message (SendResult, StreamEnd) as a status.
-inline absl::Status StatusOf(int32_t code, const std::string& message) {
-  return absl::Status(static_cast<absl::StatusCode>(code), message);
-}
-
-// Both enumerations are google.rpc.Code: the mapping is the identity on the numbers.
-inline absl::Status FromGrpc(const grpc::Status& s) {
-  if (s.ok()) return absl::OkStatus();
-  return StatusOf(s.error_code(), s.error_message());
-}
 
 inline std::chrono::system_clock::time_point Deadline(absl::Duration timeout) {
   return std::chrono::system_clock::now() +
@@ -60,11 +51,14 @@ inline void ToProto(const Datagram& d, v1::Datagram* out) {
   if (!d.peer.address.empty()) *out->mutable_peer() = d.peer.ToProto();
 }
 
+using SocketStub = v1::SocketService::Stub;
+using AdminStub = v1::AdminService::Stub;
+
 // What every Client and RemoteSocket of one connection shares.
 struct Connection {
   std::shared_ptr<grpc::Channel> channel;
-  std::unique_ptr<v1::SocketService::Stub> sockets;
-  std::unique_ptr<v1::AdminService::Stub> admin;
+  std::unique_ptr<SocketStub> sockets;
+  std::unique_ptr<AdminStub> admin;
   std::string session;
   uint32_t lease_seconds = 0;
   absl::Duration call_timeout;
@@ -73,6 +67,26 @@ struct Connection {
   void Prepare(grpc::ClientContext& ctx, bool deadline = true) const {
     if (deadline) ctx.set_deadline(Deadline(call_timeout));
     if (!session.empty()) ctx.AddMetadata(kSessionHeader, session);
+  }
+
+  // One unary call of this session, within call_timeout: the response, or the server's error.
+  //   absl::StatusOr<v1::OpenResponse> r = c->Call(&SocketStub::Open, request);
+  template <typename Stub, typename Request, typename Response>
+  absl::StatusOr<Response> Call(
+      grpc::Status (Stub::*method)(grpc::ClientContext*, const Request&, Response*),
+      const std::type_identity_t<Request>& request) const {
+    Stub* stub;
+    if constexpr (std::is_same_v<Stub, SocketStub>) {
+      stub = sockets.get();
+    } else {
+      static_assert(std::is_same_v<Stub, AdminStub>);
+      stub = admin.get();
+    }
+    grpc::ClientContext ctx;
+    Prepare(ctx);
+    Response response;
+    if (absl::Status s = FromGrpc((stub->*method)(&ctx, request, &response)); !s.ok()) return s;
+    return response;
   }
 };
 
