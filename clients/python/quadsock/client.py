@@ -9,7 +9,11 @@ import grpc
 from quadsock.std import health_pb2, health_pb2_grpc, reflection_pb2, reflection_pb2_grpc
 from quadsock.v1 import admin_pb2, admin_pb2_grpc, common_pb2, socket_pb2, socket_pb2_grpc
 
+# What quadsockd and its clients agree on beyond the .proto files (common/protocol.h for C++):
+# the metadata that carries the session token, and the clients' HTTP/2 keepalive in seconds.
 SESSION_HEADER = "quadsock-session"
+KEEPALIVE = 20.0
+KEEPALIVE_TIMEOUT = 10.0
 
 Datagram = collections.namedtuple("Datagram", "payload peer local arrival_unix_nanos sequence")
 
@@ -23,11 +27,22 @@ class QuadsockError(Exception):
         self.message = message
 
 
+def _error(e):
+    """A failed call's grpc.RpcError as a QuadsockError."""
+    return QuadsockError(e.code(), e.details())
+
+
+def _status_of(m):
+    """The code (a grpc.StatusCode) and message a response carries inside (StreamEnd, SendResult,
+    SocketOpResult: an `int32 code`, google.rpc.Code, and a `string message`)."""
+    return _STATUS_CODES[m.code], m.message
+
+
 def _call(fn, *args, **kwargs):
     try:
         return fn(*args, **kwargs)
     except grpc.RpcError as e:
-        raise QuadsockError(e.code(), e.details()) from None
+        raise _error(e) from None
 
 
 def parse_endpoint(value):
@@ -117,8 +132,7 @@ class Exchange:
                 raise r
             failure = None
             if r.HasField("send_result"):
-                failure = SendFailure(r.send_result.queued, _STATUS_CODES[r.send_result.code],
-                                      r.send_result.message)
+                failure = SendFailure(r.send_result.queued, *_status_of(r.send_result))
             yield ExchangeEvent([_datagram(d) for d in r.datagrams], failure)
 
     def _read(self):
@@ -128,14 +142,14 @@ class Exchange:
         try:
             for r in self._responses:
                 if r.HasField("end"):
-                    end, told = QuadsockError(_STATUS_CODES[r.end.code], r.end.message), True
+                    end, told = QuadsockError(*_status_of(r.end)), True
                 elif r.datagrams or r.HasField("send_result"):
                     self._events.put(r)
                 if self._closed:
                     return
         except grpc.RpcError as e:
             if not told:
-                end = QuadsockError(e.code(), e.details())
+                end = _error(e)
         if not self._closed:
             self._events.put(end)
 
@@ -162,7 +176,7 @@ _FAMILIES = {"ipv4": common_pb2.FAMILY_IPV4, "ipv6": common_pb2.FAMILY_IPV6,
              4: common_pb2.FAMILY_IPV4, 6: common_pb2.FAMILY_IPV6}
 
 
-def keepalive_options(keepalive=20.0, keepalive_timeout=10.0):
+def keepalive_options(keepalive=KEEPALIVE, keepalive_timeout=KEEPALIVE_TIMEOUT):
     """The channel options of the client's HTTP/2 keepalive, as the C++ client sets them: ping a
     connection quiet for `keepalive` seconds while a call (a stream) is open, and drop it when
     the ping is not answered within `keepalive_timeout`, so that a stream to a server that
@@ -194,8 +208,8 @@ class Client:
     """
 
     def __init__(self, target="unix:/run/quadsock/quadsock.sock", name="python",
-                 lease_seconds=0, credentials=None, hold=True, keepalive=20.0,
-                 keepalive_timeout=10.0, session=True):
+                 lease_seconds=0, credentials=None, hold=True, keepalive=KEEPALIVE,
+                 keepalive_timeout=KEEPALIVE_TIMEOUT, session=True):
         options = keepalive_options(keepalive, keepalive_timeout)
         if credentials is None:
             self._channel = grpc.insecure_channel(target, options=options)
@@ -368,7 +382,7 @@ class Socket:
                     return
         except grpc.RpcError as e:
             if e.code() != grpc.StatusCode.DEADLINE_EXCEEDED:
-                raise QuadsockError(e.code(), e.details()) from None
+                raise _error(e) from None
         finally:
             stream.cancel()
 

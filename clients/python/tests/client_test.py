@@ -1,6 +1,8 @@
 """Unit tests of the Python client's own logic (no server): endpoints and generated modules.
 The client against a running quadsockd is tested end to end in tests/quadsockd_e2e_test.py."""
 
+import os
+import re
 import unittest
 from unittest import mock
 
@@ -8,6 +10,7 @@ import grpc
 
 import quadsock
 from quadsock.std import health_pb2
+from quadsock import client as client_module
 from quadsock.v1 import socket_pb2
 
 
@@ -34,6 +37,40 @@ class GeneratedCodeTest(unittest.TestCase):
                          "quadsock.v1.SocketService")
         self.assertEqual(health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
                          "grpc.health.v1.Health")
+
+
+class SharedFactsTest(unittest.TestCase):
+    """The facts the Python client states for itself are the C++ side's (common/protocol.h)."""
+
+    def setUp(self):
+        path = os.path.join(os.environ["TEST_SRCDIR"], os.environ.get("TEST_WORKSPACE", "quadsock"),
+                            "common", "protocol.h")
+        with open(path) as f:
+            self.header = f.read()
+
+    def cpp(self, pattern):
+        m = re.search(pattern, self.header)
+        self.assertIsNotNone(m, pattern)
+        return m.group(1)
+
+    def test_session_header_and_keepalive(self):
+        self.assertEqual(client_module.SESSION_HEADER, self.cpp(r'kSessionHeader\[\] = "([^"]+)"'))
+        self.assertEqual(client_module.KEEPALIVE,
+                         float(self.cpp(r"kClientKeepalive = absl::Seconds\((\d+)\)")))
+        self.assertEqual(client_module.KEEPALIVE_TIMEOUT,
+                         float(self.cpp(r"kClientKeepaliveTimeout = absl::Seconds\((\d+)\)")))
+
+
+class InMessageStatusTest(unittest.TestCase):
+
+    def test_every_message_that_carries_one(self):
+        for message in (socket_pb2.StreamEnd(code=5, message="closed"),
+                        socket_pb2.SendResult(queued=1, code=5, message="closed"),
+                        socket_pb2.SocketOpResult(code=5, message="closed")):
+            self.assertEqual(client_module._status_of(message),
+                             (grpc.StatusCode.NOT_FOUND, "closed"))
+        self.assertEqual(client_module._status_of(socket_pb2.SendResult()),
+                         (grpc.StatusCode.OK, ""))
 
 
 class _FakeStream:
