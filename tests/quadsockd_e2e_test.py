@@ -5,6 +5,7 @@ the server), exchanging datagrams with the kernel's own UDP sockets on the peer 
 Usage (Bazel passes these): quadsockd_e2e_test.py QUADSOCKD ECHO_SERVER
 """
 
+import json
 import os
 import signal
 import socket
@@ -27,8 +28,27 @@ PEER4, PEER6 = "10.8.0.1", "fd00:8::1"
 
 
 def xdp_attached(dev):
-    out = subprocess.run(["ip", "-d", "link", "show", dev], capture_output=True, text=True).stdout
+    # check=True: when `ip` itself fails, that is an error, not "no program attached".
+    out = subprocess.run(["ip", "-d", "link", "show", dev], capture_output=True, text=True,
+                         check=True).stdout
     return "prog/xdp" in out
+
+
+def wait_until(predicate, timeout, what):
+    """Waits for a positive event (never for time alone): fails after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out waiting until " + what)
+        time.sleep(0.01)
+
+
+def veth_drops(dev, netns_name=None):
+    """The veth's own counts of frames dropped (rx, tx), as `ip -s link` shows them."""
+    cmd = ["ip"] + (["-n", netns_name] if netns_name else []) + ["-s", "-j", "link", "show", dev]
+    stats = json.loads(subprocess.run(cmd, capture_output=True, text=True,
+                                      check=True).stdout)[0]["stats64"]
+    return stats["rx"]["dropped"], stats["tx"]["dropped"]
 
 
 class Daemon:
@@ -100,6 +120,12 @@ class QuadsockdTest(unittest.TestCase):
     def tearDown(self):
         for s in self.peers:
             s.close()
+        if self.daemon.proc.poll() is None:
+            # Every test ends with every UMEM frame free or on a ring: none leaked. The kernel
+            # may still be moving the last frames between two rings: ask until it settles.
+            with quadsock.Client(self.daemon.target, hold=False) as c:
+                wait_until(c.check_frame_accounting, 5,
+                           "frame accounting is right; quadsockd's log:\n" + self.daemon.output())
         try:
             self.client.close()
         except Exception:  # the daemon may be gone already
@@ -138,7 +164,7 @@ class QuadsockdTest(unittest.TestCase):
             # Queued datagrams read one at a time: each receive takes only its own.
             for p in (b"q1", b"q2", b"q3"):
                 peer.send(p)
-            time.sleep(0.2)
+            wait_until(lambda: sock.get().counters.queued == 3, 10, "three datagrams are queued")
             for p in (b"q1", b"q2", b"q3"):
                 d = sock.receive_one(timeout=2)
                 self.assertIsNotNone(d, f"{p!r} was lost")
@@ -190,7 +216,11 @@ class QuadsockdTest(unittest.TestCase):
                 self.assertEqual(event.send_failure.queued, 1)
                 self.assertEqual(event.send_failure.code, grpc.StatusCode.FAILED_PRECONDITION)
                 self.assertEqual(peer.recvfrom(2048)[0], b"ok")
-                self.assertEqual(list(x.events(timeout=0.2)), [])
+                # Nothing more about that send: the next event is the next datagram in.
+                peer.sendto(b"after", (STACK4, 4000))
+                event = next(x.events(timeout=3))
+                self.assertIsNone(event.send_failure)
+                self.assertEqual([d.payload for d in event.received], [b"after"])
                 sock.close()  # ends the stream: the socket is gone
                 with self.assertRaises(quadsock.QuadsockError) as e:
                     list(x.events(timeout=3))
@@ -198,43 +228,67 @@ class QuadsockdTest(unittest.TestCase):
 
     def test_rehash_while_datagrams_flow_loses_none_after_the_switch(self):
         peer = self.peer_udp(socket.AF_INET, PEER4, 5001)
-        count = 2000
+        after = 1000  # datagrams sent to the new port once Rehash returned
         switched = threading.Event()
         first_to_new_port = []
+        last = []
         with self.client.open("ipv4") as sock:
             sock.bind("0.0.0.0:4000")
             sock.connect((PEER4, 5001))
             received = set()
 
             def receive():
-                for d in sock.receive(timeout=15):
+                for d in sock.receive(timeout=30):
                     received.add(int(d.payload))
-                    if int(d.payload) == count - 1:
+                    if last and last[0] in received:
                         return
             reader = threading.Thread(target=receive)
             reader.start()
-            time.sleep(0.3)  # the Receive stream is up
 
             def send():
-                for i in range(count):
+                i = 0
+                while not first_to_new_port or i < first_to_new_port[0] + after:
                     if switched.is_set() and not first_to_new_port:
                         first_to_new_port.append(i)
-                    peer.sendto(b"%d" % i, (STACK4, 4001 if switched.is_set() else 4000))
+                    peer.sendto(b"%d" % i, (STACK4, 4001 if first_to_new_port else 4000))
                     if i % 50 == 0:
                         time.sleep(0.002)
+                    i += 1
+                last.append(i - 1)
+            before = self.loss_counters(sock)
             sender = threading.Thread(target=send)
             sender.start()
-            time.sleep(0.05)
-            # Address and port at once; from the moment Rehash returns, the peer aims at the
-            # new port, and every datagram it sends there must arrive.
+            # Datagrams flow to the old port (the Receive stream is up and they arrive) ...
+            wait_until(lambda: len(received) >= 10, 10, "datagrams arrive at the old port")
+            # ... when address and port change at once; from the moment Rehash returns, the
+            # peer aims at the new port, and every datagram it sends there must arrive.
             self.assertEqual(sock.rehash(address=STACK4, port=4001), "%s:4001" % STACK4)
             switched.set()
             sender.join()
             reader.join()
-            self.assertTrue(first_to_new_port, "the sender finished before the switch")
-            lost = sorted(set(range(first_to_new_port[0], count)) - received)
-            self.assertEqual(lost, [], "datagrams lost after the switch")
-            self.assertGreater(first_to_new_port[0], 0, "nothing went to the old port")
+            lost = sorted(set(range(first_to_new_port[0], last[0] + 1)) - received)
+            if lost:
+                # On a loaded machine, frames may be dropped before the stack (the veth, the
+                # AF_XDP rings) or counted as dropped by it (a full receive queue): those are
+                # not losses of the rehash. Lost beyond all counted drops is.
+                after_counts = self.loss_counters(sock)
+                dropped = {k: after_counts[k] - before[k] for k in before}
+                self.assertLessEqual(len(lost), sum(dropped.values()),
+                                     "datagrams lost after the switch, more than were counted "
+                                     "as dropped (%s): %s" % (dropped, lost))
+
+    def loss_counters(self, sock):
+        """Every count of a datagram dropped on its way from the peer to the socket's reader."""
+        c = self.client.counters()
+        qs0_rx, _ = veth_drops("qs0")
+        _, qs1_tx = veth_drops("qs1", self.net.ns)
+        return {
+            "veth qs1 tx dropped": qs1_tx,
+            "veth qs0 rx dropped": qs0_rx,
+            "AF_XDP rx dropped": sum(q.counters.rx_dropped for q in c.queues),
+            "receive budget full": c.stack.receive_budget_full,
+            "socket rx dropped": sock.get().counters.rx_dropped,
+        }
 
     def test_health_reflection_and_metrics(self):
         self.assertEqual(self.client.health(), "SERVING")
@@ -252,25 +306,37 @@ class QuadsockdTest(unittest.TestCase):
         self.assertIn("quadsock_xdp_redirect_total", text)
 
     def test_sigterm_drains_streams_and_detaches(self):
+        # A Receive stream and an Exchange stream, each seen working before the signal.
+        peer = self.peer_udp(socket.AF_INET, PEER4, 5003)
         sock = self.client.open("ipv4")
         sock.bind("0.0.0.0:4000")
+        other = self.client.open("ipv4")
+        other.bind("0.0.0.0:4002")
         errors = []
+        up = threading.Event()
 
         def receive():
             try:
                 for _ in sock.receive(timeout=30):
-                    pass
+                    up.set()
             except quadsock.QuadsockError as e:
                 errors.append(e.code)
         reader = threading.Thread(target=receive)
         reader.start()
-        time.sleep(0.3)
-        self.assertTrue(xdp_attached("qs0"))
-        started = time.time()
-        self.assertEqual(self.daemon.stop(signal.SIGTERM, timeout=5), 0, self.daemon.output())
-        self.assertLess(time.time() - started, 5)
-        reader.join(timeout=5)
-        self.assertEqual(errors, [grpc.StatusCode.UNAVAILABLE])
+        peer.sendto(b"up?", (STACK4, 4000))
+        self.assertTrue(up.wait(10), "the Receive stream got nothing")
+        with other.exchange() as x:
+            x.send([(b"out", (PEER4, 5003))])
+            self.assertEqual(peer.recvfrom(2048)[0], b"out")
+            self.assertTrue(xdp_attached("qs0"))
+            started = time.time()
+            self.assertEqual(self.daemon.stop(signal.SIGTERM, timeout=5), 0, self.daemon.output())
+            self.assertLess(time.time() - started, 5)
+            reader.join(timeout=5)
+            self.assertEqual(errors, [grpc.StatusCode.UNAVAILABLE])
+            with self.assertRaises(quadsock.QuadsockError) as ended:
+                list(x.events(timeout=5))
+            self.assertEqual(ended.exception.code, grpc.StatusCode.UNAVAILABLE)
         self.assertFalse(xdp_attached("qs0"), "the XDP program outlived quadsockd")
 
     def test_sigkill_leaves_no_program_and_a_restart_works(self):
