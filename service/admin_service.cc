@@ -2,6 +2,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "google/protobuf/descriptor.h"
 #include "service/convert.h"
 #include "service/status.h"
 
@@ -145,35 +146,20 @@ v1::Counters AdminServiceImpl::Collect() const {
   v1::Counters out;
   const stack::StackCounters s = c_.stack.Counters();
   v1::StackCounters* sc = out.mutable_stack();
-  sc->set_rx_frames(s.rx_frames);
   for (int i = 1; i < net::kParseErrorCount; ++i) {
     if (s.parse_errors[i] != 0) {
       (*sc->mutable_parse_errors())[net::ParseErrorName(static_cast<net::ParseError>(i))] =
           s.parse_errors[i];
     }
   }
-  sc->set_not_for_us(s.not_for_us);
-  sc->set_fragments(s.fragments);
-  sc->set_unhandled(s.unhandled);
-  sc->set_udp_delivered(s.udp_delivered);
-  sc->set_udp_no_socket(s.udp_no_socket);
-  sc->set_icmp_echo_replies(s.icmp_echo_replies);
-  sc->set_icmp_errors_sent(s.icmp_errors_sent);
-  sc->set_icmp_errors_rate_limited(s.icmp_errors_rate_limited);
-  sc->set_arp_replies(s.arp_replies);
-  sc->set_ndp_advertisements(s.ndp_advertisements);
-  sc->set_neighbor_messages_ignored(s.neighbor_messages_ignored);
-  sc->set_tx_no_route(s.tx_no_route);
-  sc->set_tx_no_buffer(s.tx_no_buffer);
-  sc->set_tx_queue_full(s.tx_queue_full);
-  sc->set_receive_budget_full(s.receive_budget_full);
-  sc->set_receive_bytes_queued(s.receive_bytes_queued);
-  sc->set_icmp_errors_received(s.icmp_errors_received);
-  sc->set_icmp_errors_unmatched(s.icmp_errors_unmatched);
-  sc->set_neighbor_probes(s.neighbors.probes_sent);
-  sc->set_neighbor_resolved(s.neighbors.resolved);
-  sc->set_neighbor_failed(s.neighbors.failed);
-  sc->set_neighbor_dropped(s.neighbors.dropped_unresolved + s.neighbors.dropped_queue_full);
+  // Every other field by its name: the API's StackCounters has a field for each entry of the
+  // stack's counter list (admin_service_test checks that it does).
+  const google::protobuf::Descriptor* d = sc->GetDescriptor();
+  for (const stack::CounterInfo& i : stack::kStackCounterInfo) {
+    if (const google::protobuf::FieldDescriptor* f = d->FindFieldByName(i.name)) {
+      sc->GetReflection()->SetUInt64(sc, f, s.*i.field);
+    }
+  }
 
   const demux::TableStats t = c_.stack.TableStats();
   v1::TableCounters* tc = out.mutable_table();

@@ -13,12 +13,8 @@
 #include <thread>
 
 #include "absl/status/statusor.h"
-#include "quadsock/v1/admin.pb.h"
 
 namespace quadsock::service {
-
-// The counters in Prometheus' text format, names prefixed "quadsock_".
-std::string RenderMetrics(const v1::Counters& c);
 
 class MetricsHttp {
  public:

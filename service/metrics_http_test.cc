@@ -1,3 +1,4 @@
+#include "service/metrics.h"
 #include "service/metrics_http.h"
 
 #include <arpa/inet.h>
@@ -6,6 +7,10 @@
 #include <unistd.h>
 
 #include <gtest/gtest.h>
+
+#include "absl/strings/str_cat.h"
+#include "google/protobuf/descriptor.h"
+#include "google/protobuf/message.h"
 
 namespace quadsock::service {
 namespace {
@@ -46,6 +51,44 @@ TEST(MetricsTest, RendersPrometheusText) {
   EXPECT_NE(text.find("quadsock_table_chain_steps_bucket{le=\"+Inf\"} 10\n"), std::string::npos);
   EXPECT_NE(text.find("quadsock_sockets 7\n"), std::string::npos);
   EXPECT_NE(text.find("quadsock_queue_busy_polls_total{queue=\"1\"} 5\n"), std::string::npos);
+}
+
+// Sets every uint64 field of `m` (and of the messages in it) to a value of its own.
+void FillEveryCounter(google::protobuf::Message& m, uint64_t& next) {
+  const google::protobuf::Descriptor* d = m.GetDescriptor();
+  const google::protobuf::Reflection* r = m.GetReflection();
+  for (int i = 0; i < d->field_count(); ++i) {
+    const google::protobuf::FieldDescriptor* f = d->field(i);
+    if (f->is_repeated()) continue;
+    if (f->cpp_type() == google::protobuf::FieldDescriptor::CPPTYPE_UINT64) {
+      r->SetUInt64(&m, f, next++);
+    } else if (f->cpp_type() == google::protobuf::FieldDescriptor::CPPTYPE_MESSAGE) {
+      FillEveryCounter(*r->MutableMessage(&m, f), next);
+    }
+  }
+}
+
+TEST(MetricsTest, EveryCounterOfTheApiIsAMetric) {
+  v1::Counters c;
+  uint64_t next = 1000;
+  FillEveryCounter(c, next);
+  v1::Queue* q = c.add_queues();
+  q->set_queue(3);
+  FillEveryCounter(*q, next);
+  const std::string text = RenderMetrics(c);
+  // Each value once, on a sample line of its own, after its family's HELP and TYPE.
+  for (uint64_t v = 1000; v < next; ++v) {
+    const std::string value = absl::StrCat(" ", v, "\n");
+    const size_t at = text.find(value);
+    ASSERT_NE(at, std::string::npos) << "no metric has the value " << v << ":\n" << text;
+    const size_t line = text.rfind('\n', at) + 1;
+    const std::string name = text.substr(line, text.find_first_of(" {", line) - line);
+    EXPECT_NE(text.find("# TYPE " + name + " "), std::string::npos) << name;
+    EXPECT_NE(text.find("# HELP " + name + " "), std::string::npos) << name;
+  }
+  EXPECT_NE(text.find("quadsock_neighbor_table_full_total "), std::string::npos);
+  EXPECT_NE(text.find("quadsock_queue_rx_frames_total{queue=\"3\"} "), std::string::npos);
+  EXPECT_NE(text.find("\nquadsock_receive_bytes_queued "), std::string::npos);  // a gauge
 }
 
 TEST(MetricsTest, ServesGetMetricsAndNothingElse) {

@@ -22,6 +22,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "service/metrics.h"
 #include "service/metrics_http.h"
 #include "service/server.h"
 #include "stack/afxdp_stack.h"

@@ -8,6 +8,7 @@
 
 #include "absl/strings/match.h"
 #include "stack/net/icmp.h"
+#include "stack/internal/udp_socket.h"
 #include "stack/stack.h"
 #include "stack/testing/stack_fixtures.h"
 

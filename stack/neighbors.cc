@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "stack/udp_socket.h"
+#include "stack/internal/udp_socket.h"
 
 namespace quadsock::stack {
 

@@ -7,7 +7,7 @@
 #include <thread>
 #include <vector>
 
-#include "stack/udp_socket.h"
+#include "stack/internal/udp_socket.h"
 
 namespace quadsock::stack {
 namespace {

@@ -1,30 +1,38 @@
+// The stack's API: lifecycle, the control plane (sockets), administration. The data path is the
+// poll engines' (internal/poll_engine.cc) and the protocols' behind them.
 #include "stack/stack.h"
 
-#include <poll.h>
-#include <sys/eventfd.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cstring>
-#include <future>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "stack/demux/rcu.h"
-#include "stack/internal/engine.h"
+#include "stack/internal/icmp_protocol.h"
+#include "stack/internal/neighbor_resolution.h"
+#include "stack/internal/poll_engine.h"
+#include "stack/internal/udp_protocol.h"
+#include "stack/internal/udp_socket.h"
 #include "stack/net/ethernet.h"
-#include "stack/net/frame.h"
-#include "stack/net/frame_builder.h"
 #include "stack/net/ip.h"
 #include "stack/net/udp.h"
 
 namespace quadsock::stack {
+namespace {
 
-Stack::Stack(StackOptions options)
+// The IP and UDP headers' bytes in a datagram's frame.
+size_t UdpHeadroom(net::Family f) {
+  return (f == net::Family::kV4 ? net::Ipv4Header::kMinSize : net::Ipv6Header::kSize) +
+         net::UdpHeader::kSize;
+}
+
+}  // namespace
+
+Stack::Stack(StackOptions options, RouteTable routes)
     : options_(std::move(options)),
-      receive_budget_(std::make_shared<ReceiveBudget>(options_.max_receive_bytes)),
-      neighbors_(options_.neighbors) {}
+      routes_(std::move(routes)),
+      local_{options_.addresses},
+      receive_budget_(std::make_shared<ReceiveBudget>(options_.max_receive_bytes)) {}
 
 absl::Status Stack::CheckOptions(const StackOptions& options) {
   if (options.addresses.empty()) {
@@ -41,71 +49,78 @@ absl::StatusOr<std::unique_ptr<Stack>> Stack::Create(
     StackOptions options, std::vector<std::unique_ptr<link::Link>> links) {
   if (links.empty()) return absl::InvalidArgumentError("a stack needs at least one link");
   if (absl::Status s = CheckOptions(options); !s.ok()) return s;
-  std::unique_ptr<Stack> stack(new Stack(std::move(options)));
-  {
-    std::lock_guard<std::mutex> lock(stack->net_mu_);
-    for (const net::IpPrefix& p : stack->options_.addresses) {
-      if (absl::Status s = stack->routes_.AddAddress(p); !s.ok()) return s;
-    }
-    for (const net::IpAddress& g : stack->options_.gateways) {
-      if (absl::Status s = stack->routes_.SetGateway(g); !s.ok()) return s;
-    }
-    stack->icmp_tokens_ = stack->options_.icmp_error_burst;
-    stack->icmp_refill_ = stack->options_.clock();
+  RouteTable routes;
+  for (const net::IpPrefix& p : options.addresses) {
+    if (absl::Status s = routes.AddAddress(p); !s.ok()) return s;
   }
-  auto* local = new LocalAddresses();
-  local->prefixes = stack->options_.addresses;
-  stack->local_.store(local, std::memory_order_release);
+  for (const net::IpAddress& g : options.gateways) {
+    if (absl::Status s = routes.SetGateway(g); !s.ok()) return s;
+  }
+  std::unique_ptr<Stack> stack(new Stack(std::move(options), std::move(routes)));
+  const StackOptions& o = stack->options_;
 
   demux::SocketTable::Options table;
-  table.hash4 = stack->options_.hash4;
-  table.ephemeral_low = stack->options_.ephemeral_low;
-  table.ephemeral_high = stack->options_.ephemeral_high;
-  Stack* self = stack.get();
-  table.route = [self](const net::IpAddress& peer) -> absl::StatusOr<net::IpAddress> {
-    std::lock_guard<std::mutex> lock(self->net_mu_);
-    return self->routes_.SourceFor(peer);
+  table.hash4 = o.hash4;
+  table.ephemeral_low = o.ephemeral_low;
+  table.ephemeral_high = o.ephemeral_high;
+  const RouteTable* fixed_routes = &stack->routes_;
+  table.route = [fixed_routes](const net::IpAddress& peer) -> absl::StatusOr<net::IpAddress> {
+    return fixed_routes->SourceFor(peer);
   };
   absl::StatusOr<std::unique_ptr<demux::SocketTable>> t = demux::SocketTable::Create(table);
   if (!t.ok()) return t.status();
   stack->table_ = std::move(*t);
+
+  stack->neighbors_ =
+      std::make_unique<NeighborResolution>(o.neighbors, stack->routes_, stack->local_);
+  stack->icmp_ = std::make_unique<IcmpProtocol>(
+      stack->local_, *stack->table_,
+      IcmpRateLimiter::Rate{o.icmp_errors_per_second, o.icmp_error_burst}, o.clock());
+  stack->udp_ = std::make_unique<UdpProtocol>(stack->routes_, *stack->neighbors_);
+  const Protocols protocols{&stack->local_,          o.vlan,
+                            o.clock,                 stack->table_.get(),
+                            stack->udp_.get(),       stack->neighbors_.get(),
+                            stack->icmp_.get()};
   for (auto& l : links) {
-    stack->engines_.push_back(std::make_unique<Engine>(std::move(l), stack->options_.send_queue_depth));
+    stack->engines_.push_back(
+        std::make_unique<PollEngine>(std::move(l), protocols, o.send_queue_depth));
   }
   return stack;
 }
 
 Stack::~Stack() {
   Stop();
-  for (auto& e : engines_) e->manual_lookup.reset();
+  for (auto& e : engines_) e->DropManualLookup();
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (auto& [id, s] : sockets_) (void)table_->Close(id);
   }
   table_->WaitForReaders();
-  delete local_.load();
 }
 
 absl::Status Stack::Start() {
   if (running_.exchange(true)) return absl::FailedPreconditionError("the stack is already running");
-  for (auto& e : engines_) {
-    Engine* engine = e.get();
-    engine->thread = std::thread([this, engine] { RunEngine(*engine); });
-  }
+  for (auto& e : engines_) e->Start(running_);
   return absl::OkStatus();
 }
 
 void Stack::Stop() {
   if (!running_.exchange(false)) return;
-  for (auto& e : engines_) {
-    const uint64_t one = 1;
-    (void)!write(e->wake_fd, &one, sizeof(one));
-  }
-  for (auto& e : engines_) {
-    if (e->thread.joinable()) e->thread.join();
-  }
+  for (auto& e : engines_) e->Join();
 }
 
+size_t Stack::PollOnce() {
+  thread_local std::unique_ptr<demux::RcuReaderThread> reader;
+  if (reader == nullptr) {
+    reader = std::make_unique<demux::RcuReaderThread>();
+  } else {
+    reader->Online();
+  }
+  size_t n = 0;
+  for (auto& e : engines_) n += e->Turn(e->manual_lookup());
+  reader->Offline();
+  return n;
+}
 
 // ---- Control plane -------------------------------------------------------------------------
 
@@ -147,7 +162,7 @@ absl::Status Stack::CheckLocal(const net::IpAddress& address) const {
   if (address.IsUnspecifiedInAnyForm()) {
     return absl::OkStatus();
   }
-  if (!local_.load(std::memory_order_acquire)->Contains(address.Unmapped())) {
+  if (!local_.Contains(address.Unmapped())) {
     return absl::InvalidArgumentError(absl::StrCat(
         address.ToString(), " is not an address of this stack (cannot assign requested address)"));
   }
@@ -161,8 +176,7 @@ absl::StatusOr<net::Endpoint> Stack::Bind(SocketId id, const net::Endpoint& loca
 
 absl::Status Stack::CheckPeer(const net::Endpoint& peer, const demux::SocketInfo& socket) const {
   const net::IpAddress wire = peer.address.Unmapped();
-  // Our networks are fixed at Create: read without net_mu_, which the poll threads take.
-  const LocalAddresses& ours = *local_.load(std::memory_order_acquire);
+  const LocalAddresses& ours = local_;
   std::string why;
   if (peer.port == 0) {
     why = "port 0";
@@ -271,7 +285,7 @@ absl::Status Stack::Send(SocketId id, std::span<const uint8_t> payload,
                                                    " is of the wrong family for socket ", id));
   }
   const net::Family wire_family = dst.address.Unmapped().family();
-  const size_t mtu = engines_[0]->link->info().mtu;
+  const size_t mtu = engines_[0]->info().mtu;
   if (payload.size() + UdpHeadroom(wire_family) > mtu) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "a %u-byte datagram does not fit the MTU of %u (no fragmentation): at most %u bytes",
@@ -303,30 +317,13 @@ absl::Status Stack::Send(SocketId id, std::span<const uint8_t> payload,
   if (src.address.IsV4Mapped() && src.address.Unmapped().IsUnspecified()) {
     src.address = net::IpAddress::AnyV6();
   }
-  Engine& engine = *engines_[id % engines_.size()];
-  if (!QueueSend(engine, std::make_unique<SendRequest>(SendRequest{
-                             std::move(socket), src, dst,
-                             std::string(payload.begin(), payload.end())}))) {
+  PollEngine& engine = *engines_[id % engines_.size()];
+  if (!engine.QueueSend(std::make_unique<SendRequest>(SendRequest{
+          std::move(socket), src, dst, std::string(payload.begin(), payload.end())}))) {
     return absl::ResourceExhaustedError(absl::StrFormat(
-        "the send queue is full (%u datagrams): try again", engine.sends.capacity()));
+        "the send queue is full (%u datagrams): try again", engine.send_queue_capacity()));
   }
   return absl::OkStatus();
-}
-
-bool Stack::QueueSend(Engine& engine, std::unique_ptr<SendRequest> request) {
-  if (!engine.sends.TryPush(request.get())) {
-    engine.tx_queue_full.fetch_add(1, std::memory_order_relaxed);
-    return false;
-  }
-  (void)request.release();  // the poll thread's now
-  // Read with a read-modify-write, as the poll thread sets it: the two are ordered on this one
-  // flag, so either we see it asleep or it sees the request (a plain load here, after the
-  // push's relaxed CAS, could miss both ways on a weakly ordered CPU).
-  if (engine.sleeping.fetch_add(0, std::memory_order_acq_rel) != 0) {
-    const uint64_t one = 1;
-    (void)!write(engine.wake_fd, &one, sizeof(one));
-  }
-  return true;
 }
 
 absl::StatusOr<std::optional<ReceivedDatagram>> Stack::Receive(SocketId id) {
@@ -351,76 +348,53 @@ absl::Status Stack::SetReceiveCallback(SocketId id, ReceiveCallback callback) {
   return absl::OkStatus();
 }
 
+absl::Status Stack::StartReading(SocketId id, absl::Duration grace) {
+  if (absl::StatusOr<std::shared_ptr<UdpSocket>> s = FindSocket(id); !s.ok()) return s.status();
+  std::unique_lock<std::mutex> lock(readers_mu_);
+  reader_left_.wait_for(lock, absl::ToChronoMilliseconds(grace),
+                        [&] { return !readers_.contains(id); });
+  if (!readers_.insert(id).second) {
+    return absl::FailedPreconditionError("the socket has a reader already: one at a time");
+  }
+  return absl::OkStatus();
+}
+
+void Stack::EndReading(SocketId id) {
+  {
+    std::lock_guard<std::mutex> lock(readers_mu_);
+    readers_.erase(id);
+  }
+  reader_left_.notify_all();
+}
+
 // ---- Administration ------------------------------------------------------------------------
 
 StackCounters Stack::Counters() const {
   StackCounters c;
-  for (const auto& e : engines_) {
-    auto get = [&](Counter k) { return e->counters[k].load(std::memory_order_relaxed); };
-    c.rx_frames += get(kRxFrames);
-    c.not_for_us += get(kNotForUs);
-    c.fragments += get(kFragments);
-    c.unhandled += get(kUnhandled);
-    c.udp_delivered += get(kUdpDelivered);
-    c.udp_no_socket += get(kUdpNoSocket);
-    c.icmp_echo_replies += get(kEchoReplies);
-    c.icmp_errors_sent += get(kIcmpErrorsSent);
-    c.icmp_errors_rate_limited += get(kIcmpRateLimited);
-    c.arp_replies += get(kArpReplies);
-    c.ndp_advertisements += get(kNdpAdverts);
-    c.neighbor_messages_ignored += get(kNeighborIgnored);
-    c.icmp_errors_received += get(kIcmpErrorsReceived);
-    c.icmp_errors_unmatched += get(kIcmpErrorsUnmatched);
-    c.tx_no_route += get(kTxNoRoute);
-    c.tx_no_buffer += get(kTxNoBuffer);
-    c.tx_queue_full += e->tx_queue_full.load(std::memory_order_relaxed);
-    for (int i = 0; i < net::kParseErrorCount; ++i) {
-      c.parse_errors[i] += e->parse_errors[i].load(std::memory_order_relaxed);
-    }
-  }
+  for (const auto& e : engines_) e->AddCounters(c);
   c.receive_budget_full = receive_budget_->refused();
   c.receive_bytes_queued = receive_budget_->used();
-  std::lock_guard<std::mutex> lock(net_mu_);
-  c.neighbors = neighbors_.counters();
+  const NeighborCounters n = neighbors_->counters();
+  c.neighbor_probes = n.probes_sent;
+  c.neighbor_resolved = n.resolved;
+  c.neighbor_failed = n.failed;
+  c.neighbor_dropped = n.dropped_unresolved + n.dropped_queue_full;
+  c.neighbor_table_full = n.table_full;
   return c;
 }
 
-std::vector<NeighborInfo> Stack::Neighbors() const {
-  std::lock_guard<std::mutex> lock(net_mu_);
-  return neighbors_.List();
-}
+std::vector<NeighborInfo> Stack::Neighbors() const { return neighbors_->List(); }
 
 absl::Status Stack::SetNeighbor(const net::IpAddress& ip, const net::MacAddress& mac) {
-  if (absl::Status s = CheckNeighborAddress(ip); !s.ok()) return s;
-  const net::IpAddress wire = ip.Unmapped();
   std::vector<PendingDatagram> ready;
-  {
-    std::lock_guard<std::mutex> lock(net_mu_);
-    if (routes_.IsLocal(wire)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("address ", ip.ToString(), " is the stack's own, not a neighbour's"));
-    }
-    // Only a host on a connected network is ever a next hop: an entry for another would never
-    // be used, and would take a place in the table for nothing.
-    const net::IpPrefix* on = routes_.Connected(wire);
-    if (on == nullptr) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("address ", ip.ToString(), " is on none of the connected networks (",
-                       absl::StrJoin(routes_.addresses(), ", ", absl::StreamFormatter()), ")"));
-    }
-    if (on->IsBroadcast(wire)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "address ", ip.ToString(), " is the broadcast address of ", on->ToString()));
-    }
-    if (absl::Status s = neighbors_.SetPermanent(wire, mac, options_.clock(), &ready); !s.ok()) {
-      return s;
-    }
+  if (absl::Status s = neighbors_->SetPermanent(ip, mac, options_.clock(), ready); !s.ok()) {
+    return s;
   }
   // Datagrams that waited for this neighbour go out through a poll thread, as sends do.
   for (PendingDatagram& d : ready) {
     std::shared_ptr<UdpSocket> socket = d.socket;
-    if (!QueueSend(*engines_[0], std::make_unique<SendRequest>(SendRequest{
-                                     std::move(d.socket), d.src, d.dst, std::move(d.payload)})) &&
+    if (!engines_[0]->QueueSend(std::make_unique<SendRequest>(SendRequest{
+            std::move(d.socket), d.src, d.dst, std::move(d.payload)})) &&
         socket != nullptr) {
       socket->CountSendDrop();
     }
@@ -428,60 +402,29 @@ absl::Status Stack::SetNeighbor(const net::IpAddress& ip, const net::MacAddress&
   return absl::OkStatus();
 }
 
-absl::Status Stack::RemoveNeighbor(const net::IpAddress& ip) {
-  std::lock_guard<std::mutex> lock(net_mu_);
-  return neighbors_.Remove(ip);
-}
+absl::Status Stack::RemoveNeighbor(const net::IpAddress& ip) { return neighbors_->Remove(ip); }
 
-std::vector<net::IpPrefix> Stack::Addresses() const {
-  std::lock_guard<std::mutex> lock(net_mu_);
-  return routes_.addresses();
-}
+std::vector<net::IpPrefix> Stack::Addresses() const { return routes_.addresses(); }
 
 std::optional<net::IpAddress> Stack::Gateway(net::Family family) const {
-  std::lock_guard<std::mutex> lock(net_mu_);
   return routes_.gateway(family);
 }
 
 std::vector<link::LinkInfo> Stack::Links() const {
   std::vector<link::LinkInfo> out;
-  for (const auto& e : engines_) out.push_back(e->link->info());
+  for (const auto& e : engines_) out.push_back(e->info());
   return out;
 }
 
 std::vector<link::LinkCounters> Stack::LinkCounters() const {
   std::vector<link::LinkCounters> out;
-  for (const auto& e : engines_) out.push_back(e->link->counters());
+  for (const auto& e : engines_) out.push_back(e->link().counters());
   return out;
 }
 
 absl::Status Stack::CheckFrameAccounting() const {
   for (const auto& e : engines_) {
-    absl::Status s;
-    if (!running_.load()) {
-      s = e->link->CheckFrameAccounting();
-    } else {
-      std::promise<absl::Status> done;
-      std::future<absl::Status> result = done.get_future();
-      {
-        std::lock_guard<std::mutex> lock(e->check_mu);
-        if (e->check_request != nullptr) return absl::UnavailableError("a check is running");
-        e->check_request = &done;
-        e->check_pending.store(true, std::memory_order_release);
-      }
-      const uint64_t one = 1;
-      (void)!write(e->wake_fd, &one, sizeof(one));
-      if (result.wait_for(std::chrono::seconds(2)) != std::future_status::ready) {
-        std::lock_guard<std::mutex> lock(e->check_mu);
-        if (e->check_request == &done) {
-          e->check_request = nullptr;
-          e->check_pending.store(false);
-          return absl::DeadlineExceededError("a poll thread did not answer within 2 s");
-        }
-      }
-      s = result.get();
-    }
-    if (!s.ok()) return s;
+    if (absl::Status s = e->CheckFrameAccounting(); !s.ok()) return s;
   }
   return absl::OkStatus();
 }

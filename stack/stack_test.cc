@@ -44,7 +44,7 @@ TEST_F(TwoStacksTest, UdpOverIpv4ResolvesWithArpAndDelivers) {
   EXPECT_NE(d->source.port, 0);  // the client was bound to an ephemeral port
   EXPECT_EQ(d->destination, Ep("10.1.0.2:4000"));
   EXPECT_EQ(d->sequence, 1u);
-  EXPECT_EQ(a_->Counters().neighbors.resolved, 1u);
+  EXPECT_EQ(a_->Counters().neighbor_resolved, 1u);
   EXPECT_EQ(b_->Counters().arp_replies, 1u);
   // It waited for the neighbour, then went out: sent, once.
   const SocketCounters sent = a_->Get(client).value().counters;
@@ -58,7 +58,7 @@ TEST_F(TwoStacksTest, UdpOverIpv4ResolvesWithArpAndDelivers) {
   std::optional<ReceivedDatagram> back = a_->Receive(client).value();
   ASSERT_TRUE(back.has_value());
   EXPECT_EQ(back->payload, "world");
-  EXPECT_EQ(b_->Counters().neighbors.probes_sent, 0u);
+  EXPECT_EQ(b_->Counters().neighbor_probes, 0u);
 }
 
 TEST_F(TwoStacksTest, UdpOverIpv6ResolvesWithNdp) {
@@ -161,10 +161,10 @@ TEST_F(TwoStacksTest, UnansweredNeighbourDropsAndCounts) {
   }
   b_->PollOnce();  // B sees the probes and ignores them: 10.1.0.77 is not B's
   const StackCounters c = a_->Counters();
-  EXPECT_EQ(c.neighbors.failed, 1u);
-  EXPECT_EQ(c.neighbors.probes_sent, 3u);
-  EXPECT_EQ(c.neighbors.dropped_queue_full, 4u);  // 16 wait, 4 do not fit
-  EXPECT_EQ(c.neighbors.dropped_unresolved, 16u);
+  EXPECT_EQ(c.neighbor_failed, 1u);
+  EXPECT_EQ(c.neighbor_probes, 3u);
+  EXPECT_EQ(c.neighbor_dropped, 20u);  // 16 waited in vain, 4 did not fit
+
   // And the socket says so: nothing sent, all 20 dropped.
   const SocketCounters sc = a_->Get(s).value().counters;
   EXPECT_EQ(sc.tx_datagrams, 0u);

@@ -332,7 +332,7 @@ TEST_F(AfXdpTest, PingAndNeighbourResolutionBothWays) {
             absl::OkStatus());
   EXPECT_EQ(KernelRecv(peer4), "arp first");
   EXPECT_EQ(KernelRecv(peer6), "ndp first");
-  EXPECT_GE(stack().Counters().neighbors.resolved, 2u);
+  EXPECT_GE(stack().Counters().neighbor_resolved, 2u);
 }
 
 // quadsock on VLAN 100 of its interface. This kernel has no 802.1Q devices (CONFIG_VLAN_8021Q

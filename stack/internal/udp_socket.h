@@ -1,5 +1,6 @@
 // The stack's side of one UDP socket: its receive queue, its consumer and its counters. The
 // socket table (stack/demux) knows where the socket is bound; a lookup's cookie points here.
+// Internal to the stack: applications see the types in stack/socket_types.h.
 //
 // A datagram for the socket goes to its callback, if one is set (on the poll thread, with the
 // payload still in the link's buffer: zero-copy), or else into a bounded queue as a copy. A
@@ -9,8 +10,8 @@
 //   stack.SetReceiveCallback(id, [](const net::Endpoint& from, std::span<const uint8_t> p) {...});
 //   // or
 //   std::optional<ReceivedDatagram> d = stack.Receive(id).value();
-#ifndef QUADSOCK_STACK_UDP_SOCKET_H_
-#define QUADSOCK_STACK_UDP_SOCKET_H_
+#ifndef QUADSOCK_STACK_INTERNAL_UDP_SOCKET_H_
+#define QUADSOCK_STACK_INTERNAL_UDP_SOCKET_H_
 
 #include <poll.h>
 #include <sys/eventfd.h>
@@ -33,31 +34,9 @@
 #include "stack/icmp_error.h"
 #include "stack/net/address.h"
 #include "stack/receive_budget.h"
+#include "stack/socket_types.h"
 
 namespace quadsock::stack {
-
-struct ReceivedDatagram {
-  net::Endpoint source;
-  net::Endpoint destination;
-  absl::Time arrival;
-  uint64_t sequence = 0;  // per socket, from 1; a gap means datagrams were dropped
-  std::string payload;
-};
-
-// Runs on a poll thread for each datagram; must not block. The payload is valid during the call.
-using ReceiveCallback =
-    std::function<void(const net::Endpoint& source, std::span<const uint8_t> payload)>;
-
-struct SocketCounters {
-  uint64_t rx_datagrams = 0;
-  uint64_t rx_bytes = 0;
-  uint64_t rx_dropped = 0;  // receive queue full, or the stack's receive budget
-  uint64_t tx_datagrams = 0;
-  uint64_t tx_bytes = 0;
-  uint64_t tx_dropped = 0;  // no route, neighbour unresolved, no buffer
-  uint64_t queued = 0;      // datagrams waiting in the receive queue now
-  uint64_t icmp_errors = 0;  // ICMP errors quoting the socket's datagrams (icmp_error.h)
-};
 
 class alignas(64) UdpSocket {
  public:
@@ -303,4 +282,4 @@ class alignas(64) UdpSocket {
 
 }  // namespace quadsock::stack
 
-#endif  // QUADSOCK_STACK_UDP_SOCKET_H_
+#endif  // QUADSOCK_STACK_INTERNAL_UDP_SOCKET_H_

@@ -1,0 +1,97 @@
+#include "stack/internal/icmp_protocol.h"
+
+#include <algorithm>
+
+#include "stack/icmp_error.h"
+#include "stack/internal/poll_engine.h"
+#include "stack/internal/udp_protocol.h"
+#include "stack/net/frame_builder.h"
+#include "stack/net/icmp.h"
+#include "stack/net/ip.h"
+
+namespace quadsock::stack {
+namespace {
+
+// Whether a frame's sender may be answered (an echo reply, an ICMP error): not from a broadcast
+// or multicast address, MAC or IP, nor from an unspecified or loopback one, which no host sends
+// from (RFC 1122 3.2.1.3, 3.2.2). An answer to such a source would go to many hosts at once: a
+// reflector.
+bool IsAnswerableSource(const net::ParsedFrame& f) {
+  static const net::IpAddress kLimitedBroadcast = net::IpAddress::V4(0xffffffff);
+  return !f.eth.src.IsMulticast() && !f.src.IsMulticast() && !f.src.IsUnspecified() &&
+         !f.src.IsLoopback() && f.src != kLimitedBroadcast;
+}
+
+}  // namespace
+
+bool IcmpRateLimiter::Take(absl::Time now) {
+  std::lock_guard<std::mutex> lock(mu_);
+  tokens_ = std::min<double>(
+      rate_.burst, tokens_ + absl::ToDoubleSeconds(now - refill_) * rate_.per_second);
+  refill_ = now;
+  if (tokens_ < 1) return false;
+  tokens_ -= 1;
+  return true;
+}
+
+void IcmpProtocol::SendEchoReply(PollEngine& engine, const net::ParsedFrame& f,
+                                 std::span<const uint8_t> bytes) {
+  if (!IsAnswerableSource(f)) {
+    engine.Bump(EngineCounter::unhandled);
+    return;
+  }
+  std::optional<link::FrameBuffer> out = engine.NewTxFrame();
+  if (!out.has_value()) return;
+  net::IcmpHeader reply = f.icmp;
+  reply.type = f.l3 == net::L3::kIpv4 ? net::kIcmpv4EchoReply : net::kIcmpv6EchoReply;
+  engine.QueueTx(*out, net::BuildIcmp(engine.LinkTo(f.eth.src), f.dst, f.src, reply,
+                                      f.payload(bytes), {out->data, out->capacity}));
+  engine.Bump(EngineCounter::icmp_echo_replies);
+}
+
+void IcmpProtocol::SendPortUnreachable(PollEngine& engine, const net::ParsedFrame& f,
+                                       std::span<const uint8_t> bytes, absl::Time now) {
+  // Never about a datagram sent to a broadcast or multicast address (RFC 1122 3.2.2).
+  if (f.eth.dst.IsMulticast() || f.dst.IsMulticast() || !IsAnswerableSource(f)) return;
+  if (!limiter_.Take(now)) {
+    engine.Bump(EngineCounter::icmp_errors_rate_limited);
+    return;
+  }
+  std::optional<link::FrameBuffer> out = engine.NewTxFrame();
+  if (!out.has_value()) return;
+  net::IcmpHeader h;
+  const bool v4 = f.l3 == net::L3::kIpv4;
+  h.type = v4 ? net::kIcmpv4DestUnreachable : net::kIcmpv6DestUnreachable;
+  h.code = v4 ? net::kIcmpv4CodePortUnreachable : net::kIcmpv6CodePortUnreachable;
+  // Quote the offending IP packet, as much as fits in the minimum MTU.
+  const size_t ip_length = f.l4_offset + f.l4_length - f.l3_offset;
+  const size_t quote = std::min(ip_length, net::IcmpQuoteLimit(f.src.family()));
+  engine.QueueTx(*out, net::BuildIcmp(engine.LinkTo(f.eth.src), f.dst, f.src, h,
+                                      bytes.subspan(f.l3_offset, quote),
+                                      {out->data, out->capacity}));
+  engine.Bump(EngineCounter::icmp_errors_sent);
+}
+
+void IcmpProtocol::HandleError(PollEngine& engine, demux::LookupContext& ctx,
+                               const net::ParsedFrame& f) {
+  // The datagram it quotes must be one we could have sent: UDP, from one of our addresses (of
+  // the message's own IP version: ParseFrame took no other quote). Then the socket it came from
+  // is the one that would receive the answer: the lookup of the quoted flow turned around (as
+  // the kernel's __udp4_lib_err), which for a connected socket is its own 4-tuple in hash4.
+  const net::IcmpQuote& q = f.quote;
+  if (q.protocol != net::kIpProtoUdp || !local_.Contains(q.src)) {
+    engine.Bump(EngineCounter::icmp_errors_unmatched);
+    return;
+  }
+  const demux::FlowKey flow{q.dst, q.dst_port, q.src, q.src_port, engine.info().ifindex};
+  const std::optional<demux::LookupResult> r = table_.Lookup(ctx, flow);
+  if (!r.has_value()) {
+    engine.Bump(EngineCounter::icmp_errors_unmatched);
+    return;
+  }
+  UdpProtocol::SocketOf(*r).ReportIcmpError(
+      IcmpError{f.l4 == net::L4::kIcmpv6, f.icmp.type, f.icmp.code}, {q.dst, q.dst_port});
+  engine.Bump(EngineCounter::icmp_errors_received);
+}
+
+}  // namespace quadsock::stack

@@ -1,0 +1,70 @@
+// ICMP in the stack (ICMPv4 and ICMPv6 but NDP): echo replies, port unreachable for a datagram
+// no socket takes (rate-limited as the kernel's icmp_global_allow), and ICMP errors that quote a
+// datagram one of our sockets sent, handed to that socket (stack/icmp_error.h says what it
+// makes of them). Runs on the poll threads; the rate limit is shared by all of them. Internal
+// to the stack.
+//
+//   IcmpProtocol icmp(local, table, {.per_second = 1000, .burst = 50}, now);
+//   icmp.SendEchoReply(engine, frame, bytes);
+//   icmp.SendPortUnreachable(engine, frame, bytes, now);   // counted when rate-limited
+#ifndef QUADSOCK_STACK_INTERNAL_ICMP_PROTOCOL_H_
+#define QUADSOCK_STACK_INTERNAL_ICMP_PROTOCOL_H_
+
+#include <cstdint>
+#include <mutex>
+#include <span>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/time/time.h"
+#include "stack/demux/socket_table.h"
+#include "stack/internal/local_addresses.h"
+#include "stack/net/frame.h"
+
+namespace quadsock::stack {
+
+class PollEngine;
+
+// A token bucket: `per_second` tokens a second, at most `burst` saved up.
+class IcmpRateLimiter {
+ public:
+  struct Rate {
+    uint32_t per_second = 1000;
+    uint32_t burst = 50;
+  };
+  IcmpRateLimiter(Rate rate, absl::Time start)
+      : rate_(rate), tokens_(rate.burst), refill_(start) {}
+  // Whether an error may go out at `now` (and takes its token).
+  bool Take(absl::Time now);
+
+ private:
+  const Rate rate_;
+  std::mutex mu_;
+  double tokens_ ABSL_GUARDED_BY(mu_);
+  absl::Time refill_ ABSL_GUARDED_BY(mu_);
+};
+
+class IcmpProtocol {
+ public:
+  // `local` and `table` outlive this.
+  IcmpProtocol(const LocalAddresses& local, const demux::SocketTable& table,
+               IcmpRateLimiter::Rate rate, absl::Time start)
+      : local_(local), table_(table), limiter_(rate, start) {}
+
+  // An echo request to one of our addresses: answered, unless its source may not be.
+  void SendEchoReply(PollEngine& engine, const net::ParsedFrame& f,
+                     std::span<const uint8_t> bytes);
+  // A datagram to a port with no socket: port unreachable, quoting it (RFC 1122 3.2.2 limits).
+  void SendPortUnreachable(PollEngine& engine, const net::ParsedFrame& f,
+                           std::span<const uint8_t> bytes, absl::Time now);
+  // An ICMP error about a datagram: to the socket that sent it, if any.
+  void HandleError(PollEngine& engine, demux::LookupContext& ctx, const net::ParsedFrame& f);
+
+ private:
+  const LocalAddresses& local_;
+  const demux::SocketTable& table_;
+  IcmpRateLimiter limiter_;
+};
+
+}  // namespace quadsock::stack
+
+#endif  // QUADSOCK_STACK_INTERNAL_ICMP_PROTOCOL_H_

@@ -1,0 +1,197 @@
+#include "stack/internal/neighbor_resolution.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "stack/internal/poll_engine.h"
+#include "stack/internal/udp_protocol.h"
+#include "stack/net/frame_builder.h"
+#include "stack/net/icmp.h"
+
+namespace quadsock::stack {
+namespace {
+
+// Both MACs of an ARP or NDP message (the one it claims, the frame's source) are unicast.
+bool AreUnicastMacs(const net::MacAddress& claimed, const net::MacAddress& frame_source) {
+  return NotANeighborMacReason(claimed) == nullptr &&
+         NotANeighborMacReason(frame_source) == nullptr;
+}
+
+}  // namespace
+
+// An ARP or NDP message says "this address is at this MAC", in a frame from another MAC. It may
+// be learned and answered only if the address is a neighbour's (not a connected network's
+// broadcast address either) and not one of ours, and both MACs are unicast. Anything else is a
+// forgery or a broken host: learning it would take a table entry for a group or give our own
+// address to another host, and the answer would go to many hosts.
+bool NeighborResolution::IsNeighborAddress(const net::IpAddress& ip) const {
+  return NotANeighborAddressReason(ip) == nullptr && !local_.Contains(ip) &&
+         local_.BroadcastOf(ip) == nullptr;
+}
+
+void NeighborResolution::HandleArp(PollEngine& engine, const net::ParsedFrame& f,
+                                   absl::Time now) {
+  const net::ArpPacket& arp = f.arp;
+  // An ARP probe (RFC 5227) has no sender address yet: it is answered, not learned.
+  const bool probe = arp.sender_ip.IsUnspecified();
+  if (!AreUnicastMacs(arp.sender_mac, f.eth.src) ||
+      (!probe && !IsNeighborAddress(arp.sender_ip))) {
+    engine.Bump(EngineCounter::neighbor_messages_ignored);
+    return;
+  }
+  const bool for_us = local_.Contains(arp.target_ip);
+  // RFC 826: merge the sender into an existing entry; create one if the packet is for us.
+  if (!probe) Learn(engine, arp.sender_ip, arp.sender_mac, now, for_us);
+  if (!for_us || arp.op != net::ArpPacket::kRequest) return;
+  std::optional<link::FrameBuffer> out = engine.NewTxFrame();
+  if (!out.has_value()) return;
+  net::ArpPacket reply;
+  reply.op = net::ArpPacket::kReply;
+  reply.sender_mac = engine.info().mac;
+  reply.sender_ip = arp.target_ip;
+  reply.target_mac = arp.sender_mac;
+  reply.target_ip = arp.sender_ip;
+  engine.QueueTx(*out, net::BuildArp(engine.LinkTo(arp.sender_mac), reply,
+                                     {out->data, out->capacity}));
+  engine.Bump(EngineCounter::arp_replies);
+}
+
+void NeighborResolution::HandleNdp(PollEngine& engine, const net::ParsedFrame& f,
+                                   absl::Time now) {
+  const net::NdpMessage& m = f.ndp;
+  const bool for_us = local_.Contains(m.target);
+  const bool solicitation = f.icmp.type == net::kIcmpv6NeighborSolicitation;
+  // A solicitation speaks for its sender, an advertisement for its target. Duplicate address
+  // detection solicits from the unspecified address and carries no link-layer address (RFC 4861
+  // 7.1.1); it is answered to all nodes.
+  const bool dad = solicitation && f.src.IsUnspecified();
+  const bool valid = dad ? !m.link_address.has_value()
+                         : IsNeighborAddress(solicitation ? f.src : m.target) &&
+                               AreUnicastMacs(m.link_address.value_or(f.eth.src), f.eth.src);
+  if (!valid) {
+    engine.Bump(EngineCounter::neighbor_messages_ignored);
+    return;
+  }
+  if (m.link_address.has_value()) {
+    Learn(engine, solicitation ? f.src : m.target, *m.link_address, now,
+          solicitation && for_us);
+  }
+  if (!solicitation || !for_us) return;
+  std::optional<link::FrameBuffer> out = engine.NewTxFrame();
+  if (!out.has_value()) return;
+  net::NdpMessage advert;
+  advert.target = m.target;
+  advert.link_address = engine.info().mac;
+  // To the soliciting node, or to all nodes when it had no address yet (RFC 4861 7.2.4).
+  const net::IpAddress dst = dad ? *net::IpAddress::Parse("ff02::1") : f.src;
+  const net::MacAddress dst_mac = dad ? net::MacAddress::Ipv6Multicast(dst) : f.eth.src;
+  const uint32_t flags =
+      (dad ? 0 : net::NdpMessage::kFlagSolicited) | net::NdpMessage::kFlagOverride;
+  engine.QueueTx(*out, net::BuildNdp(engine.LinkTo(dst_mac), m.target, dst,
+                                     net::kIcmpv6NeighborAdvertisement, advert,
+                                     {out->data, out->capacity}, flags));
+  engine.Bump(EngineCounter::ndp_advertisements);
+}
+
+void NeighborResolution::Learn(PollEngine& engine, const net::IpAddress& ip,
+                               const net::MacAddress& mac, absl::Time now, bool create) {
+  std::vector<PendingDatagram> ready;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ready = table_.Learn(ip, mac, now, create);
+  }
+  // They all waited for the neighbour that just answered with `mac`.
+  for (PendingDatagram& d : ready) {
+    TransmitUdp(engine, d.src, d.dst, mac,
+                {reinterpret_cast<const uint8_t*>(d.payload.data()), d.payload.size()},
+                std::move(d.socket));
+  }
+}
+
+std::optional<net::MacAddress> NeighborResolution::Resolve(
+    PollEngine& engine, const net::IpAddress& next_hop, absl::Time now,
+    absl::FunctionRef<PendingDatagram()> waiting) {
+  bool probe;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (std::optional<net::MacAddress> mac = table_.Lookup(next_hop, now)) return mac;
+    probe = table_.Queue(waiting(), now);
+  }
+  if (probe) SendProbe(engine, next_hop);
+  return std::nullopt;
+}
+
+void NeighborResolution::Tick(PollEngine& engine, absl::Time now) {
+  std::vector<net::IpAddress> probes;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    probes = table_.Tick(now);
+  }
+  for (const net::IpAddress& target : probes) SendProbe(engine, target);
+}
+
+void NeighborResolution::SendProbe(PollEngine& engine, const net::IpAddress& target) {
+  absl::StatusOr<net::IpAddress> source = routes_.SourceFor(target);
+  if (!source.ok()) return;
+  std::optional<link::FrameBuffer> out = engine.NewTxFrame();
+  if (!out.has_value()) return;
+  const net::MacAddress& mac = engine.info().mac;
+  if (target.is_v4()) {
+    net::ArpPacket request;
+    request.op = net::ArpPacket::kRequest;
+    request.sender_mac = mac;
+    request.sender_ip = *source;
+    request.target_ip = target;
+    engine.QueueTx(*out, net::BuildArp(engine.LinkTo(net::MacAddress::Broadcast()), request,
+                                       {out->data, out->capacity}));
+    return;
+  }
+  const net::IpAddress group = net::SolicitedNodeMulticast(target);
+  net::NdpMessage solicitation;
+  solicitation.target = target;
+  solicitation.link_address = mac;
+  engine.QueueTx(*out, net::BuildNdp(engine.LinkTo(net::MacAddress::Ipv6Multicast(group)),
+                                     *source, group, net::kIcmpv6NeighborSolicitation,
+                                     solicitation, {out->data, out->capacity}));
+}
+
+absl::Status NeighborResolution::SetPermanent(const net::IpAddress& ip,
+                                              const net::MacAddress& mac, absl::Time now,
+                                              std::vector<PendingDatagram>& ready) {
+  if (absl::Status s = CheckNeighborAddress(ip); !s.ok()) return s;
+  const net::IpAddress wire = ip.Unmapped();
+  if (routes_.IsLocal(wire)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("address ", ip.ToString(), " is the stack's own, not a neighbour's"));
+  }
+  // Only a host on a connected network is ever a next hop: an entry for another would never
+  // be used, and would take a place in the table for nothing.
+  const net::IpPrefix* on = routes_.Connected(wire);
+  if (on == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("address ", ip.ToString(), " is on none of the connected networks (",
+                     absl::StrJoin(routes_.addresses(), ", ", absl::StreamFormatter()), ")"));
+  }
+  if (on->IsBroadcast(wire)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "address ", ip.ToString(), " is the broadcast address of ", on->ToString()));
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  return table_.SetPermanent(wire, mac, now, &ready);
+}
+
+absl::Status NeighborResolution::Remove(const net::IpAddress& ip) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return table_.Remove(ip);
+}
+
+std::vector<NeighborInfo> NeighborResolution::List() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return table_.List();
+}
+
+NeighborCounters NeighborResolution::counters() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return table_.counters();
+}
+
+}  // namespace quadsock::stack

@@ -1,0 +1,348 @@
+#include "stack/internal/poll_engine.h"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <chrono>
+
+#include "stack/demux/rcu.h"
+#include "stack/internal/icmp_protocol.h"
+#include "stack/internal/neighbor_resolution.h"
+
+namespace quadsock::stack {
+namespace {
+
+constexpr size_t kSendsPerTurn = 256;
+constexpr absl::Duration kTimerPeriod = absl::Milliseconds(100);
+constexpr int kIdleWaitMs = 10;
+// A busy-polling link is polled this long after its last frame before the thread sleeps.
+constexpr absl::Duration kBusyPollLinger = absl::Milliseconds(1);
+// How long CheckFrameAccounting waits for a running poll thread to answer.
+constexpr auto kCheckTimeout = std::chrono::seconds(2);
+
+// Whether a frame to `dst` is for the link whose address is `ours` (or a multicast).
+bool ForThisLink(const net::MacAddress& dst, const net::MacAddress& ours) {
+  return dst == ours || dst.IsMulticast();
+}
+
+}  // namespace
+
+PollEngine::PollEngine(std::unique_ptr<link::Link> link, Protocols protocols,
+                       size_t send_queue_depth)
+    : link_(std::move(link)),
+      p_(std::move(protocols)),
+      sends_(send_queue_depth),
+      wake_fd_(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {}
+
+PollEngine::~PollEngine() {
+  while (std::optional<SendRequest*> r = sends_.TryPop()) delete *r;
+  close(wake_fd_);
+}
+
+// ---- The loop -------------------------------------------------------------------------------
+
+void PollEngine::Start(const std::atomic<bool>& running) {
+  thread_ = std::thread([this, &running] { Run(running); });
+}
+
+void PollEngine::Join() {
+  Wake();
+  if (thread_.joinable()) thread_.join();
+}
+
+demux::LookupContext& PollEngine::manual_lookup() {
+  if (manual_lookup_ == nullptr) manual_lookup_ = std::make_unique<demux::LookupContext>(*p_.table);
+  return *manual_lookup_;
+}
+
+void PollEngine::Run(const std::atomic<bool>& running) {
+  demux::RcuReaderThread reader;
+  demux::LookupContext ctx(*p_.table);
+  pollfd fds[2] = {{link_->wait_fd(), POLLIN, 0}, {wake_fd_, POLLIN, 0}};
+  absl::Time last_frame = absl::InfinitePast();
+  while (running.load(std::memory_order_relaxed)) {
+    const size_t n = Turn(ctx);
+    reader.Quiescent();
+    if (check_pending_.load(std::memory_order_acquire)) {
+      std::lock_guard<std::mutex> lock(check_mu_);
+      if (check_request_ != nullptr) {  // unless the asker gave up meanwhile
+        check_request_->set_value(link_->CheckFrameAccounting());
+        check_request_ = nullptr;
+      }
+      check_pending_.store(false);
+    }
+    if (link_->busy_polling()) {
+      // Receive runs the device's receive work on this thread: keep at it while frames come.
+      if (n > 0) last_frame = turn_time_;
+      if (turn_time_ - last_frame < kBusyPollLinger) continue;
+    }
+    if (n > 0) continue;
+    // Idle: sleep until frames arrive, a send is queued, or the timers are due. Offline, so that
+    // writers' grace periods do not wait for a sleeping thread.
+    sleeping_.exchange(1, std::memory_order_acq_rel);  // see QueueSend
+    fds[1].revents = 0;
+    if (sends_.SizeApprox() == 0) {
+      reader.Offline();
+      poll(fds, 2, kIdleWaitMs);
+      reader.Online();
+    }
+    sleeping_.store(0, std::memory_order_relaxed);
+    if (fds[1].revents & POLLIN) {
+      // A sender woke us. (Only then: a read of an empty eventfd is a system call per wakeup
+      // for nothing; a wakeup that comes later keeps the fd readable and the next poll short.)
+      uint64_t drain;
+      (void)!read(wake_fd_, &drain, sizeof(drain));
+    }
+  }
+  link_->Poll();
+}
+
+size_t PollEngine::Turn(demux::LookupContext& ctx) {
+  const absl::Time now = p_.clock();
+  turn_time_ = now;
+  link::FrameBuffer frames[kRxBatch];
+  const size_t n = link_->Receive(frames);
+  Bump(EngineCounter::rx_frames, n);
+  if (n > 0) ReceiveBatch(ctx, {frames, n}, now);
+  link_->Release({frames, n});
+  p_.udp->SendQueued(*this, now);
+  FlushTx();
+  link_->Poll();
+  if (now >= next_timer_) {
+    next_timer_ = now + kTimerPeriod;
+    p_.neighbors->Tick(*this, now);
+    FlushTx();
+  }
+  return n;
+}
+
+// ---- Receive --------------------------------------------------------------------------------
+
+void PollEngine::ReceiveBatch(demux::LookupContext& ctx,
+                              std::span<const link::FrameBuffer> frames, absl::Time now) {
+  // Three passes, so that the memory loads of the whole batch overlap instead of following one
+  // another frame by frame (with 100k sockets each datagram's slot, entry and socket are cold):
+  // (1) parse and classify every frame, keeping only a UDP datagram's flow and payload; (2)
+  // look the UDP flows up together (LookupBatch prefetches slots and entries, and each socket
+  // as it is found: the stack's cookie); (3) hand every frame to its protocol in arrival order.
+  // Frames that need more than the flow (control frames, datagrams answered with port
+  // unreachable) are parsed again in (3): they are rare, and one parsed frame in L1 beats a
+  // batch of them (20 KiB) crowding it out.
+  const LocalAddresses& local = *p_.local;
+  const link::LinkInfo& link = link_->info();
+  size_t udp = 0;
+  for (size_t i = 0; i < frames.size(); ++i) {
+    const std::span<const uint8_t> bytes(frames[i].data, frames[i].length);
+    // The commonest frame, plain UDP, without a full parse; the rest (and any error, counted
+    // there) through Classify.
+    net::UdpFrameView v;
+    if (net::ParsePlainUdpFrame(bytes, v)) {
+      // (The fast parser takes untagged frames only: not ours when the stack is on a VLAN.)
+      if (!ForThisLink(v.dst_mac, link.mac) || p_.vlan != 0 || !local.Contains(v.dst)) {
+        Bump(EngineCounter::not_for_us);
+        rx_.kind[i] = FrameKind::kDone;
+        continue;
+      }
+      rx_.kind[i] = FrameKind::kUdp;
+      rx_.keys[udp] = {v.src, v.src_port, v.dst, v.dst_port, link.ifindex};
+      rx_.payloads[udp++] = bytes.subspan(v.payload_offset, v.payload_length);
+      continue;
+    }
+    net::ParsedFrame& f = rx_.parsed;
+    rx_.kind[i] = Classify(bytes, f);
+    if (rx_.kind[i] == FrameKind::kUdp) {
+      rx_.keys[udp] = {f.src, f.udp.src_port, f.dst, f.udp.dst_port, link.ifindex};
+      rx_.payloads[udp++] = f.payload(bytes);
+    }
+  }
+  if (udp > 0) {
+    p_.table->LookupBatch(ctx, {rx_.keys.data(), udp}, {rx_.found.data(), udp});
+  }
+  size_t j = 0;  // the next UDP datagram
+  for (size_t i = 0; i < frames.size(); ++i) {
+    const std::span<const uint8_t> bytes(frames[i].data, frames[i].length);
+    switch (rx_.kind[i]) {
+      case FrameKind::kDone:
+        break;
+      case FrameKind::kArp:
+        (void)net::ParseFrame(bytes, rx_.parsed);  // parsed fine in (1)
+        p_.neighbors->HandleArp(*this, rx_.parsed, now);
+        break;
+      case FrameKind::kNdp:
+        (void)net::ParseFrame(bytes, rx_.parsed);
+        p_.neighbors->HandleNdp(*this, rx_.parsed, now);
+        break;
+      case FrameKind::kEcho:
+        (void)net::ParseFrame(bytes, rx_.parsed);
+        p_.icmp->SendEchoReply(*this, rx_.parsed, bytes);
+        break;
+      case FrameKind::kIcmpError:
+        (void)net::ParseFrame(bytes, rx_.parsed);
+        p_.icmp->HandleError(*this, ctx, rx_.parsed);
+        break;
+      case FrameKind::kUdp: {
+        const std::optional<demux::LookupResult>& found = rx_.found[j];
+        if (!found.has_value()) {
+          Bump(EngineCounter::udp_no_socket);
+          (void)net::ParseFrame(bytes, rx_.parsed);
+          p_.icmp->SendPortUnreachable(*this, rx_.parsed, bytes, now);
+        } else {
+          UdpProtocol::Deliver(*found, rx_.keys[j], rx_.payloads[j], now);
+          Bump(EngineCounter::udp_delivered);
+        }
+        ++j;
+        break;
+      }
+    }
+  }
+}
+
+PollEngine::FrameKind PollEngine::Classify(std::span<const uint8_t> bytes, net::ParsedFrame& f) {
+  if (const net::ParseError e = net::ParseFrame(bytes, f); e != net::ParseError::kOk) {
+    BumpParse(e);
+    return FrameKind::kDone;
+  }
+  if (!ForThisLink(f.eth.dst, link_->info().mac) || f.eth.vlan_id() != p_.vlan) {
+    Bump(EngineCounter::not_for_us);
+    return FrameKind::kDone;
+  }
+  switch (f.l3) {
+    case net::L3::kArp:
+      return FrameKind::kArp;
+    case net::L3::kIpv4:
+    case net::L3::kIpv6:
+      break;
+    case net::L3::kOther:
+      Bump(EngineCounter::unhandled);
+      return FrameKind::kDone;
+  }
+  if (f.l4 == net::L4::kIcmpv6 && (f.icmp.type == net::kIcmpv6NeighborSolicitation ||
+                                   f.icmp.type == net::kIcmpv6NeighborAdvertisement)) {
+    return FrameKind::kNdp;
+  }
+  if (!p_.local->Contains(f.dst)) {
+    Bump(EngineCounter::not_for_us);
+    return FrameKind::kDone;
+  }
+  if (f.fragment) {
+    Bump(EngineCounter::fragments);
+    return FrameKind::kDone;
+  }
+  if (f.l4 == net::L4::kUdp) return FrameKind::kUdp;
+  if (f.l4 == net::L4::kIcmpv4 || f.l4 == net::L4::kIcmpv6) {
+    const bool v6 = f.l4 == net::L4::kIcmpv6;
+    if (net::IsIcmpError(v6, f.icmp.type)) return FrameKind::kIcmpError;
+    if (f.icmp.type == (v6 ? net::kIcmpv6EchoRequest : net::kIcmpv4EchoRequest)) {
+      return FrameKind::kEcho;
+    }
+  }
+  Bump(EngineCounter::unhandled);
+  return FrameKind::kDone;
+}
+
+// ---- Transmit -------------------------------------------------------------------------------
+
+std::optional<link::FrameBuffer> PollEngine::NewTxFrame() {
+  if (tx_batch_.size() >= kTxBatch) FlushTx();
+  std::optional<link::FrameBuffer> f = link_->AllocateTx();
+  if (!f.has_value()) Bump(EngineCounter::tx_no_buffer);
+  return f;
+}
+
+void PollEngine::QueueTx(link::FrameBuffer frame, std::optional<size_t> length, TxOwner owner) {
+  if (!length.has_value()) {
+    link_->Release({&frame, 1});  // did not fit: cannot happen for MTU-checked frames
+    Bump(EngineCounter::tx_no_buffer);
+    if (owner.socket != nullptr) owner.socket->CountSendDrop();
+    return;
+  }
+  frame.length = static_cast<uint32_t>(*length);
+  tx_batch_.push_back(frame);
+  tx_owners_.push_back(std::move(owner));
+}
+
+void PollEngine::FlushTx() {
+  if (tx_batch_.empty()) return;
+  const size_t sent = link_->Transmit(tx_batch_);
+  if (sent < tx_batch_.size()) {
+    // The TX ring is full: these frames are dropped (the link counted tx_ring_full).
+    link_->Release(std::span(tx_batch_).subspan(sent));
+  }
+  for (size_t i = 0; i < tx_owners_.size(); ++i) {
+    const TxOwner& o = tx_owners_[i];
+    if (o.socket == nullptr) continue;
+    if (i < sent) {
+      o.socket->CountSent(o.bytes);
+    } else {
+      o.socket->CountSendDrop();
+    }
+  }
+  tx_batch_.clear();
+  tx_owners_.clear();
+}
+
+net::LinkAddresses PollEngine::LinkTo(const net::MacAddress& dst) const {
+  std::optional<net::VlanTag> tag;
+  if (p_.vlan != 0) tag = net::VlanTag{.tpid = net::kEtherTypeVlan, .tci = p_.vlan};
+  return {link_->info().mac, dst, tag};
+}
+
+// ---- From other threads ---------------------------------------------------------------------
+
+void PollEngine::Wake() {
+  const uint64_t one = 1;
+  (void)!write(wake_fd_, &one, sizeof(one));
+}
+
+bool PollEngine::QueueSend(std::unique_ptr<SendRequest> request) {
+  if (!sends_.TryPush(request.get())) {
+    tx_queue_full_.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
+  (void)request.release();  // the poll thread's now
+  // Read with a read-modify-write, as the poll thread sets it: the two are ordered on this one
+  // flag, so either we see it asleep or it sees the request (a plain load here, after the
+  // push's relaxed CAS, could miss both ways on a weakly ordered CPU).
+  if (sleeping_.fetch_add(0, std::memory_order_acq_rel) != 0) Wake();
+  return true;
+}
+
+std::optional<SendRequest*> PollEngine::PopSend() { return sends_.TryPop(); }
+
+absl::Status PollEngine::CheckFrameAccounting() {
+  if (!thread_.joinable()) return link_->CheckFrameAccounting();
+  std::promise<absl::Status> done;
+  std::future<absl::Status> result = done.get_future();
+  {
+    std::lock_guard<std::mutex> lock(check_mu_);
+    if (check_request_ != nullptr) return absl::UnavailableError("a check is running");
+    check_request_ = &done;
+    check_pending_.store(true, std::memory_order_release);
+  }
+  Wake();
+  if (result.wait_for(kCheckTimeout) != std::future_status::ready) {
+    std::lock_guard<std::mutex> lock(check_mu_);
+    if (check_request_ == &done) {
+      check_request_ = nullptr;
+      check_pending_.store(false);
+      return absl::DeadlineExceededError("a poll thread did not answer within 2 s");
+    }
+  }
+  return result.get();
+}
+
+void PollEngine::AddCounters(StackCounters& c) const {
+  auto get = [this](EngineCounter k) {
+    return counters_[static_cast<int>(k)].load(std::memory_order_relaxed);
+  };
+#define QUADSOCK_ADD(name, help) c.name += get(EngineCounter::name);
+  QUADSOCK_ENGINE_COUNTERS(QUADSOCK_ADD)
+#undef QUADSOCK_ADD
+  c.tx_queue_full += tx_queue_full_.load(std::memory_order_relaxed);
+  for (int i = 0; i < net::kParseErrorCount; ++i) {
+    c.parse_errors[i] += parse_errors_[i].load(std::memory_order_relaxed);
+  }
+}
+
+}  // namespace quadsock::stack

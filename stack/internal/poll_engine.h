@@ -1,0 +1,157 @@
+// The poll engine: one per link (an RX queue and its TX ring), run by one poll thread. Each turn
+// it receives a batch of frames, parses and classifies them (plain IPv4/UDP through a fast
+// path), looks the batch's UDP flows up in the socket table together, and hands every frame in
+// arrival order to its protocol: UDP delivery (udp_protocol.h), neighbour resolution for ARP and
+// NDP (neighbor_resolution.h), ICMP (icmp_protocol.h). Then it sends what sockets queued for it,
+// flushes its TX batch, reaps completions, refills, and runs the neighbour timers.
+//
+// The protocols answer through the engine they were called on: NewTxFrame, build the frame,
+// QueueTx; the engine hands its TX batch to the link. Counters are the engine's own (one
+// writer: its poll thread), summed by Stack::Counters. Internal to the stack.
+//
+//   PollEngine e(std::move(link), protocols, send_queue_depth);
+//   e.Start(running);                  // a poll thread runs e.Run() while `running`
+//   e.Turn(ctx);                       // or one turn on the caller's thread (tests)
+#ifndef QUADSOCK_STACK_INTERNAL_POLL_ENGINE_H_
+#define QUADSOCK_STACK_INTERNAL_POLL_ENGINE_H_
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "stack/bounded_queue.h"
+#include "stack/demux/socket_table.h"
+#include "stack/internal/local_addresses.h"
+#include "stack/internal/udp_protocol.h"
+#include "stack/link/link.h"
+#include "stack/net/frame.h"
+#include "stack/net/frame_builder.h"
+#include "stack/net/parse_error.h"
+#include "stack/stack_counters.h"
+
+namespace quadsock::stack {
+
+class IcmpProtocol;
+class NeighborResolution;
+
+constexpr size_t kRxBatch = 64;
+constexpr size_t kTxBatch = 64;
+
+// What the engine hands frames to, and what it reads: all owned by the Stack, which outlives
+// its engines.
+struct Protocols {
+  const LocalAddresses* local;
+  uint16_t vlan;  // the stack's 802.1Q VLAN id, 0 for none (StackOptions::vlan)
+  std::function<absl::Time()> clock;
+  demux::SocketTable* table;
+  UdpProtocol* udp;
+  NeighborResolution* neighbors;
+  IcmpProtocol* icmp;
+};
+
+class PollEngine {
+ public:
+  PollEngine(std::unique_ptr<link::Link> link, Protocols protocols, size_t send_queue_depth);
+  ~PollEngine();  // after Join
+  PollEngine(const PollEngine&) = delete;
+  PollEngine& operator=(const PollEngine&) = delete;
+
+  // ---- The loop ----
+  // Starts the poll thread: it runs turns while `running` is true.
+  void Start(const std::atomic<bool>& running);
+  // Wakes the poll thread and waits for it to end (after `running` went false).
+  void Join();
+  // One turn on the calling thread (Stack::PollOnce): the frames received.
+  size_t Turn(demux::LookupContext& ctx);
+  // The lookup context for turns on other threads than the poll thread's (made on first use).
+  demux::LookupContext& manual_lookup();
+  void DropManualLookup() { manual_lookup_.reset(); }
+
+  // ---- For the protocols, on the poll thread ----
+  link::Link& link() { return *link_; }
+  const link::LinkInfo& info() const { return link_->info(); }
+  // A free TX frame, flushing the batch first when it is full; none (counted) when the link
+  // has no free buffer.
+  std::optional<link::FrameBuffer> NewTxFrame();
+  // Puts a frame built to `length` bytes into the TX batch (none: it did not fit, and is freed).
+  // `owner`: the socket whose datagram it is, counted as sent once the TX ring took it.
+  void QueueTx(link::FrameBuffer frame, std::optional<size_t> length, TxOwner owner = {});
+  // Our end of a frame to `dst`: the link's MAC address and the stack's VLAN tag, if any.
+  net::LinkAddresses LinkTo(const net::MacAddress& dst) const;
+  // The next datagram Stack::Send queued for this engine (UdpProtocol::SendQueued).
+  std::optional<SendRequest*> PopSend();
+  void Bump(EngineCounter c, uint64_t n = 1) {
+    std::atomic<uint64_t>& a = counters_[static_cast<int>(c)];
+    a.store(a.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+  }
+
+  // ---- From any thread ----
+  // Hands a datagram to this engine's poll thread and wakes it if it sleeps; false when the
+  // send queue is full (counted as tx_queue_full; the request is freed).
+  bool QueueSend(std::unique_ptr<SendRequest> request);
+  size_t send_queue_capacity() const { return sends_.capacity(); }
+  // The link's frame accounting: checked between two turns by the poll thread when it runs.
+  absl::Status CheckFrameAccounting();
+  // Adds this engine's counters to `c`.
+  void AddCounters(StackCounters& c) const;
+
+ private:
+  // What a received frame needs, once parsed: nothing more (dropped or unhandled, and
+  // counted), a socket lookup (UDP to one of our addresses), or an answer.
+  enum class FrameKind : uint8_t { kDone, kUdp, kArp, kNdp, kEcho, kIcmpError };
+
+  // ReceiveBatch's working space for one batch.
+  struct RxBatch {
+    net::ParsedFrame parsed;  // the frame being parsed
+    std::array<FrameKind, kRxBatch> kind;
+    // Of the UDP datagrams, in order: flow, payload (in the frame), socket.
+    std::array<demux::FlowKey, kRxBatch> keys;
+    std::array<std::span<const uint8_t>, kRxBatch> payloads;
+    std::array<std::optional<demux::LookupResult>, kRxBatch> found;
+  };
+
+  void Run(const std::atomic<bool>& running);
+  void ReceiveBatch(demux::LookupContext& ctx, std::span<const link::FrameBuffer> frames,
+                    absl::Time now);
+  FrameKind Classify(std::span<const uint8_t> bytes, net::ParsedFrame& f);
+  void FlushTx();
+  void Wake();
+  void BumpParse(net::ParseError e) {
+    std::atomic<uint64_t>& a = parse_errors_[static_cast<int>(e)];
+    a.store(a.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  }
+
+  const std::unique_ptr<link::Link> link_;
+  const Protocols p_;
+  RxBatch rx_;
+  BoundedQueue<SendRequest*> sends_;
+  const int wake_fd_;
+  std::atomic<uint32_t> sleeping_{0};  // 1 while the poll thread sleeps (see QueueSend)
+  std::thread thread_;
+  std::unique_ptr<demux::LookupContext> manual_lookup_;
+  std::vector<link::FrameBuffer> tx_batch_;
+  std::vector<TxOwner> tx_owners_;  // one per frame of tx_batch_
+  absl::Time next_timer_ = absl::InfinitePast();
+  absl::Time turn_time_ = absl::InfinitePast();  // the stack clock at the start of the last turn
+  std::array<std::atomic<uint64_t>, kEngineCounterCount> counters_{};
+  std::array<std::atomic<uint64_t>, net::kParseErrorCount> parse_errors_{};
+  std::atomic<uint64_t> tx_queue_full_{0};  // written by QueueSend's callers
+  // A frame accounting check asked for by another thread, run between two turns.
+  std::mutex check_mu_;
+  std::promise<absl::Status>* check_request_ = nullptr;
+  std::atomic<bool> check_pending_{false};
+};
+
+}  // namespace quadsock::stack
+
+#endif  // QUADSOCK_STACK_INTERNAL_POLL_ENGINE_H_

@@ -1,0 +1,100 @@
+// The stack's counters, in one list. Each entry is a field of StackCounters here, a field of
+// the same name in the API's quadsock.v1.StackCounters (proto/quadsock/v1/admin.proto), and a
+// Prometheus metric quadsockd renders from that message. Adding a counter takes a line here and
+// a field in admin.proto; service/admin_service_test checks that the two lists agree, and
+// service/metrics_http_test that every field of the API is on the metrics page.
+//
+//   StackCounters c = stack.Counters();
+//   c.udp_delivered;                                  // a field per entry
+//   for (const CounterInfo& i : kStackCounterInfo) Print(i.name, c.*i.field, i.help);
+#ifndef QUADSOCK_STACK_STACK_COUNTERS_H_
+#define QUADSOCK_STACK_STACK_COUNTERS_H_
+
+#include <cstdint>
+
+#include "stack/net/parse_error.h"
+
+namespace quadsock::stack {
+
+// Counted by the poll engines, each engine its own, summed when read: X(name, help).
+#define QUADSOCK_ENGINE_COUNTERS(X)                                                          \
+  X(rx_frames, "Frames received.")                                                           \
+  X(not_for_us, "Frames for another host: its MAC or IP address, or another VLAN.")         \
+  X(fragments, "IP fragments, dropped: there is no reassembly.")                             \
+  X(unhandled, "Frames of other protocols and ethertypes, and echo requests from a source "  \
+               "no host sends from (broadcast, multicast).")                                 \
+  X(udp_delivered, "Datagrams delivered to a socket.")                                       \
+  X(udp_no_socket, "Datagrams to a port with no socket (answered with port unreachable "     \
+                   "unless rate-limited).")                                                  \
+  X(icmp_echo_replies, "ICMP echo replies sent.")                                            \
+  X(icmp_errors_sent, "ICMP errors sent.")                                                   \
+  X(icmp_errors_rate_limited, "ICMP errors not sent: over the rate limit.")                  \
+  X(icmp_errors_received, "ICMP errors received that quote a datagram of one of our "        \
+                          "sockets.")                                                        \
+  X(icmp_errors_unmatched, "ICMP errors received that quote no datagram of ours (no such "   \
+                           "socket, not UDP, or not from one of our addresses).")            \
+  X(arp_replies, "ARP replies sent.")                                                        \
+  X(ndp_advertisements, "NDP neighbour advertisements sent.")                                \
+  X(neighbor_messages_ignored, "ARP and NDP messages ignored: they speak for no neighbour "   \
+                               "(a multicast, broadcast or loopback address, or one of ours) " \
+                               "or carry a non-unicast MAC.")                                \
+  X(tx_no_route, "Datagrams not sent: no route to the destination.")                         \
+  X(tx_no_buffer, "Frames not sent: no free transmit buffer.")
+
+// Counted elsewhere: by Send's callers, the receive budget and the neighbour table.
+#define QUADSOCK_OTHER_STACK_COUNTERS(X)                                                     \
+  X(tx_queue_full, "Sends refused: a poll thread's send queue was full.")                   \
+  X(receive_budget_full, "Datagrams dropped: all receive queues together held their byte "   \
+                         "budget (--max_receive_mib).")                                      \
+  X(neighbor_probes, "ARP requests and neighbour solicitations sent to resolve a neighbour.") \
+  X(neighbor_resolved, "Neighbours resolved.")                                               \
+  X(neighbor_failed, "Neighbours that never answered.")                                      \
+  X(neighbor_dropped, "Datagrams dropped while waiting for a neighbour: it never answered, " \
+                      "or its wait queue was full.")                                         \
+  X(neighbor_table_full, "New neighbours refused: the neighbour table was full.")
+
+// Gauges: values now, not totals.
+#define QUADSOCK_STACK_GAUGES(X)                                                             \
+  X(receive_bytes_queued, "Bytes that all receive queues hold now.")
+
+#define QUADSOCK_STACK_COUNTERS(X) \
+  QUADSOCK_ENGINE_COUNTERS(X) QUADSOCK_OTHER_STACK_COUNTERS(X) QUADSOCK_STACK_GAUGES(X)
+
+struct StackCounters {
+#define QUADSOCK_FIELD(name, help) uint64_t name = 0;
+  QUADSOCK_STACK_COUNTERS(QUADSOCK_FIELD)
+#undef QUADSOCK_FIELD
+  // Frames dropped as malformed, by reason (parse_error.h; kOk's place stays zero).
+  uint64_t parse_errors[net::kParseErrorCount] = {};
+};
+
+// The poll engines' counters, as indices into each engine's array: EngineCounter::rx_frames.
+// (The enumerators keep the counters' own names, so that a grep finds every use.)
+enum class EngineCounter : int {
+#define QUADSOCK_ENUM(name, help) name,
+  QUADSOCK_ENGINE_COUNTERS(QUADSOCK_ENUM)
+#undef QUADSOCK_ENUM
+};
+#define QUADSOCK_ONE(name, help) +1
+inline constexpr int kEngineCounterCount = 0 QUADSOCK_ENGINE_COUNTERS(QUADSOCK_ONE);
+#undef QUADSOCK_ONE
+
+struct CounterInfo {
+  const char* name;
+  const char* help;
+  uint64_t StackCounters::*field;
+  bool gauge;
+};
+
+inline constexpr CounterInfo kStackCounterInfo[] = {
+#define QUADSOCK_INFO(name, help) {#name, help, &StackCounters::name, false},
+    QUADSOCK_ENGINE_COUNTERS(QUADSOCK_INFO) QUADSOCK_OTHER_STACK_COUNTERS(QUADSOCK_INFO)
+#undef QUADSOCK_INFO
+#define QUADSOCK_INFO(name, help) {#name, help, &StackCounters::name, true},
+    QUADSOCK_STACK_GAUGES(QUADSOCK_INFO)
+#undef QUADSOCK_INFO
+};
+
+}  // namespace quadsock::stack
+
+#endif  // QUADSOCK_STACK_STACK_COUNTERS_H_
