@@ -19,6 +19,7 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import netbench  # noqa: E402
+import netbench_report  # noqa: E402
 
 EXPECTED = [
     "kernel_unconnected", "kernel_conn500", "kernel_conn500_miss", "quadsock_unconnected",
@@ -63,8 +64,18 @@ class SeedTableSmokeTest(unittest.TestCase):
                 self.assertLessEqual(c["min_pps"], c["median_pps"])
                 self.assertLessEqual(c["median_pps"], c["max_pps"])
         self.assertTrue(report["smoke"])
-        self.assertEqual(report["targets"], [])
         self.assertEqual(report["failures"], [])
+        # The ratios are the cases' own figures divided (smoke mode reports no targets, but
+        # computes the ratios as a full run does): each one that both cases have a figure for.
+        key = "median_pps" if report["method"] == "full_load" else "capacity_pps"
+        cases = {c["name"]: c for c in report["cases"]}
+        expected = {label: cases[a][key] / cases[b][key] for label, a, b in netbench_report.RATIOS
+                    if cases[a].get(key) is not None and (cases[b].get(key) or 0) > 0}
+        if report["method"] == "full_load":  # every case has packets, so every ratio
+            self.assertEqual(len(expected), len(netbench_report.RATIOS))
+        self.assertEqual(sorted(report["ratios"]), sorted(expected))
+        for label, r in expected.items():
+            self.assertAlmostEqual(report["ratios"][label], r, places=6, msg=label)
         # The Markdown table names every case.
         with open(md_path) as f:
             md = f.read()
@@ -139,7 +150,7 @@ class SeedTableSmokeTest(unittest.TestCase):
         p = subprocess.run([sys.executable, os.path.join(HERE, "seed_table"), "--help"],
                            capture_output=True, text=True, timeout=30)
         self.assertEqual(p.returncode, 0, p.stderr)
-        self.assertIn("issue 7's seed table", p.stdout)
+        self.assertIn("--smoke", p.stdout)
         for name in EXPECTED:
             self.assertIn(name, p.stdout)
 
