@@ -20,6 +20,7 @@ import grpc
 
 import netns
 import quadsock
+from quadsock.v1 import socket_pb2
 
 QUADSOCKD = None
 ECHO_SERVER = None
@@ -386,6 +387,97 @@ class QuadsockdTest(unittest.TestCase):
         while self.client.counters().sockets and time.time() < deadline:
             time.sleep(0.05)
         self.assertEqual(self.client.counters().sockets, 0)
+
+
+    def restart(self, *extra):
+        """quadsockd again, with these flags added; self.client is a session with it."""
+        try:
+            self.client.close()
+        except quadsock.QuadsockError:
+            pass
+        self.daemon.close()
+        self.daemon = Daemon(extra)
+        self.client = quadsock.Client(self.daemon.target, name="e2e")
+
+    def test_max_sockets_bounds_every_client_together(self):
+        self.restart("--max_sockets=2", "--max_sockets_per_client=2")
+        other = quadsock.Client(self.daemon.target, name="other")
+        try:
+            first, second = self.client.open("ipv4"), other.open("ipv6")
+            with self.assertRaises(quadsock.QuadsockError) as full:
+                self.client.open("ipv4")
+            self.assertEqual(full.exception.code, grpc.StatusCode.RESOURCE_EXHAUSTED)
+            self.assertIn("2 sockets", full.exception.message)
+            second.close()  # room again
+            self.client.open("ipv4").close()
+            first.close()
+        finally:
+            other.close()
+
+    def test_max_grpc_threads_refuses_calls_beyond_them(self):
+        # Each open stream holds a thread: with few threads, more streams are refused, and once
+        # they end, calls work again.
+        self.restart("--max_grpc_threads=4")
+        socks = [self.client.open("ipv4") for _ in range(8)]
+        streams, refused = [], None
+        for s in socks:
+            stream = self.client.stream("Receive", socket_pb2.ReceiveRequest(
+                socket=s.handle), timeout=10)
+            streams.append(stream)
+            try:
+                s.get()  # a call made while the stream holds its thread
+            except quadsock.QuadsockError as e:
+                refused = e
+                break
+        for stream in streams:  # or a stream was the call refused
+            if refused is None and stream.done() and stream.code() != grpc.StatusCode.OK:
+                refused = quadsock.QuadsockError(stream.code(), stream.details())
+        self.assertIsNotNone(refused, "8 streams and calls on 4 threads: none refused")
+        self.assertEqual(refused.code, grpc.StatusCode.RESOURCE_EXHAUSTED)
+        for stream in streams:
+            stream.cancel()
+        wait_until(lambda: self.try_get(socks[0]), 10, "calls work again once streams ended")
+
+    @staticmethod
+    def try_get(sock):
+        try:
+            sock.get()
+            return True
+        except quadsock.QuadsockError:
+            return False
+
+    def test_a_lease_runs_out_in_the_real_daemon(self):
+        lapsing = quadsock.Client(self.daemon.target, name="lapsing", lease_seconds=2, hold=False)
+        s = lapsing.open("ipv4")
+        s.bind("0.0.0.0:4200")
+        self.assertEqual(self.client.counters().sockets, 1)
+        # No call for longer than the lease: its session and socket are gone.
+        wait_until(lambda: self.client.counters().sockets == 0, 15, "the lapsed socket closed")
+        with self.assertRaises(quadsock.QuadsockError) as gone:
+            s.get()
+        self.assertEqual(gone.exception.code, grpc.StatusCode.UNAUTHENTICATED)
+        lapsing.close()
+
+    def test_the_admin_socket_refuses_a_user_other_than_root(self):
+        path = "/tmp/quadsock-e2e-%d-admin.sock" % os.getpid()
+        self.assertEqual(os.stat(path).st_mode & 0o777, 0o600)
+        connect = ("import socket, sys\n"
+                   "s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)\n"
+                   "try:\n"
+                   "    s.connect(sys.argv[1])\n"
+                   "except PermissionError:\n"
+                   "    sys.exit(13)\n")
+
+        def as_nobody():
+            os.setgid(65534)
+            os.setgroups([])
+            os.setuid(65534)
+        nobody = subprocess.run(["/usr/bin/python3", "-c", connect, path], preexec_fn=as_nobody,
+                                capture_output=True, text=True, timeout=30)
+        self.assertEqual(nobody.returncode, 13, "nobody could connect: " + nobody.stderr)
+        # root can, and is answered without a session.
+        with quadsock.Client("unix:" + path, session=False) as admin:
+            self.assertEqual(admin.counters().sockets, 0)
 
 
 if __name__ == "__main__":
