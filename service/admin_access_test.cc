@@ -7,6 +7,7 @@
 
 #include <string>
 
+#include "common/protocol.h"
 #include "service/testing/service_fixture.h"
 
 namespace quadsock::service {
@@ -19,7 +20,7 @@ grpc::Status AdminCall(grpc::Status (v1::AdminService::Stub::*method)(ClientCont
                        v1::AdminService::Stub& stub, const std::string& session,
                        const Request& request, Response* response = nullptr) {
   ClientContext ctx;
-  if (!session.empty()) ctx.AddMetadata("quadsock-session", session);
+  if (!session.empty()) ctx.AddMetadata(kSessionHeader, session);
   Response ignored;
   return (stub.*method)(&ctx, request, response != nullptr ? response : &ignored);
 }

@@ -4,7 +4,7 @@
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/descriptor.h"
 #include "service/convert.h"
-#include "service/status.h"
+#include "common/status.h"
 
 namespace quadsock::service {
 namespace {

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <thread>
 
+#include "common/protocol.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
@@ -39,7 +40,7 @@ struct Bench {
   std::unique_ptr<v1::SocketService::Stub> stub;
   std::string session;
 
-  void Auth(ClientContext& c) const { c.AddMetadata("quadsock-session", session); }
+  void Auth(ClientContext& c) const { c.AddMetadata(kSessionHeader, session); }
 };
 
 Bench Make() {

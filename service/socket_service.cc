@@ -12,136 +12,16 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "service/convert.h"
-#include "service/status.h"
+#include "common/status.h"
 
 namespace quadsock::service {
 namespace {
-
-constexpr char kSessionHeader[] = "quadsock-session";
-constexpr absl::Duration kWaitSlice = absl::Milliseconds(100);
-// How long a new stream waits for a stream slot (of its session, or its socket's one reader)
-// to free: a stream the client cancelled ends on the server at its next wait slice, and the
-// client's next stream must not be refused for that.
-constexpr absl::Duration kStreamGrace = absl::Milliseconds(300);  // 3 wait slices
-// Send results an Exchange stream holds for a client that does not read its responses.
-constexpr size_t kMaxPendingResults = 64;
-
-// Renews a session's lease while one of its streams is open: the lease counts time without a
-// call, and a stream is one call however long it lasts. Without this a `quadctl recv` longer
-// than the lease lost the session and every socket in it, the streamed one too.
-class LeaseRenewal {
- public:
-  LeaseRenewal(Sessions& sessions, std::string token, std::string identity)
-      : sessions_(sessions), token_(std::move(token)), identity_(std::move(identity)) {}
-  // Cheap when called often: renews at most once a wait slice (leases are whole seconds).
-  void Tick() {
-    const absl::Time now = absl::Now();
-    if (now < next_) return;
-    next_ = now + kWaitSlice;
-    (void)sessions_.Touch(token_, identity_);  // a session ended meanwhile stays ended
-  }
-
- private:
-  Sessions& sessions_;
-  const std::string token_;
-  const std::string identity_;
-  absl::Time next_ = absl::InfinitePast();
-};
-
-// Bytes of an Exchange response kept for its SendResult (a code and a short message).
-constexpr size_t kResponseReserve = 4096;
-
-// A datagram's bytes inside a response: the message, its field tag and its length varint.
-size_t FramedSize(const v1::Datagram& d) {
-  const size_t n = d.ByteSizeLong();
-  size_t varint = 1;
-  for (size_t v = n; v >= 0x80; v >>= 7) ++varint;
-  return 1 + varint + n;
-}
-
-// The stack names a socket by its own number ("no socket 17", "socket 17 is not bound"), which
-// clients never see: they know the socket's handle. The service says the handle instead.
-absl::Status NamedByHandle(const absl::Status& s, SocketId id, const std::string& handle) {
-  if (s.ok()) return s;
-  const std::string number = absl::StrCat("socket ", id);
-  const absl::string_view message = s.message();
-  std::string out;
-  size_t from = 0;
-  for (size_t at = message.find(number); at != absl::string_view::npos;
-       at = message.find(number, at + 1)) {
-    const size_t end = at + number.size();
-    if (end < message.size() && absl::ascii_isdigit(message[end])) continue;  // socket 170
-    absl::StrAppend(&out, message.substr(from, at - from), "socket \"", handle, "\"");
-    from = end;
-  }
-  absl::StrAppend(&out, message.substr(from));
-  return absl::Status(s.code(), out);
-}
-
-// What the log calls a session: enough of its token to tell sessions apart, too little to use.
-std::string ShortId(const std::string& token) { return token.substr(0, 8); }
 
 std::span<const uint8_t> Bytes(const std::string& s) {
   return {reinterpret_cast<const uint8_t*>(s.data()), s.size()};
 }
 
 }  // namespace
-
-std::string ServiceContext::Identity(grpc::ServerContext* ctx) {
-  std::shared_ptr<const grpc::AuthContext> auth = ctx->auth_context();
-  if (auth == nullptr || !auth->IsPeerAuthenticated()) return "";
-  // The certificate's whole subject: SANs alone can be shared by many client certificates.
-  std::vector<std::string> parts;
-  for (const grpc::string_ref& r : auth->FindPropertyValues("x509_subject")) {
-    parts.emplace_back(r.data(), r.size());
-  }
-  if (parts.empty()) {
-    for (const grpc::string_ref& r : auth->GetPeerIdentity()) parts.emplace_back(r.data(), r.size());
-  }
-  return absl::StrJoin(parts, ",");
-}
-
-absl::Status ServiceContext::Admit(grpc::ServerContext* ctx) const {
-  if (shutting_down.load()) return absl::UnavailableError("the server is shutting down");
-  if (ctx->deadline() < std::chrono::system_clock::now()) {
-    return absl::DeadlineExceededError("the call's deadline had passed on arrival");
-  }
-  return absl::OkStatus();
-}
-
-absl::StatusOr<std::string> ServiceContext::Session(grpc::ServerContext* ctx) {
-  if (absl::Status s = Admit(ctx); !s.ok()) return s;
-  auto it = ctx->client_metadata().find(kSessionHeader);
-  std::string token;
-  if (it != ctx->client_metadata().end()) token.assign(it->second.data(), it->second.size());
-  if (absl::Status s = sessions.Touch(token, Identity(ctx)); !s.ok()) return s;
-  return token;
-}
-
-void ServiceContext::CloseEnded(const EndedSession& ended, absl::string_view how) {
-  for (SocketId id : ended.sockets) (void)stack.Close(id);
-  Log(absl::StrFormat("session %s (\"%s\") %s: closed %d sockets", ShortId(ended.token),
-                      absl::CHexEscape(ended.name), how, ended.sockets.size()));
-}
-
-absl::Status ServiceContext::StartReading(SocketId id) {
-  std::unique_lock<std::mutex> lock(readers_mu_);
-  reader_left_.wait_for(lock, absl::ToChronoMilliseconds(kStreamGrace),
-                        [&] { return !readers_.contains(id); });
-  if (!readers_.insert(id).second) {
-    return absl::FailedPreconditionError(
-        "the socket already has a Receive or Exchange stream: one reader at a time");
-  }
-  return absl::OkStatus();
-}
-
-void ServiceContext::EndReading(SocketId id) {
-  {
-    std::lock_guard<std::mutex> lock(readers_mu_);
-    readers_.erase(id);
-  }
-  reader_left_.notify_all();
-}
 
 absl::StatusOr<std::pair<std::string, SocketId>> SocketServiceImpl::Resolve(
     grpc::ServerContext* ctx, const std::string& handle) {
@@ -290,7 +170,7 @@ grpc::Status SocketServiceImpl::Bind(grpc::ServerContext* ctx, const v1::BindReq
   auto r = Resolve(ctx, req->socket());
   if (!r.ok()) return ToGrpc(r.status());
   absl::StatusOr<net::Endpoint> local = BindSocket(r->second, *req);
-  if (!local.ok()) return ToGrpc(NamedByHandle(local.status(), r->second, req->socket()));
+  if (!local.ok()) return ToGrpc(NamedByHandle(local.status(), req->socket()));
   *resp->mutable_local() = ToProto(*local);
   return grpc::Status::OK;
 }
@@ -300,7 +180,7 @@ grpc::Status SocketServiceImpl::Connect(grpc::ServerContext* ctx, const v1::Conn
   auto r = Resolve(ctx, req->socket());
   if (!r.ok()) return ToGrpc(r.status());
   absl::StatusOr<net::Endpoint> local = ConnectSocket(r->second, *req);
-  if (!local.ok()) return ToGrpc(NamedByHandle(local.status(), r->second, req->socket()));
+  if (!local.ok()) return ToGrpc(NamedByHandle(local.status(), req->socket()));
   *resp->mutable_local() = ToProto(*local);
   return grpc::Status::OK;
 }
@@ -310,7 +190,7 @@ grpc::Status SocketServiceImpl::Rehash(grpc::ServerContext* ctx, const v1::Rehas
   auto r = Resolve(ctx, req->socket());
   if (!r.ok()) return ToGrpc(r.status());
   absl::StatusOr<net::Endpoint> local = RehashSocket(r->second, *req);
-  if (!local.ok()) return ToGrpc(NamedByHandle(local.status(), r->second, req->socket()));
+  if (!local.ok()) return ToGrpc(NamedByHandle(local.status(), req->socket()));
   *resp->mutable_local() = ToProto(*local);
   return grpc::Status::OK;
 }
@@ -320,7 +200,7 @@ grpc::Status SocketServiceImpl::Disconnect(grpc::ServerContext* ctx,
                                            v1::DisconnectResponse*) {
   auto r = Resolve(ctx, req->socket());
   if (!r.ok()) return ToGrpc(r.status());
-  return ToGrpc(NamedByHandle(c_.stack.Disconnect(r->second), r->second, req->socket()));
+  return ToGrpc(NamedByHandle(c_.stack.Disconnect(r->second), req->socket()));
 }
 
 grpc::Status SocketServiceImpl::Close(grpc::ServerContext* ctx, const v1::CloseRequest* req,
@@ -328,7 +208,7 @@ grpc::Status SocketServiceImpl::Close(grpc::ServerContext* ctx, const v1::CloseR
   auto r = Resolve(ctx, req->socket());
   if (!r.ok()) return ToGrpc(r.status());
   return ToGrpc(
-      NamedByHandle(CloseSocket(r->first, req->socket(), r->second), r->second, req->socket()));
+      NamedByHandle(CloseSocket(r->first, req->socket(), r->second), req->socket()));
 }
 
 absl::Status SocketServiceImpl::Describe(const std::string& handle, SocketId id, v1::Socket* out) {
@@ -358,7 +238,7 @@ grpc::Status SocketServiceImpl::Get(grpc::ServerContext* ctx, const v1::GetReque
   auto r = Resolve(ctx, req->socket());
   if (!r.ok()) return ToGrpc(r.status());
   return ToGrpc(
-      NamedByHandle(Describe(req->socket(), r->second, resp), r->second, req->socket()));
+      NamedByHandle(Describe(req->socket(), r->second, resp), req->socket()));
 }
 
 grpc::Status SocketServiceImpl::List(grpc::ServerContext* ctx, const v1::ListRequest* req,
@@ -391,8 +271,7 @@ v1::SocketOpResult SocketServiceImpl::RunOp(const std::string& token, const v1::
                                            const std::vector<std::string>& opened) {
   v1::SocketOpResult result;
   auto finish = [&result](const absl::Status& s) {
-    result.set_code(static_cast<int32_t>(s.code()));
-    result.set_message(std::string(s.message()));
+    SetStatus(s, &result);
     return result;
   };
   if (op.op_case() == v1::SocketOp::kOpen) {
@@ -422,7 +301,7 @@ v1::SocketOpResult SocketServiceImpl::RunOp(const std::string& token, const v1::
   result.set_socket(handle);
   absl::StatusOr<SocketId> id = c_.sessions.FindSocket(token, handle);
   if (!id.ok()) return finish(id.status());
-  auto finish_named = [&](const absl::Status& s) { return finish(NamedByHandle(s, *id, handle)); };
+  auto finish_named = [&](const absl::Status& s) { return finish(NamedByHandle(s, handle)); };
   absl::StatusOr<net::Endpoint> local;
   switch (op.op_case()) {
     case v1::SocketOp::kBind: local = BindSocket(*id, op.bind()); break;
@@ -470,7 +349,7 @@ grpc::Status SocketServiceImpl::Send(grpc::ServerContext* ctx, const v1::SendReq
   v1::Datagram d;
   d.set_payload(req->payload());
   if (req->has_destination()) *d.mutable_peer() = req->destination();
-  return ToGrpc(NamedByHandle(SendOne(r->second, d), r->second, req->socket()));
+  return ToGrpc(NamedByHandle(SendOne(r->second, d), req->socket()));
 }
 
 grpc::Status SocketServiceImpl::SendBatch(grpc::ServerContext* ctx,
@@ -483,7 +362,7 @@ grpc::Status SocketServiceImpl::SendBatch(grpc::ServerContext* ctx,
         absl::StrCat("datagrams: at most ", c_.max_batch, " in one batch")));
   }
   for (const v1::Datagram& d : req->datagrams()) {
-    if (absl::Status s = NamedByHandle(SendOne(r->second, d), r->second, req->socket());
+    if (absl::Status s = NamedByHandle(SendOne(r->second, d), req->socket());
         !s.ok()) {
       return grpc::Status(static_cast<grpc::StatusCode>(s.code()),
                           absl::StrCat("datagram ", resp->queued(), ": ", s.message()));
@@ -491,197 +370,6 @@ grpc::Status SocketServiceImpl::SendBatch(grpc::ServerContext* ctx,
     resp->set_queued(resp->queued() + 1);
   }
   return grpc::Status::OK;
-}
-
-grpc::Status SocketServiceImpl::Receive(grpc::ServerContext* ctx, const v1::ReceiveRequest* req,
-                                        grpc::ServerWriter<v1::Datagram>* writer) {
-  auto r = Resolve(ctx, req->socket());
-  if (!r.ok()) return ToGrpc(r.status());
-  if (absl::Status st = c_.sessions.AddStream(r->first, kStreamGrace); !st.ok()) {
-    return ToGrpc(st);
-  }
-  absl::Cleanup stream_ends = [&] { c_.sessions.RemoveStream(r->first); };
-  const SocketId id = r->second;
-  if (absl::Status st = c_.StartReading(id); !st.ok()) return ToGrpc(st);
-  absl::Cleanup reading_ends = [&] { c_.EndReading(id); };
-  LeaseRenewal lease(c_.sessions, r->first, ServiceContext::Identity(ctx));
-  for (uint32_t sent = 0; !ctx->IsCancelled() &&
-                          (req->max_datagrams() == 0 || sent < req->max_datagrams());) {
-    if (c_.shutting_down.load()) return ToGrpc(absl::UnavailableError("the server is shutting down"));
-    lease.Tick();
-    absl::StatusOr<std::optional<stack::ReceivedDatagram>> d = c_.stack.Receive(id);
-    if (!d.ok()) return grpc::Status::OK;  // the socket closed: the stream ends
-    if (!d->has_value()) {
-      absl::StatusOr<bool> ready = c_.stack.WaitForData(id, kWaitSlice);
-      if (!ready.ok()) return grpc::Status::OK;
-      continue;
-    }
-    v1::Datagram out;
-    ToProto(**d, &out);
-    // Write blocks while the client is slow: the socket's bounded queue absorbs (and counts)
-    // what arrives meanwhile, so a slow reader costs bounded memory.
-    if (!writer->Write(out)) break;
-    ++sent;
-  }
-  return grpc::Status::OK;
-}
-
-grpc::Status SocketServiceImpl::Exchange(
-    grpc::ServerContext* ctx,
-    grpc::ServerReaderWriter<v1::ExchangeResponse, v1::ExchangeRequest>* stream) {
-  // The session first, from the call's metadata: a caller without one must not hold a thread
-  // waiting for its first request.
-  absl::StatusOr<std::string> token = c_.Session(ctx);
-  if (!token.ok()) return ToGrpc(token.status());
-  if (absl::Status st = c_.sessions.AddStream(*token, kStreamGrace); !st.ok()) return ToGrpc(st);
-  absl::Cleanup stream_ends = [&] { c_.sessions.RemoveStream(*token); };
-  v1::ExchangeRequest first;
-  if (!stream->Read(&first)) return grpc::Status::OK;
-  absl::StatusOr<SocketId> found = c_.sessions.FindSocket(*token, first.socket());
-  if (!found.ok()) return ToGrpc(found.status());
-  const SocketId id = *found;
-  if (absl::Status st = c_.StartReading(id); !st.ok()) return ToGrpc(st);
-  absl::Cleanup reading_ends = [&] { c_.EndReading(id); };
-  // Results of failed sends wait here for the next response. While kMaxPendingResults wait, the
-  // reader stops taking requests: a client that writes but never reads then meets gRPC's flow
-  // control instead of growing this list without bound.
-  std::mutex mu;  // guards `results` and `stopping`
-  std::condition_variable room;
-  std::deque<v1::SendResult> results;
-  bool stopping = false;
-  std::atomic<bool> reading{true};
-  auto send_all = [&](const v1::ExchangeRequest& req) {
-    v1::SendResult result;
-    absl::Status refused;  // the whole request, before any of it is sent
-    if (static_cast<size_t>(req.datagrams_size()) > c_.max_batch) {
-      refused = absl::InvalidArgumentError(
-          absl::StrCat("datagrams: at most ", c_.max_batch, " in one request"));
-    } else if (!req.socket().empty() && req.socket() != first.socket()) {
-      // The stream sends from its first request's socket only; sending this request from it
-      // would put the datagrams on a socket the client did not name.
-      refused = absl::InvalidArgumentError(
-          "socket: a later request names another socket than the stream's first (leave it "
-          "empty, or open an Exchange for that socket)");
-    }
-    result.set_code(static_cast<int32_t>(refused.code()));
-    result.set_message(std::string(refused.message()));
-    for (int i = 0; result.code() == 0 && i < req.datagrams_size(); ++i) {
-      if (absl::Status s = NamedByHandle(SendOne(id, req.datagrams(i)), id, first.socket());
-          !s.ok()) {
-        result.set_code(static_cast<int32_t>(s.code()));
-        result.set_message(std::string(s.message()));
-        break;
-      }
-      result.set_queued(result.queued() + 1);
-    }
-    if (result.code() != 0) {
-      std::lock_guard<std::mutex> lock(mu);
-      results.push_back(std::move(result));
-    }
-  };
-  send_all(first);
-  std::thread reader([&] {
-    v1::ExchangeRequest req;
-    for (;;) {
-      {
-        std::unique_lock<std::mutex> lock(mu);
-        room.wait(lock, [&] { return stopping || results.size() < kMaxPendingResults; });
-        if (stopping) break;
-      }
-      if (!stream->Read(&req)) break;
-      send_all(req);
-    }
-    reading = false;
-  });
-  grpc::Status status = grpc::Status::OK;
-  absl::Status end;  // why the server ends the stream, if it does
-  LeaseRenewal lease(c_.sessions, *token, ServiceContext::Identity(ctx));
-  std::optional<v1::Datagram> carried;  // received, for the next response
-  bool write_failed = false;
-  // Room for the datagrams: what is left of the limit after a SendResult's worth of bytes.
-  const size_t budget =
-      c_.max_message_bytes > kResponseReserve ? c_.max_message_bytes - kResponseReserve : 0;
-  while (reading.load() && !ctx->IsCancelled()) {
-    if (c_.shutting_down.load()) {
-      end = absl::UnavailableError("the server is shutting down");
-      status = ToGrpc(end);
-      break;
-    }
-    lease.Tick();
-    // Up to max_batch datagrams, and no more than fit the message limit: a larger response's
-    // Write fails, and the datagrams already taken off the socket were lost uncounted. The one
-    // that does not fit is carried over to the next response.
-    v1::ExchangeResponse out;
-    size_t bytes = 0;
-    while (static_cast<size_t>(out.datagrams_size()) < c_.max_batch) {
-      if (!carried.has_value()) {
-        absl::StatusOr<std::optional<stack::ReceivedDatagram>> d = c_.stack.Receive(id);
-        if (!d.ok() || !d->has_value()) break;
-        ToProto(**d, &carried.emplace());
-      }
-      const size_t size = FramedSize(*carried);
-      if (out.datagrams_size() > 0 && bytes + size > budget) break;
-      bytes += size;
-      *out.add_datagrams() = std::move(*carried);
-      carried.reset();
-    }
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      if (!results.empty()) {
-        *out.mutable_send_result() = std::move(results.front());
-        results.pop_front();
-        room.notify_one();
-      }
-    }
-    if (out.datagrams_size() == 0 && !out.has_send_result()) {
-      if (!c_.stack.WaitForData(id, absl::Milliseconds(20)).ok()) {
-        end = absl::NotFoundError("the socket was closed");
-        break;
-      }
-      continue;
-    }
-    if (!stream->Write(out)) {
-      write_failed = true;
-      break;
-    }
-  }
-  if (end.ok() && !write_failed && !reading.load() && !ctx->IsCancelled()) {
-    // The client half-closed (no more requests): what the stream still holds for it, send
-    // results not yet delivered and a datagram already taken off the socket, goes out before
-    // the stream ends. (The reader has ended: `results` is final.)
-    std::deque<v1::SendResult> left;
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      left.swap(results);
-    }
-    v1::ExchangeResponse out;
-    if (carried.has_value()) *out.add_datagrams() = std::move(*carried);
-    while (out.datagrams_size() > 0 || !left.empty()) {
-      if (!left.empty()) {
-        *out.mutable_send_result() = std::move(left.front());
-        left.pop_front();
-      }
-      if (!stream->Write(out)) break;
-      out.Clear();
-    }
-  }
-  if (!end.ok() && reading.load()) {
-    // The cancel below is all the client would see: say why first.
-    v1::ExchangeResponse last;
-    last.mutable_end()->set_code(static_cast<int32_t>(end.code()));
-    last.mutable_end()->set_message(std::string(end.message()));
-    stream->Write(last);
-  }
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    stopping = true;
-  }
-  room.notify_one();
-  // Unblocks the reader if the client still has its side open; a client that half-closed has
-  // had everything, and its call ends OK.
-  if (reading.load()) ctx->TryCancel();
-  reader.join();
-  return status;
 }
 
 }  // namespace quadsock::service

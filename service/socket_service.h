@@ -9,59 +9,17 @@
 
 #include <grpcpp/grpcpp.h>
 
-#include <atomic>
-#include <condition_variable>
-#include <functional>
-#include <mutex>
 #include <string>
+#include <utility>
+#include <vector>
 
-#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "quadsock/v1/socket.grpc.pb.h"
+#include "service/service_context.h"
 #include "service/sessions.h"
 #include "stack/stack.h"
 
 namespace quadsock::service {
-
-// What the services share: the stack, the sessions, and whether the server is going down.
-struct ServiceContext {
-  ServiceContext(stack::Stack& stack, Sessions& sessions) : stack(stack), sessions(sessions) {}
-
-  stack::Stack& stack;
-  Sessions& sessions;
-  std::atomic<bool> shutting_down{false};
-  size_t max_batch = 1024;  // datagrams per SendBatch / Exchange message
-  size_t max_message_bytes = 4 << 20;  // gRPC's limit: Exchange fills responses up to it
-
-  // Whether the server takes the call at all: UNAVAILABLE when shutting down,
-  // DEADLINE_EXCEEDED when late. (The administration listener asks no more.)
-  absl::Status Admit(grpc::ServerContext* ctx) const;
-  // The caller's session token after Admit and checking it (and renewing its lease):
-  // UNAUTHENTICATED when missing or unknown.
-  absl::StatusOr<std::string> Session(grpc::ServerContext* ctx);
-  // The client certificate's identity under mTLS, "" otherwise.
-  static std::string Identity(grpc::ServerContext* ctx);
-  // Closes an ended session's sockets and logs it: "session 1a2b3c4d ("quadctl") `how`:
-  // closed 3 sockets".
-  void CloseEnded(const EndedSession& ended, absl::string_view how);
-  // Where session lifecycle goes (quadsockd: its log on stderr). Empty: nowhere.
-  std::function<void(absl::string_view)> log;
-  void Log(absl::string_view message) const {
-    if (log) log(message);
-  }
-  // A Receive or Exchange stream starts reading socket `id`: FAILED_PRECONDITION when another
-  // stream reads it (the stack wakes one waiter per socket, and the two would split its
-  // datagrams between them). A stream the client just cancelled ends only at its next wait
-  // slice, so the call waits a little for it first: a client's next receive is not refused.
-  // Each success is paired with one EndReading.
-  absl::Status StartReading(SocketId id);
-  void EndReading(SocketId id);
-
- private:
-  std::mutex readers_mu_;
-  std::condition_variable reader_left_;
-  absl::flat_hash_set<SocketId> readers_;  // sockets a stream reads
-};
 
 class SocketServiceImpl final : public v1::SocketService::Service {
  public:

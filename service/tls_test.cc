@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/protocol.h"
 #include "quadsock/v1/admin.grpc.pb.h"
 #include "quadsock/v1/socket.grpc.pb.h"
 #include "service/server.h"
@@ -98,7 +99,7 @@ TEST_F(TlsTest, MutualTlsTiesSessionsToTheCertificate) {
   v1::CreateSessionResponse session;
   ASSERT_TRUE(alice->CreateSession(&c1, v1::CreateSessionRequest(), &session).ok());
   grpc::ClientContext c2;
-  c2.AddMetadata("quadsock-session", session.session());
+  c2.AddMetadata(kSessionHeader, session.session());
   v1::OpenRequest open;
   open.set_family(v1::FAMILY_IPV4);
   v1::OpenResponse opened;
@@ -107,7 +108,7 @@ TEST_F(TlsTest, MutualTlsTiesSessionsToTheCertificate) {
   // Bob has a valid certificate, and Alice's token: not enough.
   auto bob = Connect(**server, "bob");
   grpc::ClientContext c3;
-  c3.AddMetadata("quadsock-session", session.session());
+  c3.AddMetadata(kSessionHeader, session.session());
   v1::KeepAliveResponse ka;
   EXPECT_EQ(bob->KeepAlive(&c3, v1::KeepAliveRequest(), &ka).error_code(),
             grpc::StatusCode::UNAUTHENTICATED);
@@ -141,7 +142,7 @@ TEST_F(TlsTest, AdministratorsByIdentityMayChangeNeighbours) {
       session = created.session();
     }
     grpc::ClientContext ctx;
-    if (!session.empty()) ctx.AddMetadata("quadsock-session", session);
+    if (!session.empty()) ctx.AddMetadata(kSessionHeader, session);
     v1::SetNeighborRequest req;
     req.set_address("10.1.0.9");
     req.set_mac("02:00:00:00:00:99");
@@ -186,13 +187,13 @@ TEST_F(TlsTest, FrameAccountingHoldsAfterTlsTraffic) {
   v1::CreateSessionResponse session;
   ASSERT_TRUE(alice->CreateSession(&c1, v1::CreateSessionRequest(), &session).ok());
   grpc::ClientContext c2;
-  c2.AddMetadata("quadsock-session", session.session());
+  c2.AddMetadata(kSessionHeader, session.session());
   v1::OpenRequest open;
   open.set_family(v1::FAMILY_IPV4);
   v1::OpenResponse opened;
   ASSERT_TRUE(alice->Open(&c2, open, &opened).ok());
   grpc::ClientContext c3;
-  c3.AddMetadata("quadsock-session", session.session());
+  c3.AddMetadata(kSessionHeader, session.session());
   v1::SendRequest send;
   send.set_socket(opened.socket());
   send.set_payload("over tls");
@@ -205,7 +206,7 @@ TEST_F(TlsTest, FrameAccountingHoldsAfterTlsTraffic) {
   EXPECT_FALSE(wire_->TakeSent().empty()) << "no frame left the stack";
 
   grpc::ClientContext c4;
-  c4.AddMetadata("quadsock-session", session.session());
+  c4.AddMetadata(kSessionHeader, session.session());
   v1::CheckFrameAccountingResponse frames;
   s = v1::AdminService::NewStub(Channel(**server, "alice"))
           ->CheckFrameAccounting(&c4, v1::CheckFrameAccountingRequest(), &frames);

@@ -127,7 +127,7 @@ size_t Stack::PollOnce() {
 absl::StatusOr<std::shared_ptr<UdpSocket>> Stack::FindSocket(SocketId id) const {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = sockets_.find(id);
-  if (it == sockets_.end()) return absl::NotFoundError(absl::StrCat("no socket ", id));
+  if (it == sockets_.end()) return absl::NotFoundError("no such socket");
   return it->second;
 }
 
@@ -197,7 +197,7 @@ absl::StatusOr<net::Endpoint> Stack::Connect(SocketId id, const net::Endpoint& p
   if (!info.ok()) return info.status();
   if (absl::Status s = CheckPeer(peer, *info); !s.ok()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("socket ", id, " cannot connect to ", s.message()));
+        absl::StrCat("the socket cannot connect to ", s.message()));
   }
   absl::StatusOr<net::Endpoint> local = table_->Connect(id, peer);
   if (local.ok()) ForgetError(id);
@@ -228,7 +228,7 @@ absl::Status Stack::Close(SocketId id) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = sockets_.find(id);
-    if (it == sockets_.end()) return absl::NotFoundError(absl::StrCat("no socket ", id));
+    if (it == sockets_.end()) return absl::NotFoundError("no such socket");
     if (absl::Status s = table_->Close(id); !s.ok()) return s;
     socket = std::move(it->second);
     sockets_.erase(it);
@@ -269,11 +269,11 @@ absl::Status Stack::Send(SocketId id, std::span<const uint8_t> payload,
     dst = info->remote;
   } else {
     return absl::FailedPreconditionError(
-        absl::StrCat("socket ", id, " is not connected: give a destination"));
+        "the socket is not connected: give a destination");
   }
   if (absl::Status s = CheckPeer(dst, *info); !s.ok()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("socket ", id, " cannot send to ", s.message()));
+        absl::StrCat("the socket cannot send to ", s.message()));
   }
   const bool v6_socket = info->options.family == net::Family::kV6;
   // A dual-stack IPv6 socket may be given an IPv4 destination, as Linux's udpv6_sendmsg allows.
@@ -282,7 +282,7 @@ absl::Status Stack::Send(SocketId id, std::span<const uint8_t> payload,
       (v6_socket && dst.address.is_v4()) ||
       (v6_socket && info->options.v6only && dst.address.IsV4Mapped())) {
     return absl::InvalidArgumentError(absl::StrCat("destination ", dst.ToString(),
-                                                   " is of the wrong family for socket ", id));
+                                                   " is of the other IP version than the socket"));
   }
   const net::Family wire_family = dst.address.Unmapped().family();
   const size_t mtu = engines_[0]->info().mtu;
@@ -308,7 +308,7 @@ absl::Status Stack::Send(SocketId id, std::span<const uint8_t> payload,
   // code of its own: UNAVAILABLE would say that quadsockd is down, and invite a retry.
   if (info->state == demux::SocketState::kConnected) {
     if (std::optional<IcmpError> e = socket->TakeError(info->remote)) {
-      return absl::AbortedError(absl::StrCat("socket ", id, ": an ICMP error came back for an "
+      return absl::AbortedError(absl::StrCat("an ICMP error came back for an "
                                              "earlier datagram to ", dst.ToString(), ": ",
                                              e->ToString(), "; this one was not sent"));
     }

@@ -15,6 +15,7 @@
 #include <memory>
 #include <string>
 
+#include "common/protocol.h"
 #include "quadsock/v1/admin.grpc.pb.h"
 #include "quadsock/v1/socket.grpc.pb.h"
 #include "service/server.h"
@@ -107,7 +108,7 @@ class ServiceTest : public ::testing::Test {
     return resp.session();
   }
   void Auth(ClientContext& ctx, const std::string& session) {
-    ctx.AddMetadata("quadsock-session", session);
+    ctx.AddMetadata(kSessionHeader, session);
   }
   // Opens and binds a socket in `session` (receive_queue_depth 0: the server's default).
   std::string OpenBound(const std::string& session, const std::string& addr, uint32_t port,

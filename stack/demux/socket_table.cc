@@ -113,7 +113,7 @@ SocketTable::~SocketTable() {
 
 absl::StatusOr<SocketTable::Socket*> SocketTable::Find(SocketId id) const {
   auto it = sockets_.find(id);
-  if (it == sockets_.end()) return absl::NotFoundError(absl::StrCat("no socket ", id));
+  if (it == sockets_.end()) return absl::NotFoundError("no such socket");
   return it->second.get();
 }
 
@@ -418,7 +418,7 @@ absl::StatusOr<net::Endpoint> SocketTable::Bind(SocketId id, const net::Endpoint
   if (!found.ok()) return found.status();
   Socket& s = **found;
   if (s.state != SocketState::kOpen) {
-    return absl::FailedPreconditionError(absl::StrCat("socket ", id, " is already bound"));
+    return absl::FailedPreconditionError("the socket is already bound");
   }
   absl::StatusOr<net::IpAddress> address = LocalAddressFor(s, local.address);
   if (!address.ok()) return address.status();
@@ -496,7 +496,7 @@ absl::Status SocketTable::Disconnect(SocketId id) {
   if (!found.ok()) return found.status();
   Socket& s = **found;
   if (s.state != SocketState::kConnected) {
-    return absl::FailedPreconditionError(absl::StrCat("socket ", id, " is not connected"));
+    return absl::FailedPreconditionError("the socket is not connected");
   }
   PortsRemove(s);
   s.remote = net::Endpoint{};
@@ -522,7 +522,7 @@ absl::StatusOr<net::Endpoint> SocketTable::Rehash(SocketId id,
   if (!found.ok()) return found.status();
   Socket& s = **found;
   if (s.state == SocketState::kOpen) {
-    return absl::FailedPreconditionError(absl::StrCat("socket ", id, " is not bound"));
+    return absl::FailedPreconditionError("the socket is not bound");
   }
   if (!address && !port) return absl::InvalidArgumentError("rehash needs an address or a port");
   net::IpAddress new_local = s.local;

@@ -1,0 +1,62 @@
+#include "service/service_context.h"
+
+#include <chrono>
+#include <memory>
+#include <vector>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "common/protocol.h"
+
+namespace quadsock::service {
+
+std::string ServiceContext::Identity(grpc::ServerContext* ctx) {
+  std::shared_ptr<const grpc::AuthContext> auth = ctx->auth_context();
+  if (auth == nullptr || !auth->IsPeerAuthenticated()) return "";
+  // The certificate's whole subject: SANs alone can be shared by many client certificates.
+  std::vector<std::string> parts;
+  for (const grpc::string_ref& r : auth->FindPropertyValues("x509_subject")) {
+    parts.emplace_back(r.data(), r.size());
+  }
+  if (parts.empty()) {
+    for (const grpc::string_ref& r : auth->GetPeerIdentity()) parts.emplace_back(r.data(), r.size());
+  }
+  return absl::StrJoin(parts, ",");
+}
+
+absl::Status ServiceContext::Admit(grpc::ServerContext* ctx) const {
+  if (shutting_down.load()) return absl::UnavailableError("the server is shutting down");
+  if (ctx->deadline() < std::chrono::system_clock::now()) {
+    return absl::DeadlineExceededError("the call's deadline had passed on arrival");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> ServiceContext::Session(grpc::ServerContext* ctx) {
+  if (absl::Status s = Admit(ctx); !s.ok()) return s;
+  auto it = ctx->client_metadata().find(kSessionHeader);
+  std::string token;
+  if (it != ctx->client_metadata().end()) token.assign(it->second.data(), it->second.size());
+  if (absl::Status s = sessions.Touch(token, Identity(ctx)); !s.ok()) return s;
+  return token;
+}
+
+void ServiceContext::CloseEnded(const EndedSession& ended, absl::string_view how) {
+  for (SocketId id : ended.sockets) (void)stack.Close(id);
+  Log(absl::StrFormat("session %s (\"%s\") %s: closed %d sockets", ShortId(ended.token),
+                      absl::CHexEscape(ended.name), how, ended.sockets.size()));
+}
+
+absl::Status ServiceContext::StartReading(SocketId id) {
+  absl::Status s = stack.StartReading(id, kStreamGrace);
+  if (s.code() == absl::StatusCode::kFailedPrecondition) {
+    return absl::FailedPreconditionError(
+        "the socket already has a Receive or Exchange stream: one reader at a time");
+  }
+  return s;
+}
+
+void ServiceContext::EndReading(SocketId id) { stack.EndReading(id); }
+
+}  // namespace quadsock::service

@@ -1,0 +1,79 @@
+// What quadsockd's gRPC services share: the stack, the sessions, whether the server is going
+// down, and the checks every call makes first (Admit, Session). SocketService and AdminService
+// hold a reference to one ServiceContext.
+//
+//   ServiceContext ctx{stack, sessions};
+//   absl::StatusOr<std::string> token = ctx.Session(server_context);  // the caller's session
+#ifndef QUADSOCK_SERVICE_SERVICE_CONTEXT_H_
+#define QUADSOCK_SERVICE_SERVICE_CONTEXT_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <atomic>
+#include <functional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "service/sessions.h"
+#include "stack/stack.h"
+
+namespace quadsock::service {
+
+// How often a stream wakes to check for cancellation, shutdown and its lease.
+inline constexpr absl::Duration kWaitSlice = absl::Milliseconds(100);
+// How long a new stream waits for a stream slot (of its session, or its socket's one reader)
+// to free: a stream the client cancelled ends on the server at its next wait slice, and the
+// client's next stream must not be refused for that.
+inline constexpr absl::Duration kStreamGrace = absl::Milliseconds(300);  // 3 wait slices
+
+// The stack's messages speak of "the socket"; a client knows it by its handle:
+// `socket "3f2a": the socket is not bound`.
+inline absl::Status NamedByHandle(const absl::Status& s, const std::string& handle) {
+  if (s.ok()) return s;
+  return absl::Status(s.code(), absl::StrCat("socket \"", handle, "\": ", s.message()));
+}
+
+// What the log calls a session: enough of its token to tell sessions apart, too little to use.
+inline std::string ShortId(const std::string& token) { return token.substr(0, 8); }
+
+// What the services share: the stack, the sessions, and whether the server is going down.
+struct ServiceContext {
+  ServiceContext(stack::Stack& stack, Sessions& sessions) : stack(stack), sessions(sessions) {}
+
+  stack::Stack& stack;
+  Sessions& sessions;
+  std::atomic<bool> shutting_down{false};
+  size_t max_batch = 1024;  // datagrams per SendBatch / Exchange message
+  size_t max_message_bytes = 4 << 20;  // gRPC's limit: Exchange fills responses up to it
+
+  // Whether the server takes the call at all: UNAVAILABLE when shutting down,
+  // DEADLINE_EXCEEDED when late. (The administration listener asks no more.)
+  absl::Status Admit(grpc::ServerContext* ctx) const;
+  // The caller's session token after Admit and checking it (and renewing its lease):
+  // UNAUTHENTICATED when missing or unknown.
+  absl::StatusOr<std::string> Session(grpc::ServerContext* ctx);
+  // The client certificate's identity under mTLS, "" otherwise.
+  static std::string Identity(grpc::ServerContext* ctx);
+  // Closes an ended session's sockets and logs it: "session 1a2b3c4d ("quadctl") `how`:
+  // closed 3 sockets".
+  void CloseEnded(const EndedSession& ended, absl::string_view how);
+  // Where session lifecycle goes (quadsockd: its log on stderr). Empty: nowhere.
+  std::function<void(absl::string_view)> log;
+  void Log(absl::string_view message) const {
+    if (log) log(message);
+  }
+  // A Receive or Exchange stream starts reading socket `id`: FAILED_PRECONDITION when another
+  // stream reads it (the stack wakes one waiter per socket, and the two would split its
+  // datagrams between them). A stream the client just cancelled ends only at its next wait
+  // slice, so the call waits a little for it first: a client's next receive is not refused.
+  // Each success is paired with one EndReading.
+  absl::Status StartReading(SocketId id);
+  void EndReading(SocketId id);
+};
+
+}  // namespace quadsock::service
+
+#endif  // QUADSOCK_SERVICE_SERVICE_CONTEXT_H_
