@@ -1,4 +1,4 @@
-"""Issue 4's AF_XDP benchmark: quadsock's in-process discard consumer (a counting receive
+"""The AF_XDP benchmark: quadsock's in-process discard consumer (a counting receive
 callback, polled with Stack::PollOnce on CPU 0) with 1 unconnected socket and with 500
 connected sockets, next to the AF_XDP rxdrop ceiling (a bare AF_XDP socket behind the same
 steering program that only recycles frames), all on one veth in copy mode in the same run,
@@ -9,7 +9,7 @@ medians).
     bazel run -c opt //bench:afxdp_benchmark                 # as root
     bazel run -c opt //bench:afxdp_benchmark -- --smoke --out=/tmp/afxdp.json
 
-It is bench/netbench.py with three of the seed table's cases; see there for the setup.
+It is bench/netbench.py with three of bench/seed_table's cases; see there for the setup.
 """
 
 import os

@@ -1,6 +1,6 @@
 """The network benchmarks' harness: two namespaces joined by a veth pair, a receiver pinned to
 CPU 0 in one, the project's XDP generator (trafficgen) pinned to CPU 1 in the other, and the
-cases of issue 7's seed table (issue 4's AF_XDP benchmark is a subset of them).
+cases of the Linux 6.13 hash4 comparison (bench/seed_table; the AF_XDP benchmark is a subset of them).
 
 Each case starts `receiver` (bench/receiver.cc) in the receiving namespace, waits for READY,
 pins the receiving veth's NAPI kthread to CPU 0 (threaded NAPI: the kernel's receive work for
@@ -47,8 +47,8 @@ MISS_FLOWS = 50000
 NICE = ["nice", "-n", "-20"]
 # Every receiver's heap on transparent huge pages (glibc >= 2.35 madvises its arenas), as
 # quadsockd's container runs (docker/Containerfile): with 100k sockets each datagram's table
-# entry and socket are cold, and on 4 KiB pages most of them also miss the TLB. quadsock with
-# 100k connected at 1.2 Mpps (bench/cost_ab, 4 rounds): receiver 0.149 -> 0.128 us per packet.
+# entry and socket are cold, and on 4 KiB pages most of them also miss the TLB (the figure is in
+# bench/PERFORMANCE.md).
 RECEIVER_ENV = ["env", "GLIBC_TUNABLES=glibc.malloc.hugetlb=1"]
 BUSY_RETRIES = 6  # see start_receiver
 

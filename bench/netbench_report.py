@@ -1,4 +1,4 @@
-"""The seed table's report: the ratios and targets computed from the cases' results, the
+"""The report of the Linux 6.13 hash4 comparison (bench/seed_table): the ratios and targets computed from the cases' results, the
 Markdown tables (full load and capacity), the PNG plot, and the machine's description.
 
     ratios, targets = evaluate(results, key="capacity_pps")
@@ -91,7 +91,7 @@ def evaluate(results, key="median_pps"):
         if r is not None:
             targets.append({"issue": issue, "target": label, "ratio": r, "minimum": minimum,
                             "met": r >= minimum})
-    # hash4 off shows the collapse (the seed: 0.29 / 1.83 = 0.16 of the unconnected rate).
+    # hash4 off shows the collapse (in Linux before 6.13: 0.29 / 1.83 = 0.16 of the unconnected rate).
     r = ratio(results, "quadsock_conn500_hash4off", "quadsock_unconnected", key)
     if r is not None:
         targets.append({"issue": 7, "target": "hash4 off, 500 connected, collapses "

@@ -10,8 +10,8 @@
 //             One socket alone is read with recvmmsg; several with epoll + recvmmsg.
 //   quadsock  quadsock's AfXdpStack on --interface (AF_XDP copy mode), the same sockets, each
 //             with a zero-copy receive callback that counts (the in-process discard consumer);
-//             the stack's own poll thread (Start()) runs on --cpu. --hash4=false is the seed's
-//             "without hash4".
+//             the stack's own poll thread (Start()) runs on --cpu. --hash4=false is
+//             "without hash4" (Linux before 6.13).
 //   afxdp     the AF_XDP ceiling: quadsock's steering program and a bare AF_XDP socket (XskLink)
 //             that only gives frames back to the fill ring, sleeping in poll() when idle.
 //   xdpdrop   the XDP_DROP ceiling: a program that counts and drops (bench_xdp.h).

@@ -1,7 +1,7 @@
-"""The seed table's smoke runs, so that the harness cannot rot: every case of bench/seed_table
+"""bench/seed_table's smoke runs, so that the harness cannot rot: every case of bench/seed_table
 briefly, both ways (the capacity search reduced to two points per case, and the full-load
 rounds and sweep at about a second per case; no targets), then checks that each case produced
-packets and that the JSON has the shape issue 7 asks for; and a deliberately broken case (a
+packets and that the JSON has the shape the report needs; and a deliberately broken case (a
 receiver that gets nothing) must fail the run. Root, no sandbox (namespaces, veth, BPF,
 AF_XDP), exclusive (it pins to CPUs 0 and 1 and wants them).
 

@@ -83,9 +83,8 @@ absl::Status ReadInterface(const std::string& name, net::MacAddress& mac, uint32
 // The UMEM's memory: one mapping of whole 2 MiB units, 2 MiB-aligned and offered to transparent
 // huge pages, populated now (the kernel pins it at registration anyway). The poll thread reads
 // every frame's headers once, and on 4 KiB pages a UMEM of 4096 frames of 4 KiB is 4096 pages,
-// more than the TLB holds. With the frame prefetch in Receive (and the fast parser's in-place
-// addresses) it took the poll thread from 0.085 to 0.075 us per packet (bench/README.md); on
-// its own it did not measure. Where THP is off, the pages are 4 KiB and it still works.
+// more than the TLB holds (what it saved is in bench/PERFORMANCE.md). Where THP is off, the pages
+// are 4 KiB and it still works.
 absl::StatusOr<std::span<uint8_t>> MapUmem(size_t bytes) {
   constexpr size_t kHuge = size_t{2} << 20;
   const size_t length = (bytes + kHuge - 1) / kHuge * kHuge;

@@ -1,4 +1,4 @@
-"""The seed's scenario through quadsockd: N sockets connected to N kernel peers, datagrams both
+"""The Linux 6.13 hash4 scenario through quadsockd: N sockets connected to N kernel peers, datagrams both
 ways, ping, a live rehash, and a report with hash4's share of the lookups.
 
     seed_demo.py --target unix:/tmp/q.sock --peer-netns NS --stack 10.9.0.2 --peer 10.9.0.1 \\
