@@ -59,7 +59,7 @@
 #include "bench/internal/pin.h"
 #include "stack/afxdp_stack.h"
 #include "stack/link/xsk_link.h"
-#include "stack/xdp/steering.h"
+#include "stack/xdp/xdp_program.h"
 
 namespace quadsock::bench {
 namespace {
@@ -282,9 +282,9 @@ class AfXdpReceiver : public Receiver {
  public:
   static absl::StatusOr<std::unique_ptr<AfXdpReceiver>> Create(const Config& c) {
     std::unique_ptr<AfXdpReceiver> r(new AfXdpReceiver());
-    absl::StatusOr<std::unique_ptr<xdp::Steering>> steering = xdp::Steering::Load();
-    if (!steering.ok()) return steering.status();
-    r->steering_ = std::move(*steering);
+    absl::StatusOr<std::unique_ptr<xdp::XdpProgram>> program = xdp::XdpProgram::Load();
+    if (!program.ok()) return program.status();
+    r->program_ = std::move(*program);
     link::XskPort::Options o;
     o.interface = c.interface;
     o.frames = 2 * c.ring_size;
@@ -298,10 +298,10 @@ class AfXdpReceiver : public Receiver {
     absl::StatusOr<std::unique_ptr<link::XskLink>> q = r->port_->OpenQueue(0);
     if (!q.ok()) return q.status();
     r->link_ = std::move(*q);
-    if (absl::Status s = r->steering_->AddAddress(c.local, /*exclusive=*/true); !s.ok()) return s;
-    if (absl::Status s = r->steering_->SetXsk(0, r->link_->socket_fd()); !s.ok()) return s;
+    if (absl::Status s = r->program_->AddAddress(c.local, /*exclusive=*/true); !s.ok()) return s;
+    if (absl::Status s = r->program_->SetXsk(0, r->link_->socket_fd()); !s.ok()) return s;
     absl::StatusOr<xdp::XdpMode> mode =
-        r->steering_->Attach(r->port_->ifindex(), xdp::XdpMode::kNative);
+        r->program_->Attach(r->port_->ifindex(), xdp::XdpMode::kNative);
     if (!mode.ok()) return mode.status();
     return r;
   }
@@ -341,7 +341,7 @@ class AfXdpReceiver : public Receiver {
 
  private:
   AfXdpReceiver() = default;
-  std::unique_ptr<xdp::Steering> steering_;
+  std::unique_ptr<xdp::XdpProgram> program_;
   std::unique_ptr<link::XskPort> port_;
   std::unique_ptr<link::XskLink> link_;
   std::chrono::steady_clock::time_point last_frame_;

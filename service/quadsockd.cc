@@ -301,7 +301,7 @@ int Main(int argc, char** argv) {
   stack::AfXdpStack* dp = afxdp->get();
   so.data_plane.xdp_mode = std::string(xdp::XdpModeName(dp->xdp_mode()));
   so.data_plane.xdp_counters = [dp]() -> std::optional<v1::XdpCounters> {
-    absl::StatusOr<xdp::SteeringCounters> c = dp->steering().Counters();
+    absl::StatusOr<xdp::XdpProgramCounters> c = dp->xdp_program().Counters();
     if (!c.ok()) return std::nullopt;
     v1::XdpCounters out;
     out.set_redirect(c->redirect);

@@ -33,11 +33,12 @@ absl::StatusOr<std::unique_ptr<AfXdpStack>> AfXdpStack::Create(AfXdpOptions opti
   std::unique_ptr<AfXdpStack> s(new AfXdpStack());
   s->options_ = options;
 
-  xdp::Steering::Options steering_options;
-  steering_options.log = options.log;
-  absl::StatusOr<std::unique_ptr<xdp::Steering>> steering = xdp::Steering::Load(steering_options);
-  if (!steering.ok()) return steering.status();
-  s->steering_ = std::move(*steering);
+  xdp::XdpProgram::Options program_options;
+  program_options.log = options.log;
+  absl::StatusOr<std::unique_ptr<xdp::XdpProgram>> program =
+      xdp::XdpProgram::Load(program_options);
+  if (!program.ok()) return program.status();
+  s->xdp_program_ = std::move(*program);
 
   link::XskPort::Options port;
   port.interface = options.interface;
@@ -66,7 +67,7 @@ absl::StatusOr<std::unique_ptr<AfXdpStack>> AfXdpStack::Create(AfXdpOptions opti
   if (options.stack.vlan != 0) {
     if (absl::Status st = s->KeepVlanTags(); !st.ok()) return st;
   }
-  absl::StatusOr<xdp::XdpMode> attached = s->steering_->Attach(ifindex, program_mode);
+  absl::StatusOr<xdp::XdpMode> attached = s->xdp_program_->Attach(ifindex, program_mode);
   if (!attached.ok()) return attached.status();
   s->xdp_mode_ = *attached;
   if (s->xdp_mode_ == xdp::XdpMode::kGeneric) {
@@ -80,7 +81,7 @@ absl::StatusOr<std::unique_ptr<AfXdpStack>> AfXdpStack::Create(AfXdpOptions opti
   for (uint32_t q = 0; q < options.queues; ++q) {
     absl::StatusOr<std::unique_ptr<link::XskLink>> l = s->port_->OpenQueue(q);
     if (!l.ok()) return l.status();
-    if (absl::Status st = s->steering_->SetXsk(q, (*l)->socket_fd()); !st.ok()) return st;
+    if (absl::Status st = s->xdp_program_->SetXsk(q, (*l)->socket_fd()); !st.ok()) return st;
     s->bind_mode_ = (*l)->info().mode;
     links.push_back(std::move(*l));
   }
@@ -90,8 +91,8 @@ absl::StatusOr<std::unique_ptr<AfXdpStack>> AfXdpStack::Create(AfXdpOptions opti
         options.interface, mtu, s->port_->interface_mtu(), options.frame_size));
   }
   for (const net::IpPrefix& p : options.stack.addresses) {
-    if (absl::Status st = s->steering_->AddAddress(p.address(), /*exclusive=*/true,
-                                                   options.stack.vlan);
+    if (absl::Status st = s->xdp_program_->AddAddress(p.address(), /*exclusive=*/true,
+                                                      options.stack.vlan);
         !st.ok()) {
       return st;
     }
@@ -107,7 +108,7 @@ AfXdpStack::~AfXdpStack() {
   if (stack_ != nullptr) stack_->Stop();
   stack_.reset();
   port_.reset();
-  steering_.reset();
+  xdp_program_.reset();
   if (restore_vlan_stripping_) {
     const absl::Status s = link::SetNicFeature(options_.interface, link::kRxVlanStripping, true);
     options_.log(s.ok() ? absl::StrCat(options_.interface, ": VLAN tag stripping on receive is "

@@ -23,7 +23,7 @@
 #include "absl/status/statusor.h"
 #include "stack/link/xsk_link.h"
 #include "stack/stack.h"
-#include "stack/xdp/steering.h"
+#include "stack/xdp/xdp_program.h"
 
 namespace quadsock::stack {
 
@@ -55,7 +55,7 @@ class AfXdpStack {
   ~AfXdpStack();  // stops the stack, closes the sockets, detaches the program
 
   Stack& stack() { return *stack_; }
-  xdp::Steering& steering() { return *steering_; }
+  xdp::XdpProgram& xdp_program() { return *xdp_program_; }
   xdp::XdpMode xdp_mode() const { return xdp_mode_; }
   // "zerocopy" or "copy".
   const std::string& bind_mode() const { return bind_mode_; }
@@ -69,7 +69,7 @@ class AfXdpStack {
 
   AfXdpOptions options_;
   // Destroyed in reverse: the stack (and its links) first, then the UMEM, then the program.
-  std::unique_ptr<xdp::Steering> steering_;
+  std::unique_ptr<xdp::XdpProgram> xdp_program_;
   std::unique_ptr<link::XskPort> port_;
   std::unique_ptr<Stack> stack_;
   xdp::XdpMode xdp_mode_ = xdp::XdpMode::kAuto;

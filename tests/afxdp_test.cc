@@ -478,11 +478,11 @@ TEST_F(AfXdpVlanTest, PeerOnTheVlanIsAnsweredOnItAndUntaggedFramesAreNotTheStack
 
   // Untagged, or on VLAN 200, the address is not the stack's: the XDP program passes the frames
   // to the kernel, and the socket gets nothing.
-  const uint64_t not_owned = afxdp_->steering().Counters().value().pass_not_owned;
+  const uint64_t not_owned = afxdp_->xdp_program().Counters().value().pass_not_owned;
   SendUdp(std::nullopt, "untagged");
   SendUdp(200, "vlan 200");
   EXPECT_FALSE(ReceiveWithin(s, absl::Milliseconds(300)).has_value());
-  EXPECT_EQ(afxdp_->steering().Counters().value().pass_not_owned, not_owned + 2);
+  EXPECT_EQ(afxdp_->xdp_program().Counters().value().pass_not_owned, not_owned + 2);
 }
 
 // veth strips VLAN tags on receive by default, as most NICs do, which would hide them from XDP.
@@ -639,7 +639,7 @@ TEST_F(AfXdpTest, KernelTcpOnTheSameInterfaceKeepsWorking) {
   char buf[16] = {};
   ASSERT_EQ(recv(conn, buf, sizeof(buf), 0), 6);
   EXPECT_STREQ(buf, "tcp ok");
-  const xdp::SteeringCounters c = afxdp_->steering().Counters().value();
+  const xdp::XdpProgramCounters c = afxdp_->xdp_program().Counters().value();
   EXPECT_GT(c.pass_not_owned, 0u);
 }
 

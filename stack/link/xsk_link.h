@@ -12,7 +12,7 @@
 //   XskPort::Options o{.interface = "veth0", .frames = 4096};
 //   std::unique_ptr<XskPort> port = XskPort::Create(o).value();
 //   std::unique_ptr<XskLink> q0 = port->OpenQueue(0).value();
-//   steering.SetXsk(0, q0->socket_fd());
+//   xdp_program.SetXsk(0, q0->socket_fd());  // stack/xdp/xdp_program.h
 //   LOG: q0->info().mode is "zerocopy" or "copy"
 #ifndef QUADSOCK_STACK_LINK_XSK_LINK_H_
 #define QUADSOCK_STACK_LINK_XSK_LINK_H_

@@ -2,7 +2,7 @@
 // that the userspace stack owns (UDP to owned addresses and ports, and the ARP, NDP and ICMP
 // that the stack answers for its exclusive addresses) and passes everything else to the kernel,
 // so SSH, TCP and the rest of the host keep working. What "owned" means, the maps and the
-// counters are in steer_common.h; the loader is steering.h. All logic that can live in
+// counters are in steer_common.h; the loader is xdp_program.h. All logic that can live in
 // userspace does: this program only parses, looks up and counts.
 //
 // Parsing is bounded (at most one 802.1Q tag, no IPv6 extension-header walk) and every read is

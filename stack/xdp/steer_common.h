@@ -1,7 +1,7 @@
 /* The contract between quadsock's XDP steering program (steer.bpf.c) and its loader
- * (steering.cc): map names, key and value layouts, flags and counter indexes. C, so that both
+ * (xdp_program.cc): map names, key and value layouts, flags and counter indexes. C, so that both
  * clang -target bpf and g++ include it (xdp-tools' common_kern_user.h habit). Userspace should
- * reach the maps through quadsock::xdp::Steering; this header is what that class writes.
+ * reach the maps through quadsock::xdp::XdpProgram; this header is what that class writes.
  *
  *   struct qs_addr_key key = {0};           // 10.1.0.2 is ::ffff:10.1.0.2
  *   memcpy(key.addr, ip.bytes16().data(), 16);

@@ -17,7 +17,7 @@
 #include "stack/net/ethernet.h"
 #include "stack/net/frame_builder.h"
 #include "stack/net/icmp.h"
-#include "stack/xdp/steering.h"
+#include "stack/xdp/xdp_program.h"
 #include "tests/peer_netns.h"
 
 namespace quadsock::xdp {
@@ -105,45 +105,45 @@ enum class Expect { kRedirect, kPassNotOwned, kPassOther, kMalformed };
 class SteerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    absl::StatusOr<std::unique_ptr<Steering>> s = Steering::Load();
+    absl::StatusOr<std::unique_ptr<XdpProgram>> s = XdpProgram::Load();
     ASSERT_TRUE(s.ok()) << s.status();
-    steering_ = *std::move(s);
+    program_ = *std::move(s);
     // 10.1.0.2 and fd00:1::2 are the stack's own; 10.1.0.3 and fd00:1::3 are shared with the
     // kernel, which keeps all but the stack's ports there.
-    ASSERT_TRUE(steering_->AddAddress(Ip("10.1.0.2"), /*exclusive=*/true).ok());
-    ASSERT_TRUE(steering_->AddAddress(Ip("fd00:1::2"), /*exclusive=*/true).ok());
-    ASSERT_TRUE(steering_->AddAddress(Ip("10.1.0.3"), /*exclusive=*/false).ok());
-    ASSERT_TRUE(steering_->AddAddress(Ip("fd00:1::3"), /*exclusive=*/false).ok());
-    ASSERT_TRUE(steering_->AddPort(Ip("10.1.0.3"), 4000).ok());
-    ASSERT_TRUE(steering_->AddPort(Ip("fd00:1::3"), 4000).ok());
+    ASSERT_TRUE(program_->AddAddress(Ip("10.1.0.2"), /*exclusive=*/true).ok());
+    ASSERT_TRUE(program_->AddAddress(Ip("fd00:1::2"), /*exclusive=*/true).ok());
+    ASSERT_TRUE(program_->AddAddress(Ip("10.1.0.3"), /*exclusive=*/false).ok());
+    ASSERT_TRUE(program_->AddAddress(Ip("fd00:1::3"), /*exclusive=*/false).ok());
+    ASSERT_TRUE(program_->AddPort(Ip("10.1.0.3"), 4000).ok());
+    ASSERT_TRUE(program_->AddPort(Ip("fd00:1::3"), 4000).ok());
     // 10.1.0.4 (the stack's) and fd00:1::4 (shared) are on VLAN 100.
-    ASSERT_TRUE(steering_->AddAddress(Ip("10.1.0.4"), /*exclusive=*/true, 100).ok());
-    ASSERT_TRUE(steering_->AddAddress(Ip("fd00:1::4"), /*exclusive=*/false, 100).ok());
-    ASSERT_TRUE(steering_->AddPort(Ip("fd00:1::4"), 4000).ok());
+    ASSERT_TRUE(program_->AddAddress(Ip("10.1.0.4"), /*exclusive=*/true, 100).ok());
+    ASSERT_TRUE(program_->AddAddress(Ip("fd00:1::4"), /*exclusive=*/false, 100).ok());
+    ASSERT_TRUE(program_->AddPort(Ip("fd00:1::4"), 4000).ok());
   }
 
   // Runs the program on `frame` (RX queue 0) and returns its verdict.
   uint32_t Run(const std::vector<uint8_t>& frame) {
     LIBBPF_OPTS(bpf_test_run_opts, run, .data_in = frame.data(),
                 .data_size_in = static_cast<uint32_t>(frame.size()));
-    int error = bpf_prog_test_run_opts(steering_->program_fd(), &run);
+    int error = bpf_prog_test_run_opts(program_->program_fd(), &run);
     EXPECT_EQ(error, 0) << "BPF_PROG_TEST_RUN: " << std::strerror(-error);
     return run.retval;
   }
 
-  SteeringCounters Counters() {
-    absl::StatusOr<SteeringCounters> c = steering_->Counters();
+  XdpProgramCounters Counters() {
+    absl::StatusOr<XdpProgramCounters> c = program_->Counters();
     EXPECT_TRUE(c.ok()) << c.status();
-    return c.value_or(SteeringCounters{});
+    return c.value_or(XdpProgramCounters{});
   }
 
   // Runs `frame` and checks the verdict and which counter moved (by one, alone, with the
   // redirect breakdown it implies).
   void Check(const std::vector<uint8_t>& frame, Expect expect,
-             uint64_t SteeringCounters::*kind = nullptr) {
-    SteeringCounters before = Counters();
+             uint64_t XdpProgramCounters::*kind = nullptr) {
+    XdpProgramCounters before = Counters();
     uint32_t verdict = Run(frame);
-    SteeringCounters want = before;
+    XdpProgramCounters want = before;
     switch (expect) {
       case Expect::kRedirect:
         ++want.redirect;
@@ -164,7 +164,7 @@ class SteerTest : public ::testing::Test {
     EXPECT_EQ(Counters(), want) << "before: " << before.ToString();
   }
 
-  std::unique_ptr<Steering> steering_;
+  std::unique_ptr<XdpProgram> program_;
 };
 
 using E = Expect;  // short, for the tables below
@@ -172,8 +172,8 @@ using E = Expect;  // short, for the tables below
 TEST_F(SteerTest, UdpToExclusiveAddressAnyPortIsRedirected) {
   for (uint16_t port : {1, 53, 4000, 65535}) {
     SCOPED_TRACE(port);
-    Check(Udp("10.1.0.1", "10.1.0.2", port), E::kRedirect, &SteeringCounters::redirect_udp);
-    Check(Udp("fd00:1::1", "fd00:1::2", port), E::kRedirect, &SteeringCounters::redirect_udp);
+    Check(Udp("10.1.0.1", "10.1.0.2", port), E::kRedirect, &XdpProgramCounters::redirect_udp);
+    Check(Udp("fd00:1::1", "fd00:1::2", port), E::kRedirect, &XdpProgramCounters::redirect_udp);
   }
 }
 
@@ -184,18 +184,18 @@ TEST_F(SteerTest, UdpToAddressNotOwnedPasses) {
 }
 
 TEST_F(SteerTest, SharedAddressTakesOnlyOwnedPorts) {
-  Check(Udp("10.1.0.1", "10.1.0.3", 4000), E::kRedirect, &SteeringCounters::redirect_udp);
-  Check(Udp("fd00:1::1", "fd00:1::3", 4000), E::kRedirect, &SteeringCounters::redirect_udp);
+  Check(Udp("10.1.0.1", "10.1.0.3", 4000), E::kRedirect, &XdpProgramCounters::redirect_udp);
+  Check(Udp("fd00:1::1", "fd00:1::3", 4000), E::kRedirect, &XdpProgramCounters::redirect_udp);
   Check(Udp("10.1.0.1", "10.1.0.3", 4001), E::kPassNotOwned);
   Check(Udp("fd00:1::1", "fd00:1::3", 4001), E::kPassNotOwned);
   // The port entry of one address does not leak to the other.
-  ASSERT_TRUE(steering_->AddAddress(Ip("10.1.0.4"), false).ok());
+  ASSERT_TRUE(program_->AddAddress(Ip("10.1.0.4"), false).ok());
   Check(Udp("10.1.0.1", "10.1.0.4", 4000), E::kPassNotOwned);
   // Gone with the last RemovePort.
-  ASSERT_TRUE(steering_->AddPort(Ip("10.1.0.3"), 4000).ok());
-  ASSERT_TRUE(steering_->RemovePort(Ip("10.1.0.3"), 4000).ok());
-  Check(Udp("10.1.0.1", "10.1.0.3", 4000), E::kRedirect, &SteeringCounters::redirect_udp);
-  ASSERT_TRUE(steering_->RemovePort(Ip("10.1.0.3"), 4000).ok());
+  ASSERT_TRUE(program_->AddPort(Ip("10.1.0.3"), 4000).ok());
+  ASSERT_TRUE(program_->RemovePort(Ip("10.1.0.3"), 4000).ok());
+  Check(Udp("10.1.0.1", "10.1.0.3", 4000), E::kRedirect, &XdpProgramCounters::redirect_udp);
+  ASSERT_TRUE(program_->RemovePort(Ip("10.1.0.3"), 4000).ok());
   Check(Udp("10.1.0.1", "10.1.0.3", 4000), E::kPassNotOwned);
 }
 
@@ -212,20 +212,20 @@ TEST_F(SteerTest, FragmentsOfSharedAddressesAllPass) {
     SCOPED_TRACE(frag_off);
     Check(fragment(Udp("10.1.0.1", "10.1.0.3", 4000), frag_off), E::kPassNotOwned);
     Check(fragment(Udp("10.1.0.1", "10.1.0.2", 4000), frag_off), E::kRedirect,
-          &SteeringCounters::redirect_udp);
+          &XdpProgramCounters::redirect_udp);
   }
-  Check(Udp("10.1.0.1", "10.1.0.3", 4000), E::kRedirect, &SteeringCounters::redirect_udp);
+  Check(Udp("10.1.0.1", "10.1.0.3", 4000), E::kRedirect, &XdpProgramCounters::redirect_udp);
 }
 
 TEST_F(SteerTest, WildcardPortCoversEverySharedAddressOfItsFamily) {
-  ASSERT_TRUE(steering_->AddAddress(Ip("10.1.0.4"), false).ok());
-  ASSERT_TRUE(steering_->AddPort(IpAddress::AnyV4(), 53).ok());
-  Check(Udp("10.1.0.1", "10.1.0.3", 53), E::kRedirect, &SteeringCounters::redirect_udp);
-  Check(Udp("10.1.0.1", "10.1.0.4", 53), E::kRedirect, &SteeringCounters::redirect_udp);
+  ASSERT_TRUE(program_->AddAddress(Ip("10.1.0.4"), false).ok());
+  ASSERT_TRUE(program_->AddPort(IpAddress::AnyV4(), 53).ok());
+  Check(Udp("10.1.0.1", "10.1.0.3", 53), E::kRedirect, &XdpProgramCounters::redirect_udp);
+  Check(Udp("10.1.0.1", "10.1.0.4", 53), E::kRedirect, &XdpProgramCounters::redirect_udp);
   Check(Udp("fd00:1::1", "fd00:1::3", 53), E::kPassNotOwned);  // 0.0.0.0 is IPv4 only
   Check(Udp("10.1.0.1", "10.1.0.9", 53), E::kPassNotOwned);    // only owned addresses
-  ASSERT_TRUE(steering_->AddPort(IpAddress::AnyV6(), 53).ok());
-  Check(Udp("fd00:1::1", "fd00:1::3", 53), E::kRedirect, &SteeringCounters::redirect_udp);
+  ASSERT_TRUE(program_->AddPort(IpAddress::AnyV6(), 53).ok());
+  Check(Udp("fd00:1::1", "fd00:1::3", 53), E::kRedirect, &XdpProgramCounters::redirect_udp);
   Check(Udp("fd00:1::1", "fd00:1::9", 53), E::kPassNotOwned);
 }
 
@@ -235,14 +235,14 @@ TEST_F(SteerTest, AnAddressTakesFramesOfItsVlanOnly) {
   const net::VlanTag vlan200{.tpid = net::kEtherTypeVlan, .tci = 200};
   const net::VlanTag priority{.tpid = net::kEtherTypeVlan, .tci = 0xa000};  // VLAN id 0
   const net::VlanTag vlan100_priority{.tpid = net::kEtherTypeVlan, .tci = 0xa064};
-  const auto udp = &SteeringCounters::redirect_udp;
+  const auto udp = &XdpProgramCounters::redirect_udp;
   Check(Udp("10.1.0.1", "10.1.0.4", 9, vlan100), E::kRedirect, udp);
   Check(Udp("10.1.0.1", "10.1.0.4", 9, vlan100_priority), E::kRedirect, udp);
   Check(Udp("10.1.0.1", "10.1.0.4", 9), E::kPassNotOwned);
   Check(Udp("10.1.0.1", "10.1.0.4", 9, vlan200), E::kPassNotOwned);
   Check(Udp("fd00:1::1", "fd00:1::4", 4000, vlan100), E::kRedirect, udp);
   Check(Udp("fd00:1::1", "fd00:1::4", 4000), E::kPassNotOwned);
-  Check(Arp("10.1.0.1", "10.1.0.4", vlan100), E::kRedirect, &SteeringCounters::redirect_arp);
+  Check(Arp("10.1.0.1", "10.1.0.4", vlan100), E::kRedirect, &XdpProgramCounters::redirect_arp);
   Check(Arp("10.1.0.1", "10.1.0.4"), E::kPassNotOwned);
   // Untagged addresses: untagged or priority-tagged frames only.
   Check(Udp("10.1.0.1", "10.1.0.2", 9, priority), E::kRedirect, udp);
@@ -253,30 +253,30 @@ TEST_F(SteerTest, AnAddressTakesFramesOfItsVlanOnly) {
   Check(OuterTag(Udp("10.1.0.1", "10.1.0.4", 9, vlan100)), E::kPassOther);
   Check(OuterTag(Udp("10.1.0.1", "10.1.0.4", 9, vlan100), net::kEtherTypeVlan), E::kPassOther);
   // Moving an address to another VLAN moves what is steered.
-  ASSERT_TRUE(steering_->AddAddress(Ip("10.1.0.4"), /*exclusive=*/true, 200).ok());
+  ASSERT_TRUE(program_->AddAddress(Ip("10.1.0.4"), /*exclusive=*/true, 200).ok());
   Check(Udp("10.1.0.1", "10.1.0.4", 9, vlan200), E::kRedirect, udp);
   Check(Udp("10.1.0.1", "10.1.0.4", 9, vlan100), E::kPassNotOwned);
-  EXPECT_EQ(steering_->AddAddress(Ip("10.1.0.5"), true, 4095).code(),
+  EXPECT_EQ(program_->AddAddress(Ip("10.1.0.5"), true, 4095).code(),
             absl::StatusCode::kInvalidArgument);
 }
 
 TEST_F(SteerTest, ArpForExclusiveTargetIsRedirected) {
-  Check(Arp("10.1.0.1", "10.1.0.2"), E::kRedirect, &SteeringCounters::redirect_arp);
+  Check(Arp("10.1.0.1", "10.1.0.2"), E::kRedirect, &XdpProgramCounters::redirect_arp);
   Check(Arp("10.1.0.1", "10.1.0.9"), E::kPassNotOwned);
   // The kernel answers for a shared address (and must hear the replies to its own requests).
   Check(Arp("10.1.0.1", "10.1.0.3"), E::kPassNotOwned);
 }
 
 TEST_F(SteerTest, SolicitationForExclusiveTargetIsRedirected) {
-  Check(Solicitation("fd00:1::1", "fd00:1::2"), E::kRedirect, &SteeringCounters::redirect_ns);
-  Check(Solicitation("fe80::1", "fd00:1::2"), E::kRedirect, &SteeringCounters::redirect_ns);
+  Check(Solicitation("fd00:1::1", "fd00:1::2"), E::kRedirect, &XdpProgramCounters::redirect_ns);
+  Check(Solicitation("fe80::1", "fd00:1::2"), E::kRedirect, &XdpProgramCounters::redirect_ns);
   Check(Solicitation("fd00:1::1", "fd00:1::9"), E::kPassNotOwned);
   Check(Solicitation("fd00:1::1", "fd00:1::3"), E::kPassNotOwned);
 }
 
 TEST_F(SteerTest, IcmpToExclusiveAddressIsRedirected) {
-  Check(Echo("10.1.0.1", "10.1.0.2"), E::kRedirect, &SteeringCounters::redirect_icmp);
-  Check(Echo("fd00:1::1", "fd00:1::2"), E::kRedirect, &SteeringCounters::redirect_icmp);
+  Check(Echo("10.1.0.1", "10.1.0.2"), E::kRedirect, &XdpProgramCounters::redirect_icmp);
+  Check(Echo("fd00:1::1", "fd00:1::2"), E::kRedirect, &XdpProgramCounters::redirect_icmp);
   Check(Echo("10.1.0.1", "10.1.0.3"), E::kPassOther);  // shared: the kernel answers pings
   Check(Echo("fd00:1::1", "fd00:1::3"), E::kPassOther);
   Check(Echo("10.1.0.1", "10.1.0.9"), E::kPassNotOwned);
@@ -286,8 +286,8 @@ TEST_F(SteerTest, TcpToSharedAddressPassesAndToExclusiveIsRedirected) {
   Check(Tcp("10.1.0.1", "10.1.0.3"), E::kPassOther);
   Check(Tcp("fd00:1::1", "fd00:1::3"), E::kPassOther);
   Check(Tcp("10.1.0.1", "10.1.0.9"), E::kPassNotOwned);
-  Check(Tcp("10.1.0.1", "10.1.0.2"), E::kRedirect, &SteeringCounters::redirect_other);
-  Check(Tcp("fd00:1::1", "fd00:1::2"), E::kRedirect, &SteeringCounters::redirect_other);
+  Check(Tcp("10.1.0.1", "10.1.0.2"), E::kRedirect, &XdpProgramCounters::redirect_other);
+  Check(Tcp("fd00:1::1", "fd00:1::2"), E::kRedirect, &XdpProgramCounters::redirect_other);
 }
 
 TEST_F(SteerTest, OtherEthertypesPass) {
@@ -298,11 +298,11 @@ TEST_F(SteerTest, OtherEthertypesPass) {
 }
 
 TEST_F(SteerTest, RemovedAddressIsNoLongerSteered) {
-  ASSERT_TRUE(steering_->RemoveAddress(Ip("10.1.0.2")).ok());
+  ASSERT_TRUE(program_->RemoveAddress(Ip("10.1.0.2")).ok());
   Check(Udp("10.1.0.1", "10.1.0.2", 9), E::kPassNotOwned);
   Check(Arp("10.1.0.1", "10.1.0.2"), E::kPassNotOwned);
   // Exclusive -> shared: only the owned ports then.
-  ASSERT_TRUE(steering_->AddAddress(Ip("fd00:1::2"), /*exclusive=*/false).ok());
+  ASSERT_TRUE(program_->AddAddress(Ip("fd00:1::2"), /*exclusive=*/false).ok());
   Check(Udp("fd00:1::1", "fd00:1::2", 9), E::kPassNotOwned);
 }
 
@@ -314,22 +314,22 @@ TEST_F(SteerTest, TruncatedFramesPassAsMalformed) {
     const char* name;
     std::vector<uint8_t> frame;
     size_t headers;  // bytes the program needs to decide
-    uint64_t SteeringCounters::*kind;
+    uint64_t XdpProgramCounters::*kind;
   };
   net::VlanTag tag{.tpid = net::kEtherTypeVlan, .tci = 100};
   const Case cases[] = {
-      {"udp4", Udp("10.1.0.1", "10.1.0.2", 9), 14 + 20 + 8, &SteeringCounters::redirect_udp},
-      {"udp6", Udp("fd00:1::1", "fd00:1::2", 9), 14 + 40 + 8, &SteeringCounters::redirect_udp},
+      {"udp4", Udp("10.1.0.1", "10.1.0.2", 9), 14 + 20 + 8, &XdpProgramCounters::redirect_udp},
+      {"udp6", Udp("fd00:1::1", "fd00:1::2", 9), 14 + 40 + 8, &XdpProgramCounters::redirect_udp},
       {"udp4 shared", Udp("10.1.0.1", "10.1.0.3", 4000), 14 + 20 + 8,
-       &SteeringCounters::redirect_udp},
+       &XdpProgramCounters::redirect_udp},
       {"udp6 shared", Udp("fd00:1::1", "fd00:1::3", 4000), 14 + 40 + 8,
-       &SteeringCounters::redirect_udp},
+       &XdpProgramCounters::redirect_udp},
       {"udp4 vlan", Udp("10.1.0.1", "10.1.0.4", 9, tag), 14 + 4 + 20 + 8,
-       &SteeringCounters::redirect_udp},
-      {"arp", Arp("10.1.0.1", "10.1.0.2"), 14 + 28, &SteeringCounters::redirect_arp},
-      {"icmp4", Echo("10.1.0.1", "10.1.0.2"), 14 + 20 + 8, &SteeringCounters::redirect_icmp},
-      {"icmp6", Echo("fd00:1::1", "fd00:1::2"), 14 + 40 + 8, &SteeringCounters::redirect_icmp},
-      {"ns", Solicitation("fe80::1", "fd00:1::2"), 14 + 40 + 24, &SteeringCounters::redirect_ns},
+       &XdpProgramCounters::redirect_udp},
+      {"arp", Arp("10.1.0.1", "10.1.0.2"), 14 + 28, &XdpProgramCounters::redirect_arp},
+      {"icmp4", Echo("10.1.0.1", "10.1.0.2"), 14 + 20 + 8, &XdpProgramCounters::redirect_icmp},
+      {"icmp6", Echo("fd00:1::1", "fd00:1::2"), 14 + 40 + 8, &XdpProgramCounters::redirect_icmp},
+      {"ns", Solicitation("fe80::1", "fd00:1::2"), 14 + 40 + 24, &XdpProgramCounters::redirect_ns},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
@@ -339,7 +339,7 @@ TEST_F(SteerTest, TruncatedFramesPassAsMalformed) {
       std::vector<uint8_t> cut(c.frame.begin(), c.frame.begin() + length);
       LIBBPF_OPTS(bpf_test_run_opts, run, .data_in = cut.data(),
                   .data_size_in = static_cast<uint32_t>(length));
-      int error = bpf_prog_test_run_opts(steering_->program_fd(), &run);
+      int error = bpf_prog_test_run_opts(program_->program_fd(), &run);
       if (error == 0) {
         EXPECT_EQ(run.retval, static_cast<uint32_t>(XDP_PASS)) << length;
       }
@@ -372,7 +372,7 @@ TEST_F(SteerTest, ImpossibleIpHeadersAreMalformed) {
 
 // With a real AF_XDP socket in the XSKMAP slot of queue 0, bpf_redirect_map finds it and the
 // verdict is XDP_REDIRECT (BPF_PROG_TEST_RUN does not carry the frame there; the attach test
-// in steering_test does).
+// in xdp_program_test does).
 TEST_F(SteerTest, RedirectsToTheQueuesSocket) {
   testing::TestVeth veth("qsx0", "qsx1");
   absl::StatusOr<std::unique_ptr<link::XskPort>> port = link::XskPort::Create(
@@ -382,24 +382,24 @@ TEST_F(SteerTest, RedirectsToTheQueuesSocket) {
   absl::StatusOr<std::unique_ptr<link::XskLink>> xsk = (*port)->OpenQueue(0);
   ASSERT_TRUE(xsk.ok()) << xsk.status();
 
-  ASSERT_TRUE(steering_->SetXsk(0, (*xsk)->socket_fd()).ok());
-  SteeringCounters before = Counters();
+  ASSERT_TRUE(program_->SetXsk(0, (*xsk)->socket_fd()).ok());
+  XdpProgramCounters before = Counters();
   EXPECT_EQ(Run(Udp("10.1.0.1", "10.1.0.2", 9)), static_cast<uint32_t>(XDP_REDIRECT));
   EXPECT_EQ(Run(Arp("10.1.0.1", "10.1.0.2")), static_cast<uint32_t>(XDP_REDIRECT));
   EXPECT_EQ(Run(Udp("10.1.0.1", "10.1.0.9", 9)), static_cast<uint32_t>(XDP_PASS));
-  SteeringCounters after = Counters();
+  XdpProgramCounters after = Counters();
   EXPECT_EQ(after.redirect - before.redirect, 2u);
   EXPECT_EQ(after.redirect_no_xsk, before.redirect_no_xsk);
 
-  ASSERT_TRUE(steering_->ClearXsk(0).ok());
-  EXPECT_TRUE(steering_->ClearXsk(0).ok());
+  ASSERT_TRUE(program_->ClearXsk(0).ok());
+  EXPECT_TRUE(program_->ClearXsk(0).ok());
   EXPECT_EQ(Run(Udp("10.1.0.1", "10.1.0.2", 9)), static_cast<uint32_t>(XDP_PASS));
   EXPECT_EQ(Counters().redirect_no_xsk, before.redirect_no_xsk + 1);
 
 }
 
 TEST_F(SteerTest, EveryFrameIsCountedOnce) {
-  SteeringCounters before = Counters();
+  XdpProgramCounters before = Counters();
   const std::vector<uint8_t> frames[] = {
       Udp("10.1.0.1", "10.1.0.2", 9), Udp("10.1.0.1", "10.1.0.9", 9), Tcp("10.1.0.1", "10.1.0.3"),
       std::vector<uint8_t>(20, 0)};

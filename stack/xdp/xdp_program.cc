@@ -1,4 +1,4 @@
-#include "stack/xdp/steering.h"
+#include "stack/xdp/xdp_program.h"
 
 #include <arpa/inet.h>
 #include <bpf/bpf.h>
@@ -72,57 +72,57 @@ absl::StatusOr<XdpMode> ParseXdpMode(absl::string_view name) {
       absl::StrCat("unknown XDP mode \"", name, "\" (auto, native or generic)"));
 }
 
-std::string SteeringCounters::ToString() const {
+std::string XdpProgramCounters::ToString() const {
   return absl::StrCat("redirect=", redirect, " (udp=", redirect_udp, " icmp=", redirect_icmp,
                       " arp=", redirect_arp, " ns=", redirect_ns, " other=", redirect_other,
                       " no_xsk=", redirect_no_xsk, ") pass_not_owned=", pass_not_owned,
                       " pass_other=", pass_other, " malformed=", malformed);
 }
 
-void Steering::ObjectCloser::operator()(bpf_object* object) const { bpf_object__close(object); }
+void XdpProgram::ObjectCloser::operator()(bpf_object* object) const { bpf_object__close(object); }
 
-absl::StatusOr<std::unique_ptr<Steering>> Steering::Load(Options options) {
-  std::unique_ptr<Steering> steering(new Steering(std::move(options)));
+absl::StatusOr<std::unique_ptr<XdpProgram>> XdpProgram::Load(Options options) {
+  std::unique_ptr<XdpProgram> loaded(new XdpProgram(std::move(options)));
   std::span<const uint8_t> image = SteerBpfObject();
   LIBBPF_OPTS(bpf_object_open_opts, open_options, .object_name = QS_PROGRAM_NAME);
   bpf_object* object = bpf_object__open_mem(image.data(), image.size(), &open_options);
   if (object == nullptr) return Errno(errno, "cannot open the embedded XDP object");
-  steering->object_.reset(object);
+  loaded->object_.reset(object);
   if (int error = bpf_object__load(object); error != 0) {
     return Errno(error, "cannot load the XDP steering program (BPF needs root or CAP_BPF)");
   }
 
   bpf_program* program = bpf_object__find_program_by_name(object, QS_PROGRAM_NAME);
   if (program == nullptr) return absl::InternalError("the object has no " QS_PROGRAM_NAME);
-  steering->program_fd_ = bpf_program__fd(program);
+  loaded->program_fd_ = bpf_program__fd(program);
   bpf_prog_info info;
   std::memset(&info, 0, sizeof(info));
   uint32_t length = sizeof(info);
-  if (bpf_obj_get_info_by_fd(steering->program_fd_, &info, &length) != 0) {
+  if (bpf_obj_get_info_by_fd(loaded->program_fd_, &info, &length) != 0) {
     return Errno(errno, "cannot read the loaded program's id");
   }
-  steering->program_id_ = info.id;
+  loaded->program_id_ = info.id;
 
   struct {
     const char* name;
     int* fd;
-  } maps[] = {{QS_MAP_XSKS, &steering->xsks_fd_},
-              {QS_MAP_ADDRS, &steering->addrs_fd_},
-              {QS_MAP_PORTS, &steering->ports_fd_},
-              {QS_MAP_COUNTERS, &steering->counters_fd_}};
+  } maps[] = {{QS_MAP_XSKS, &loaded->xsks_fd_},
+              {QS_MAP_ADDRS, &loaded->addrs_fd_},
+              {QS_MAP_PORTS, &loaded->ports_fd_},
+              {QS_MAP_COUNTERS, &loaded->counters_fd_}};
   for (const auto& map : maps) {
     bpf_map* m = bpf_object__find_map_by_name(object, map.name);
     if (m == nullptr) return absl::InternalError(absl::StrCat("the object has no map ", map.name));
     *map.fd = bpf_map__fd(m);
   }
-  return steering;
+  return loaded;
 }
 
-Steering::~Steering() {
-  if (attached()) Detach().IgnoreError();  // cannot fail when attached
+XdpProgram::~XdpProgram() {
+  if (IsAttached()) Detach().IgnoreError();  // cannot fail when attached
 }
 
-void Steering::Log(absl::string_view message) const {
+void XdpProgram::Log(absl::string_view message) const {
   if (options_.log) {
     options_.log(message);
   } else {
@@ -131,7 +131,7 @@ void Steering::Log(absl::string_view message) const {
   }
 }
 
-absl::Status Steering::RemoveStale(int ifindex, absl::string_view ifname) {
+absl::Status XdpProgram::RemoveStale(int ifindex, absl::string_view ifname) {
   LIBBPF_OPTS(bpf_xdp_query_opts, query);
   if (int error = bpf_xdp_query(ifindex, 0, &query); error != 0) {
     return Errno(error, absl::StrCat("cannot query XDP programs on ", ifname));
@@ -181,7 +181,7 @@ absl::Status Steering::RemoveStale(int ifindex, absl::string_view ifname) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<XdpMode> Steering::Attach(int ifindex, XdpMode mode) {
+absl::StatusOr<XdpMode> XdpProgram::Attach(int ifindex, XdpMode mode) {
   absl::MutexLock lock(&mu_);
   char name_buffer[IF_NAMESIZE] = {};
   if (ifindex <= 0 || if_indextoname(ifindex, name_buffer) == nullptr) {
@@ -224,7 +224,7 @@ absl::StatusOr<XdpMode> Steering::Attach(int ifindex, XdpMode mode) {
   return absl::FailedPreconditionError(message);
 }
 
-absl::Status Steering::Detach() {
+absl::Status XdpProgram::Detach() {
   absl::MutexLock lock(&mu_);
   if (link_fd_ < 0) return absl::FailedPreconditionError("the steering program is not attached");
   // Closing the last reference to the link takes the program off the interface.
@@ -237,12 +237,12 @@ absl::Status Steering::Detach() {
   return absl::OkStatus();
 }
 
-bool Steering::attached() const {
+bool XdpProgram::IsAttached() const {
   absl::MutexLock lock(&mu_);
   return link_fd_ >= 0;
 }
 
-absl::Status Steering::AddAddress(const net::IpAddress& address, bool exclusive,
+absl::Status XdpProgram::AddAddress(const net::IpAddress& address, bool exclusive,
                                   uint16_t vlan) {
   if (address.IsUnspecified() || address.IsMulticast()) {
     return absl::InvalidArgumentError(
@@ -268,7 +268,7 @@ absl::Status Steering::AddAddress(const net::IpAddress& address, bool exclusive,
   return absl::OkStatus();
 }
 
-absl::Status Steering::RemoveAddress(const net::IpAddress& address) {
+absl::Status XdpProgram::RemoveAddress(const net::IpAddress& address) {
   qs_addr_key key;
   std::memcpy(key.addr, address.bytes16().data(), sizeof(key.addr));
   if (bpf_map_delete_elem(addrs_fd_, &key) != 0) {
@@ -296,7 +296,7 @@ std::string PortName(const net::IpAddress& address, uint16_t port) {
 
 }  // namespace
 
-absl::Status Steering::AddPort(const net::IpAddress& address, uint16_t port) {
+absl::Status XdpProgram::AddPort(const net::IpAddress& address, uint16_t port) {
   if (port == 0) return absl::InvalidArgumentError("cannot own port 0");
   absl::MutexLock lock(&mu_);
   int& refs = port_refs_[{address.bytes16(), port}];
@@ -317,7 +317,7 @@ absl::Status Steering::AddPort(const net::IpAddress& address, uint16_t port) {
   return absl::OkStatus();
 }
 
-absl::Status Steering::RemovePort(const net::IpAddress& address, uint16_t port) {
+absl::Status XdpProgram::RemovePort(const net::IpAddress& address, uint16_t port) {
   absl::MutexLock lock(&mu_);
   auto it = port_refs_.find({address.bytes16(), port});
   if (it == port_refs_.end()) {
@@ -332,7 +332,7 @@ absl::Status Steering::RemovePort(const net::IpAddress& address, uint16_t port) 
   return absl::OkStatus();
 }
 
-absl::Status Steering::SetXsk(uint32_t queue, int xsk_fd) {
+absl::Status XdpProgram::SetXsk(uint32_t queue, int xsk_fd) {
   if (queue >= QS_MAX_QUEUES) {
     return absl::InvalidArgumentError(
         absl::StrCat("RX queue ", queue, " is beyond the ", QS_MAX_QUEUES, " quadsock serves"));
@@ -345,7 +345,7 @@ absl::Status Steering::SetXsk(uint32_t queue, int xsk_fd) {
   return absl::OkStatus();
 }
 
-absl::Status Steering::ClearXsk(uint32_t queue) {
+absl::Status XdpProgram::ClearXsk(uint32_t queue) {
   if (queue >= QS_MAX_QUEUES) {
     return absl::InvalidArgumentError(
         absl::StrCat("RX queue ", queue, " is beyond the ", QS_MAX_QUEUES, " quadsock serves"));
@@ -356,7 +356,7 @@ absl::Status Steering::ClearXsk(uint32_t queue) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<SteeringCounters> Steering::Counters() const {
+absl::StatusOr<XdpProgramCounters> XdpProgram::Counters() const {
   int cpus = libbpf_num_possible_cpus();
   if (cpus <= 0) return Errno(cpus, "cannot count the possible CPUs");
   std::vector<uint64_t> per_cpu(static_cast<size_t>(cpus));
@@ -367,7 +367,7 @@ absl::StatusOr<SteeringCounters> Steering::Counters() const {
     }
     for (uint64_t v : per_cpu) sums[index] += v;
   }
-  return SteeringCounters{
+  return XdpProgramCounters{
       .redirect = sums[QS_COUNTER_REDIRECT],
       .pass_not_owned = sums[QS_COUNTER_PASS_NOT_OWNED],
       .pass_other = sums[QS_COUNTER_PASS_OTHER],

@@ -1,8 +1,8 @@
-// Tests of Steering itself: attach and detach on a veth in a private network namespace (the
+// Tests of XdpProgram itself: attach and detach on a veth in a private network namespace (the
 // program leaves with the object), removal of a stale program, refusal of a foreign one, the
 // map API's errors, and a kernel UDP datagram that crosses the veth and lands in an AF_XDP
 // socket's RX ring. Root.
-#include "stack/xdp/steering.h"
+#include "stack/xdp/xdp_program.h"
 
 #include <arpa/inet.h>
 #include <bpf/bpf.h>
@@ -43,10 +43,10 @@ const ::testing::Environment* const kNetns =
 
 IpAddress Ip(const char* text) { return *IpAddress::Parse(text); }
 
-std::unique_ptr<Steering> LoadOrDie(std::vector<std::string>* log = nullptr) {
-  Steering::Options options;
+std::unique_ptr<XdpProgram> LoadOrDie(std::vector<std::string>* log = nullptr) {
+  XdpProgram::Options options;
   if (log != nullptr) options.log = [log](absl::string_view m) { log->emplace_back(m); };
-  absl::StatusOr<std::unique_ptr<Steering>> s = Steering::Load(std::move(options));
+  absl::StatusOr<std::unique_ptr<XdpProgram>> s = XdpProgram::Load(std::move(options));
   EXPECT_TRUE(s.ok()) << s.status();
   return s.ok() ? *std::move(s) : nullptr;
 }
@@ -57,82 +57,82 @@ bpf_xdp_query_opts Query(int ifindex) {
   return query;
 }
 
-TEST(SteeringTest, AutoAttachesNativeOnVethAndLeavesWithTheObject) {
+TEST(XdpProgramTest, AutoAttachesNativeOnVethAndLeavesWithTheObject) {
   TestVeth veth("qsa0", "qsa1");
   std::vector<std::string> log;
-  std::unique_ptr<Steering> steering = LoadOrDie(&log);
-  ASSERT_NE(steering, nullptr);
-  absl::StatusOr<XdpMode> mode = steering->Attach(veth.ifindex(), XdpMode::kAuto);
+  std::unique_ptr<XdpProgram> program = LoadOrDie(&log);
+  ASSERT_NE(program, nullptr);
+  absl::StatusOr<XdpMode> mode = program->Attach(veth.ifindex(), XdpMode::kAuto);
   ASSERT_TRUE(mode.ok()) << mode.status();
   EXPECT_EQ(*mode, XdpMode::kNative);  // veth has native XDP
-  EXPECT_TRUE(steering->attached());
-  EXPECT_EQ(Query(veth.ifindex()).drv_prog_id, steering->program_id());
+  EXPECT_TRUE(program->IsAttached());
+  EXPECT_EQ(Query(veth.ifindex()).drv_prog_id, program->program_id());
   EXPECT_EQ(Query(veth.ifindex()).attach_mode, XDP_ATTACHED_DRV);
   ASSERT_FALSE(log.empty());
   EXPECT_TRUE(absl::StrContains(log.back(), "native")) << log.back();
 
-  steering.reset();
+  program.reset();
   EXPECT_EQ(Query(veth.ifindex()).prog_id, 0u);
   EXPECT_EQ(Query(veth.ifindex()).attach_mode, XDP_ATTACHED_NONE);
 }
 
-TEST(SteeringTest, GenericModeAndDetach) {
+TEST(XdpProgramTest, GenericModeAndDetach) {
   TestVeth veth("qsb0", "qsb1");
-  std::unique_ptr<Steering> steering = LoadOrDie();
-  ASSERT_NE(steering, nullptr);
-  absl::StatusOr<XdpMode> mode = steering->Attach(veth.ifindex(), XdpMode::kGeneric);
+  std::unique_ptr<XdpProgram> program = LoadOrDie();
+  ASSERT_NE(program, nullptr);
+  absl::StatusOr<XdpMode> mode = program->Attach(veth.ifindex(), XdpMode::kGeneric);
   ASSERT_TRUE(mode.ok()) << mode.status();
   EXPECT_EQ(*mode, XdpMode::kGeneric);
-  EXPECT_EQ(Query(veth.ifindex()).skb_prog_id, steering->program_id());
+  EXPECT_EQ(Query(veth.ifindex()).skb_prog_id, program->program_id());
   EXPECT_EQ(Query(veth.ifindex()).drv_prog_id, 0u);
 
-  EXPECT_EQ(steering->Attach(veth.ifindex()).status().code(),
+  EXPECT_EQ(program->Attach(veth.ifindex()).status().code(),
             absl::StatusCode::kFailedPrecondition);  // once is enough
-  ASSERT_TRUE(steering->Detach().ok());
-  EXPECT_FALSE(steering->attached());
+  ASSERT_TRUE(program->Detach().ok());
+  EXPECT_FALSE(program->IsAttached());
   EXPECT_EQ(Query(veth.ifindex()).prog_id, 0u);
-  EXPECT_EQ(steering->Detach().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(program->Detach().code(), absl::StatusCode::kFailedPrecondition);
   // And on again, natively this time.
-  mode = steering->Attach(veth.ifindex(), XdpMode::kNative);
+  mode = program->Attach(veth.ifindex(), XdpMode::kNative);
   ASSERT_TRUE(mode.ok()) << mode.status();
-  EXPECT_EQ(Query(veth.ifindex()).drv_prog_id, steering->program_id());
+  EXPECT_EQ(Query(veth.ifindex()).drv_prog_id, program->program_id());
 }
 
 // veth refuses native XDP when the peer's MTU is too large for a page; auto falls back.
-TEST(SteeringTest, AutoFallsBackToGeneric) {
+TEST(XdpProgramTest, AutoFallsBackToGeneric) {
   TestVeth veth("qsg0", "qsg1");
   ASSERT_EQ(std::system("ip link set qsg1 mtu 9000"), 0);
   std::vector<std::string> log;
-  std::unique_ptr<Steering> steering = LoadOrDie(&log);
-  ASSERT_NE(steering, nullptr);
-  absl::Status native = steering->Attach(veth.ifindex(), XdpMode::kNative).status();
+  std::unique_ptr<XdpProgram> program = LoadOrDie(&log);
+  ASSERT_NE(program, nullptr);
+  absl::Status native = program->Attach(veth.ifindex(), XdpMode::kNative).status();
   EXPECT_EQ(native.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_TRUE(absl::StrContains(native.message(), "native: ")) << native;
-  absl::StatusOr<XdpMode> mode = steering->Attach(veth.ifindex(), XdpMode::kAuto);
+  absl::StatusOr<XdpMode> mode = program->Attach(veth.ifindex(), XdpMode::kAuto);
   ASSERT_TRUE(mode.ok()) << mode.status();
   EXPECT_EQ(*mode, XdpMode::kGeneric);
-  EXPECT_EQ(Query(veth.ifindex()).skb_prog_id, steering->program_id());
+  EXPECT_EQ(Query(veth.ifindex()).skb_prog_id, program->program_id());
   ASSERT_FALSE(log.empty());
   EXPECT_TRUE(absl::StrContains(log.back(), "generic mode")) << log.back();
   EXPECT_TRUE(absl::StrContains(log.back(), "native: ")) << log.back();  // says why
 }
 
-TEST(SteeringTest, NoSuchInterface) {
-  std::unique_ptr<Steering> steering = LoadOrDie();
-  ASSERT_NE(steering, nullptr);
-  absl::Status s = steering->Attach(999999).status();
+TEST(XdpProgramTest, NoSuchInterface) {
+  std::unique_ptr<XdpProgram> program = LoadOrDie();
+  ASSERT_NE(program, nullptr);
+  absl::Status s = program->Attach(999999).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_TRUE(absl::StrContains(s.message(), "no such interface")) << s;
-  EXPECT_EQ(steering->Attach(-1).status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(program->Attach(-1).status().code(), absl::StatusCode::kFailedPrecondition);
 }
 
 // A crashed run that attached the legacy way (netlink, as `ip link set dev X xdp obj` does)
-// leaves its program on the interface; the next Steering takes it off before attaching.
-TEST(SteeringTest, RemovesStaleLegacyProgramOfOurs) {
+// leaves its program on the interface; the next XdpProgram takes it off before attaching.
+TEST(XdpProgramTest, RemovesStaleLegacyProgramOfOurs) {
   TestVeth veth("qsc0", "qsc1");
   for (uint32_t flag : {XDP_FLAGS_DRV_MODE, XDP_FLAGS_SKB_MODE}) {
     SCOPED_TRACE(flag);
-    std::unique_ptr<Steering> crashed = LoadOrDie();
+    std::unique_ptr<XdpProgram> crashed = LoadOrDie();
     ASSERT_NE(crashed, nullptr);
     ASSERT_EQ(bpf_xdp_attach(veth.ifindex(), crashed->program_fd(), flag, nullptr), 0);
     uint32_t stale_id = crashed->program_id();
@@ -140,15 +140,15 @@ TEST(SteeringTest, RemovesStaleLegacyProgramOfOurs) {
     EXPECT_EQ(Query(veth.ifindex()).prog_id, stale_id);
 
     std::vector<std::string> log;
-    std::unique_ptr<Steering> steering = LoadOrDie(&log);
-    ASSERT_NE(steering, nullptr);
-    absl::StatusOr<XdpMode> mode = steering->Attach(veth.ifindex(), XdpMode::kAuto);
+    std::unique_ptr<XdpProgram> program = LoadOrDie(&log);
+    ASSERT_NE(program, nullptr);
+    absl::StatusOr<XdpMode> mode = program->Attach(veth.ifindex(), XdpMode::kAuto);
     ASSERT_TRUE(mode.ok()) << mode.status();
-    EXPECT_EQ(Query(veth.ifindex()).prog_id, steering->program_id());
+    EXPECT_EQ(Query(veth.ifindex()).prog_id, program->program_id());
     ASSERT_GE(log.size(), 2u);
     EXPECT_TRUE(absl::StrContains(log[0], "removed stale")) << log[0];
     EXPECT_TRUE(absl::StrContains(log[0], std::to_string(stale_id))) << log[0];
-    steering.reset();
+    program.reset();
     EXPECT_EQ(Query(veth.ifindex()).prog_id, 0u);
   }
 }
@@ -167,15 +167,15 @@ int AttachPassProgram(int ifindex, const char* name) {
   return fd;
 }
 
-TEST(SteeringTest, LeavesAForeignProgramAlone) {
+TEST(XdpProgramTest, LeavesAForeignProgramAlone) {
   TestVeth veth("qsd0", "qsd1");
   int foreign = AttachPassProgram(veth.ifindex(), "someone_else");
   ASSERT_GE(foreign, 0);
   uint32_t foreign_id = Query(veth.ifindex()).skb_prog_id;
 
-  std::unique_ptr<Steering> steering = LoadOrDie();
-  ASSERT_NE(steering, nullptr);
-  absl::Status s = steering->Attach(veth.ifindex()).status();
+  std::unique_ptr<XdpProgram> program = LoadOrDie();
+  ASSERT_NE(program, nullptr);
+  absl::Status s = program->Attach(veth.ifindex()).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_TRUE(absl::StrContains(s.message(), "someone_else")) << s;
   EXPECT_EQ(Query(veth.ifindex()).skb_prog_id, foreign_id);
@@ -184,10 +184,10 @@ TEST(SteeringTest, LeavesAForeignProgramAlone) {
 }
 
 // A live quadsock (its bpf_link) is not stale: a second one must not take the interface.
-TEST(SteeringTest, DoesNotRemoveALiveLink) {
+TEST(XdpProgramTest, DoesNotRemoveALiveLink) {
   TestVeth veth("qse0", "qse1");
-  std::unique_ptr<Steering> first = LoadOrDie();
-  std::unique_ptr<Steering> second = LoadOrDie();
+  std::unique_ptr<XdpProgram> first = LoadOrDie();
+  std::unique_ptr<XdpProgram> second = LoadOrDie();
   ASSERT_NE(first, nullptr);
   ASSERT_NE(second, nullptr);
   ASSERT_TRUE(first->Attach(veth.ifindex()).ok());
@@ -197,40 +197,40 @@ TEST(SteeringTest, DoesNotRemoveALiveLink) {
   EXPECT_EQ(Query(veth.ifindex()).prog_id, first->program_id());
 }
 
-TEST(SteeringTest, MapErrors) {
-  std::unique_ptr<Steering> steering = LoadOrDie();
-  ASSERT_NE(steering, nullptr);
-  EXPECT_EQ(steering->AddAddress(IpAddress::AnyV4(), true).code(),
+TEST(XdpProgramTest, MapErrors) {
+  std::unique_ptr<XdpProgram> program = LoadOrDie();
+  ASSERT_NE(program, nullptr);
+  EXPECT_EQ(program->AddAddress(IpAddress::AnyV4(), true).code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(steering->AddAddress(Ip("ff02::1"), true).code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(steering->RemoveAddress(Ip("10.0.0.1")).code(), absl::StatusCode::kNotFound);
-  ASSERT_TRUE(steering->AddAddress(Ip("10.0.0.1"), false).ok());
-  ASSERT_TRUE(steering->AddAddress(Ip("10.0.0.1"), true).ok());  // updates
-  ASSERT_TRUE(steering->RemoveAddress(Ip("10.0.0.1")).ok());
-  EXPECT_EQ(steering->RemoveAddress(Ip("10.0.0.1")).code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(program->AddAddress(Ip("ff02::1"), true).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(program->RemoveAddress(Ip("10.0.0.1")).code(), absl::StatusCode::kNotFound);
+  ASSERT_TRUE(program->AddAddress(Ip("10.0.0.1"), false).ok());
+  ASSERT_TRUE(program->AddAddress(Ip("10.0.0.1"), true).ok());  // updates
+  ASSERT_TRUE(program->RemoveAddress(Ip("10.0.0.1")).ok());
+  EXPECT_EQ(program->RemoveAddress(Ip("10.0.0.1")).code(), absl::StatusCode::kNotFound);
 
-  EXPECT_EQ(steering->AddPort(Ip("10.0.0.1"), 0).code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(steering->RemovePort(Ip("10.0.0.1"), 53).code(), absl::StatusCode::kNotFound);
-  ASSERT_TRUE(steering->AddPort(Ip("10.0.0.1"), 53).ok());
-  ASSERT_TRUE(steering->AddPort(Ip("10.0.0.1"), 53).ok());
-  EXPECT_EQ(steering->RemovePort(Ip("10.0.0.2"), 53).code(), absl::StatusCode::kNotFound);
-  EXPECT_EQ(steering->RemovePort(IpAddress::AnyV4(), 53).code(), absl::StatusCode::kNotFound);
-  ASSERT_TRUE(steering->RemovePort(Ip("10.0.0.1"), 53).ok());
-  ASSERT_TRUE(steering->RemovePort(Ip("10.0.0.1"), 53).ok());
-  EXPECT_EQ(steering->RemovePort(Ip("10.0.0.1"), 53).code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(program->AddPort(Ip("10.0.0.1"), 0).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(program->RemovePort(Ip("10.0.0.1"), 53).code(), absl::StatusCode::kNotFound);
+  ASSERT_TRUE(program->AddPort(Ip("10.0.0.1"), 53).ok());
+  ASSERT_TRUE(program->AddPort(Ip("10.0.0.1"), 53).ok());
+  EXPECT_EQ(program->RemovePort(Ip("10.0.0.2"), 53).code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(program->RemovePort(IpAddress::AnyV4(), 53).code(), absl::StatusCode::kNotFound);
+  ASSERT_TRUE(program->RemovePort(Ip("10.0.0.1"), 53).ok());
+  ASSERT_TRUE(program->RemovePort(Ip("10.0.0.1"), 53).ok());
+  EXPECT_EQ(program->RemovePort(Ip("10.0.0.1"), 53).code(), absl::StatusCode::kNotFound);
 
-  EXPECT_EQ(steering->SetXsk(QS_MAX_QUEUES, 0).code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(steering->ClearXsk(QS_MAX_QUEUES).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(program->SetXsk(QS_MAX_QUEUES, 0).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(program->ClearXsk(QS_MAX_QUEUES).code(), absl::StatusCode::kInvalidArgument);
   int udp = socket(AF_INET, SOCK_DGRAM, 0);
   ASSERT_GE(udp, 0);
-  absl::Status s = steering->SetXsk(0, udp);  // not an AF_XDP socket
+  absl::Status s = program->SetXsk(0, udp);  // not an AF_XDP socket
   EXPECT_FALSE(s.ok());
   EXPECT_TRUE(absl::StrContains(s.message(), "AF_XDP")) << s;
   close(udp);
 
-  absl::StatusOr<SteeringCounters> counters = steering->Counters();
+  absl::StatusOr<XdpProgramCounters> counters = program->Counters();
   ASSERT_TRUE(counters.ok()) << counters.status();
-  EXPECT_EQ(*counters, SteeringCounters{});
+  EXPECT_EQ(*counters, XdpProgramCounters{});
 }
 
 // Runs `body` in a child process that keeps only the capabilities in `keep` (bit n for
@@ -257,9 +257,9 @@ int WithCapabilities(uint64_t keep, const std::function<int()>& body) {
 }
 
 // Without capabilities (root, but all of them dropped) loading is PERMISSION_DENIED.
-TEST(SteeringTest, PermissionDeniedWithoutCapabilities) {
+TEST(XdpProgramTest, PermissionDeniedWithoutCapabilities) {
   const int result = WithCapabilities(0, [] {
-    absl::StatusOr<std::unique_ptr<Steering>> s = Steering::Load();
+    absl::StatusOr<std::unique_ptr<XdpProgram>> s = XdpProgram::Load();
     return !s.ok() && s.status().code() == absl::StatusCode::kPermissionDenied ? 0 : 1;
   });
   EXPECT_EQ(result, 0) << "1: Load did not fail with PERMISSION_DENIED; 2: capset";
@@ -267,15 +267,15 @@ TEST(SteeringTest, PermissionDeniedWithoutCapabilities) {
 
 // In a container without CAP_SYS_ADMIN a program on the interface cannot be opened by id, so
 // whether it is a stale one of ours cannot be told: the error names it and how to remove it.
-TEST(SteeringTest, AProgramThatCannotBeInspectedIsNamedWithItsRemoval) {
+TEST(XdpProgramTest, AProgramThatCannotBeInspectedIsNamedWithItsRemoval) {
   TestVeth veth("qsf0", "qsf1");
   int stale = AttachPassProgram(veth.ifindex(), "qs_stale");
   ASSERT_GE(stale, 0);
   const uint32_t id = Query(veth.ifindex()).skb_prog_id;
   const int result = WithCapabilities(~(uint64_t{1} << CAP_SYS_ADMIN), [&] {
-    absl::StatusOr<std::unique_ptr<Steering>> steering = Steering::Load();
-    if (!steering.ok()) return 3;
-    const absl::Status s = (*steering)->Attach(veth.ifindex()).status();
+    absl::StatusOr<std::unique_ptr<XdpProgram>> program = XdpProgram::Load();
+    if (!program.ok()) return 3;
+    const absl::Status s = (*program)->Attach(veth.ifindex()).status();
     const bool named = s.code() == absl::StatusCode::kPermissionDenied &&
                        absl::StrContains(s.message(), absl::StrCat("(id ", id, ")")) &&
                        absl::StrContains(s.message(), "ip link set dev qsf0 xdpgeneric off") &&
@@ -289,7 +289,7 @@ TEST(SteeringTest, AProgramThatCannotBeInspectedIsNamedWithItsRemoval) {
   close(stale);
 }
 
-TEST(SteeringTest, ModeNames) {
+TEST(XdpProgramTest, ModeNames) {
   for (XdpMode mode : {XdpMode::kAuto, XdpMode::kNative, XdpMode::kGeneric}) {
     EXPECT_EQ(ParseXdpMode(XdpModeName(mode)).value(), mode);
   }
@@ -298,7 +298,7 @@ TEST(SteeringTest, ModeNames) {
 
 // The whole path: the kernel sends UDP out of one veth end, the program on the other end
 // steers it into the AF_XDP socket of queue 0, and the datagram is in the socket's RX ring.
-TEST(SteeringTest, KernelUdpReachesTheAfXdpSocket) {
+TEST(XdpProgramTest, KernelUdpReachesTheAfXdpSocket) {
   TestVeth veth("qsf0", "qsf1");  // qsf0: quadsock's; qsf1: the kernel's, 10.9.0.1
   ASSERT_EQ(std::system("ip addr add 10.9.0.1/24 dev qsf1 && "
                         "ip neigh add 10.9.0.2 lladdr 02:00:00:00:09:02 dev qsf1"),
@@ -311,11 +311,11 @@ TEST(SteeringTest, KernelUdpReachesTheAfXdpSocket) {
   absl::StatusOr<std::unique_ptr<link::XskLink>> xsk = (*port)->OpenQueue(0);
   ASSERT_TRUE(xsk.ok()) << xsk.status();
 
-  std::unique_ptr<Steering> steering = LoadOrDie();
-  ASSERT_NE(steering, nullptr);
-  ASSERT_TRUE(steering->AddAddress(Ip("10.9.0.2"), /*exclusive=*/true).ok());
-  ASSERT_TRUE(steering->SetXsk(0, (*xsk)->socket_fd()).ok());
-  ASSERT_TRUE(steering->Attach(veth.ifindex(), XdpMode::kAuto).ok());
+  std::unique_ptr<XdpProgram> program = LoadOrDie();
+  ASSERT_NE(program, nullptr);
+  ASSERT_TRUE(program->AddAddress(Ip("10.9.0.2"), /*exclusive=*/true).ok());
+  ASSERT_TRUE(program->SetXsk(0, (*xsk)->socket_fd()).ok());
+  ASSERT_TRUE(program->Attach(veth.ifindex(), XdpMode::kAuto).ok());
 
   int udp = socket(AF_INET, SOCK_DGRAM, 0);
   ASSERT_GE(udp, 0);
@@ -339,13 +339,13 @@ TEST(SteeringTest, KernelUdpReachesTheAfXdpSocket) {
   EXPECT_EQ(std::memcmp(frame + 14 + 20 + 8, message, sizeof(message)), 0);
   (*xsk)->Release({&received, 1});
 
-  absl::StatusOr<SteeringCounters> counters = steering->Counters();
+  absl::StatusOr<XdpProgramCounters> counters = program->Counters();
   ASSERT_TRUE(counters.ok()) << counters.status();
   EXPECT_GE(counters->redirect_udp, 1u);
   EXPECT_EQ(counters->redirect_no_xsk, 0u);
 
   close(udp);
-  steering.reset();
+  program.reset();
 }
 
 }  // namespace

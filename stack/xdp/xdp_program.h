@@ -1,6 +1,7 @@
-// Steering: loads quadsock's XDP steering program (steer.bpf.c), attaches it to an interface
-// and keeps its maps: which addresses and ports the stack owns, and which AF_XDP socket serves
-// each RX queue. What the program does with them is described in steer_common.h.
+// XdpProgram: the steer program (steer.bpf.c, quadsock's XDP steering program), loaded and
+// attached, with its maps and counters. It attaches the program to an interface and keeps the
+// maps: which addresses and ports the stack owns, and which AF_XDP socket serves each RX queue.
+// What the program does with them is described in steer_common.h.
 //
 // The program is attached as a bpf_link (BPF_LINK_CREATE), held by this object's file
 // descriptor: it leaves with the object or with the process, even on SIGKILL. No bpffs is
@@ -10,17 +11,17 @@
 // `ip link set dev X xdp obj ...`) is found by its name ("quadsock_*") and removed at Attach;
 // any other program on the interface is left alone and Attach fails.
 //
-//   absl::StatusOr<std::unique_ptr<Steering>> steering = Steering::Load();
-//   if (!steering.ok()) return steering.status();
-//   (*steering)->AddAddress(*IpAddress::Parse("10.1.0.2"), /*exclusive=*/true);
-//   (*steering)->AddPort(IpAddress::AnyV4(), 4000);  // shared addresses: port 4000 is ours
-//   (*steering)->SetXsk(0, xsk_socket__fd(xsk));
-//   absl::StatusOr<XdpMode> mode = (*steering)->Attach(if_nametoindex("eth0"), XdpMode::kAuto);
+//   absl::StatusOr<std::unique_ptr<XdpProgram>> program = XdpProgram::Load();
+//   if (!program.ok()) return program.status();
+//   (*program)->AddAddress(*IpAddress::Parse("10.1.0.2"), /*exclusive=*/true);
+//   (*program)->AddPort(IpAddress::AnyV4(), 4000);  // shared addresses: port 4000 is ours
+//   (*program)->SetXsk(0, xsk_socket__fd(xsk));
+//   absl::StatusOr<XdpMode> mode = (*program)->Attach(if_nametoindex("eth0"), XdpMode::kAuto);
 //
 // Thread-safe: the control plane may call it from several threads. The data path never calls
 // it; the program reads the maps while they change, one entry at a time.
-#ifndef QUADSOCK_STACK_XDP_STEERING_H_
-#define QUADSOCK_STACK_XDP_STEERING_H_
+#ifndef QUADSOCK_STACK_XDP_XDP_PROGRAM_H_
+#define QUADSOCK_STACK_XDP_XDP_PROGRAM_H_
 
 #include <cstdint>
 #include <functional>
@@ -48,7 +49,7 @@ absl::StatusOr<XdpMode> ParseXdpMode(absl::string_view name);
 // The program's counters (steer_common.h, enum qs_counter) summed over CPUs. Every frame adds
 // to one of redirect, pass_not_owned, pass_other and malformed; the redirect_* break redirect
 // down (redirect_no_xsk: steered, but the queue had no socket, so passed to the kernel).
-struct SteeringCounters {
+struct XdpProgramCounters {
   uint64_t redirect = 0;
   uint64_t pass_not_owned = 0;
   uint64_t pass_other = 0;
@@ -62,10 +63,10 @@ struct SteeringCounters {
 
   uint64_t total() const { return redirect + pass_not_owned + pass_other + malformed; }
   std::string ToString() const;
-  friend bool operator==(const SteeringCounters&, const SteeringCounters&) = default;
+  friend bool operator==(const XdpProgramCounters&, const XdpProgramCounters&) = default;
 };
 
-class Steering {
+class XdpProgram {
  public:
   struct Options {
     // Where attach, detach and stale-program removal are reported. Default: stderr.
@@ -74,11 +75,11 @@ class Steering {
 
   // Opens and loads the embedded program and its maps (empty: nothing is steered). Needs BPF
   // privileges: PERMISSION_DENIED otherwise.
-  static absl::StatusOr<std::unique_ptr<Steering>> Load(Options options = {});
+  static absl::StatusOr<std::unique_ptr<XdpProgram>> Load(Options options = {});
 
-  Steering(const Steering&) = delete;
-  Steering& operator=(const Steering&) = delete;
-  ~Steering();  // detaches, then unloads
+  XdpProgram(const XdpProgram&) = delete;
+  XdpProgram& operator=(const XdpProgram&) = delete;
+  ~XdpProgram();  // detaches, then unloads
 
   // Attaches to interface `ifindex` in `mode` and returns the mode that took (never kAuto).
   // Removes a stale quadsock program first (see above). FAILED_PRECONDITION for no such
@@ -87,7 +88,7 @@ class Steering {
   absl::StatusOr<XdpMode> Attach(int ifindex, XdpMode mode = XdpMode::kAuto);
   // Takes the program off the interface (FAILED_PRECONDITION when not attached). The maps stay.
   absl::Status Detach();
-  bool attached() const;
+  bool IsAttached() const;
 
   // An address the stack owns (IPv4 or IPv6). `exclusive`: the stack owns it outright and gets
   // all UDP, ICMP, ARP and NDP to it; otherwise it shares it with the kernel and gets only UDP to
@@ -112,7 +113,7 @@ class Steering {
   absl::Status SetXsk(uint32_t queue, int xsk_fd);
   absl::Status ClearXsk(uint32_t queue);
 
-  absl::StatusOr<SteeringCounters> Counters() const;
+  absl::StatusOr<XdpProgramCounters> Counters() const;
 
   // For tests (BPF_PROG_TEST_RUN) and tools.
   int program_fd() const { return program_fd_; }
@@ -124,7 +125,7 @@ class Steering {
     void operator()(bpf_object* object) const;
   };
 
-  explicit Steering(Options options) : options_(std::move(options)) {}
+  explicit XdpProgram(Options options) : options_(std::move(options)) {}
   void Log(absl::string_view message) const;
   // Takes a quadsock program attached the legacy way off `ifindex`; fails for another program.
   absl::Status RemoveStale(int ifindex, absl::string_view ifname);
@@ -148,4 +149,4 @@ class Steering {
 
 }  // namespace quadsock::xdp
 
-#endif  // QUADSOCK_STACK_XDP_STEERING_H_
+#endif  // QUADSOCK_STACK_XDP_XDP_PROGRAM_H_
