@@ -1,0 +1,194 @@
+// The channel's two sides in one process: quadsockd's Channel writes, ChannelReader reads the
+// same memfd, as an application would after the fds were passed.
+#include "stack/channel/channel.h"
+
+#include <unistd.h>
+
+#include <random>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "stack/channel/reader.h"
+
+namespace quadsock::channel {
+namespace {
+
+const net::Endpoint kPeer = *net::Endpoint::Parse("10.1.0.1:5000");
+const net::Endpoint kLocal = *net::Endpoint::Parse("10.1.0.2:4000");
+const absl::Time kWhen = absl::FromUnixSeconds(1700000000);
+
+std::span<const uint8_t> Bytes(const std::string& s) {
+  return {reinterpret_cast<const uint8_t*>(s.data()), s.size()};
+}
+std::string Text(std::span<const uint8_t> b) { return {b.begin(), b.end()}; }
+
+// The application's end: the memfd and eventfds as quadsockd would pass them (dup'ed).
+ChannelReader ReaderOf(const Channel& c) {
+  std::vector<int> events;
+  for (int fd : c.event_fds()) events.push_back(dup(fd));
+  absl::StatusOr<ChannelReader> r = ChannelReader::Map(dup(c.memfd()), std::move(events));
+  EXPECT_TRUE(r.ok()) << r.status();
+  return std::move(*r);
+}
+
+TEST(ChannelTest, ADatagramArrivesWithItsSocketEndpointsAndSequence) {
+  auto c = Channel::Create({.rings = 2, .slots = 8}).value();
+  ChannelReader r = ReaderOf(*c);
+  ASSERT_TRUE(c->Push(1, 7, kPeer, kLocal, Bytes("hello"), kWhen, 42));
+  const net::Endpoint peer6 = *net::Endpoint::Parse("[fd00:1::1]:6000");
+  const net::Endpoint local6 = *net::Endpoint::Parse("[fd00:1::2]:4000");
+  ASSERT_TRUE(c->Push(0, 3, peer6, local6, Bytes(""), kWhen, 1));
+  ReceivedView v[4];
+  ASSERT_EQ(r.Receive(v), 2u);
+  // Rings take turns; within a ring, order is kept.
+  const ReceivedView& a = v[0].socket == 7 ? v[0] : v[1];
+  const ReceivedView& b = v[0].socket == 7 ? v[1] : v[0];
+  EXPECT_EQ(a.socket, 7u);
+  EXPECT_EQ(a.peer, kPeer);
+  EXPECT_EQ(a.local, kLocal);
+  EXPECT_EQ(a.arrival, kWhen);
+  EXPECT_EQ(a.sequence, 42u);
+  EXPECT_EQ(Text(a.payload), "hello");
+  EXPECT_EQ(b.socket, 3u);
+  EXPECT_EQ(b.peer, peer6);
+  EXPECT_EQ(b.local, local6);
+  EXPECT_TRUE(b.payload.empty());
+  r.Release();
+  EXPECT_EQ(r.Receive(v), 0u);
+  EXPECT_EQ(c->counters().delivered, 2u);
+}
+
+TEST(ChannelTest, AFullRingDropsAndCountsAndNeverWaits) {
+  auto c = Channel::Create({.rings = 1, .slots = 4}).value();
+  ChannelReader r = ReaderOf(*c);
+  for (int i = 0; i < 6; ++i) {
+    EXPECT_EQ(c->Push(0, 1, kPeer, kLocal, Bytes(std::to_string(i)), kWhen, i + 1), i < 4) << i;
+  }
+  EXPECT_EQ(c->counters().ring_full, 2u);
+  ReceivedView v[8];
+  ASSERT_EQ(r.Receive(v), 4u);
+  EXPECT_EQ(Text(v[3].payload), "3");
+  // Taken but not released: the slots are still the application's.
+  EXPECT_FALSE(c->Push(0, 1, kPeer, kLocal, Bytes("x"), kWhen, 7));
+  r.Release();
+  EXPECT_TRUE(c->Push(0, 1, kPeer, kLocal, Bytes("x"), kWhen, 8));
+  EXPECT_FALSE(c->broken());
+}
+
+// Where ring 0's control words are in the memfd (layout.h: producer, consumer, sleeping).
+constexpr off_t kConsumerAt = kHeaderBytes + kLine;
+constexpr off_t kSleepingAt = kHeaderBytes + 2 * kLine;
+
+TEST(ChannelTest, ASleepingReaderIsWokenWhenItsRingGetsADatagram) {
+  auto c = Channel::Create({.rings = 1, .slots = 16}).value();
+  ChannelReader r = ReaderOf(*c);
+  size_t got = 0;
+  absl::Duration waited;
+  std::thread reader([&] {
+    ReceivedView v[4];
+    const absl::Time start = absl::Now();
+    got = r.Receive(v, absl::Seconds(120));
+    waited = absl::Now() - start;
+  });
+  // Once the reader said it sleeps, a datagram into its empty ring must write the eventfd.
+  uint32_t sleeping = 0;
+  while (sleeping == 0) {
+    ASSERT_EQ(pread(c->memfd(), &sleeping, sizeof(sleeping), kSleepingAt), 4);
+    std::this_thread::yield();
+  }
+  ASSERT_TRUE(c->Push(0, 1, kPeer, kLocal, Bytes("wake"), kWhen, 1));
+  reader.join();
+  EXPECT_EQ(got, 1u);
+  EXPECT_EQ(c->counters().wakeups, 1u);
+  // Woken, not timed out (the timeout is far beyond any scheduling delay).
+  EXPECT_LT(waited, absl::Seconds(60));
+  // Awake readers are not woken: the next datagram writes no eventfd.
+  ASSERT_TRUE(c->Push(0, 1, kPeer, kLocal, Bytes("again"), kWhen, 2));
+  EXPECT_EQ(c->counters().wakeups, 1u);
+}
+
+TEST(ChannelTest, AScribbledConsumerIndexEndsTheChannelAndNothingElse) {
+  auto c = Channel::Create({.rings = 1, .slots = 8}).value();
+  ChannelReader r = ReaderOf(*c);
+  ASSERT_TRUE(c->Push(0, 1, kPeer, kLocal, Bytes("a"), kWhen, 1));
+  ReceivedView v[8];
+  ASSERT_EQ(r.Receive(v), 1u);
+  r.Release();
+  // The application writes a consumer index it could not have: past what was published.
+  const uint32_t bad = 1000;
+  ASSERT_EQ(pwrite(c->memfd(), &bad, sizeof(bad), kConsumerAt), 4);
+  EXPECT_FALSE(c->Push(0, 1, kPeer, kLocal, Bytes("b"), kWhen, 2));
+  EXPECT_TRUE(c->broken());
+  EXPECT_NE(c->broken_reason().find("consumer index 1000"), std::string::npos)
+      << c->broken_reason();
+  EXPECT_FALSE(c->Push(0, 1, kPeer, kLocal, Bytes("c"), kWhen, 3));  // ended for good
+  // Another channel does not notice.
+  auto other = Channel::Create({.rings = 1, .slots = 8}).value();
+  EXPECT_TRUE(other->Push(0, 1, kPeer, kLocal, Bytes("d"), kWhen, 1));
+}
+
+TEST(ChannelTest, RandomBytesOverTheWholeChannelNeverHurtTheProducer) {
+  std::mt19937 rng(7);
+  for (int round = 0; round < 50; ++round) {
+    auto c = Channel::Create({.rings = 2, .slots = 8}).value();
+    std::vector<uint8_t> junk(c->bytes());
+    for (uint8_t& b : junk) b = static_cast<uint8_t>(rng());
+    ASSERT_EQ(pwrite(c->memfd(), junk.data(), junk.size(), 0),
+              static_cast<ssize_t>(junk.size()));
+    // The producer keeps its own view: it drops, or it breaks the channel, never more.
+    for (int i = 0; i < 20; ++i) (void)c->Push(i % 2, 1, kPeer, kLocal, Bytes("x"), kWhen, i);
+    const ChannelCounters n = c->counters();
+    EXPECT_LE(n.delivered + n.ring_full, 20u);
+    // And a reader refuses memory whose header is not a channel's.
+    std::vector<int> events;
+    for (int fd : c->event_fds()) events.push_back(dup(fd));
+    EXPECT_EQ(ChannelReader::Map(dup(c->memfd()), std::move(events)).status().code(),
+              absl::StatusCode::kFailedPrecondition);
+  }
+}
+
+TEST(ChannelTest, AProducerAndAConsumerThreadLoseNothingUncounted) {
+  auto c = Channel::Create({.rings = 1, .slots = 64}).value();
+  ChannelReader r = ReaderOf(*c);
+  constexpr uint64_t kDatagrams = 200000;
+  std::atomic<bool> done{false};
+  std::thread producer([&] {
+    for (uint64_t i = 1; i <= kDatagrams; ++i) {
+      const std::string p = std::to_string(i);
+      (void)c->Push(0, static_cast<uint32_t>(i % 5), kPeer, kLocal, Bytes(p), kWhen, i);
+    }
+    done = true;
+  });
+  uint64_t received = 0, last = 0;
+  ReceivedView v[32];
+  for (;;) {
+    const bool finished = done.load();
+    const size_t n = r.Receive(v, absl::Milliseconds(1));
+    for (size_t i = 0; i < n; ++i) {
+      ASSERT_GT(v[i].sequence, last);  // in order, each once
+      ASSERT_EQ(Text(v[i].payload), std::to_string(v[i].sequence));
+      ASSERT_EQ(v[i].socket, v[i].sequence % 5);
+      last = v[i].sequence;
+    }
+    received += n;
+    r.Release();
+    if (finished && n == 0) break;
+  }
+  producer.join();
+  const ChannelCounters n = c->counters();
+  EXPECT_EQ(n.delivered, received);
+  EXPECT_EQ(n.delivered + n.ring_full, kDatagrams);
+  EXPECT_FALSE(c->broken());
+}
+
+TEST(ChannelTest, CreateRefusesImpossibleSizes) {
+  EXPECT_EQ(Channel::Create({.rings = 1, .slots = 1000}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Channel::Create({.rings = 0}).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Channel::Create({.rings = kMaxRings + 1}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace quadsock::channel

@@ -1,0 +1,139 @@
+#include "stack/channel/reader.h"
+
+#include <sys/epoll.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace quadsock::channel {
+namespace {
+
+net::IpAddress AddressOf(const uint8_t (&bytes)[16], bool v4) {
+  const net::IpAddress a = net::IpAddress::V6Bytes(bytes);
+  return v4 ? a.Unmapped() : a;
+}
+
+}  // namespace
+
+absl::StatusOr<ChannelReader> ChannelReader::Map(int memfd, std::vector<int> event_fds) {
+  ChannelReader r;
+  r.memfd_ = memfd;
+  r.event_fds_ = std::move(event_fds);
+  struct stat st;
+  if (fstat(memfd, &st) != 0) return absl::ErrnoToStatus(errno, "fstat of the channel's memfd");
+  const size_t size = static_cast<size_t>(st.st_size);
+  if (size < kHeaderBytes) return absl::FailedPreconditionError("the channel's memfd is too small");
+  void* base = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+  if (base == MAP_FAILED) return absl::ErrnoToStatus(errno, "mapping the channel");
+  r.base_ = static_cast<uint8_t*>(base);
+  r.header_.total_bytes = size;  // what Close unmaps, until the header is read
+  ChannelHeader h;
+  std::memcpy(&h, r.base_, sizeof(h));
+  if (absl::Status s = CheckHeader(h, size); !s.ok()) return s;
+  r.header_ = h;
+  r.header_.total_bytes = size;
+  if (r.event_fds_.size() != h.rings) {
+    return absl::InvalidArgumentError(absl::StrCat("the channel has ", h.rings, " rings and ",
+                                                   r.event_fds_.size(), " eventfds"));
+  }
+  r.epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+  if (r.epoll_fd_ < 0) return absl::ErrnoToStatus(errno, "epoll_create1");
+  for (uint32_t i = 0; i < h.rings; ++i) {
+    r.rings_.push_back(RingAt(r.base_, h, i));
+    r.taken_.push_back(r.rings_.back().control->consumer.load(std::memory_order_relaxed));
+    epoll_event e{};
+    e.events = EPOLLIN;
+    e.data.u32 = i;
+    if (epoll_ctl(r.epoll_fd_, EPOLL_CTL_ADD, r.event_fds_[i], &e) != 0) {
+      return absl::ErrnoToStatus(errno, "adding a channel eventfd to epoll");
+    }
+  }
+  return r;
+}
+
+ChannelReader::ChannelReader(ChannelReader&& other) noexcept { *this = std::move(other); }
+
+ChannelReader& ChannelReader::operator=(ChannelReader&& other) noexcept {
+  if (this == &other) return *this;
+  Close();
+  header_ = other.header_;
+  base_ = std::exchange(other.base_, nullptr);
+  memfd_ = std::exchange(other.memfd_, -1);
+  epoll_fd_ = std::exchange(other.epoll_fd_, -1);
+  event_fds_ = std::move(other.event_fds_);
+  rings_ = std::move(other.rings_);
+  taken_ = std::move(other.taken_);
+  next_ring_ = other.next_ring_;
+  other.event_fds_.clear();
+  return *this;
+}
+
+ChannelReader::~ChannelReader() { Close(); }
+
+void ChannelReader::Close() {
+  if (base_ != nullptr) munmap(base_, header_.total_bytes);
+  base_ = nullptr;
+  for (int fd : event_fds_) close(fd);
+  event_fds_.clear();
+  if (epoll_fd_ >= 0) close(epoll_fd_);
+  if (memfd_ >= 0) close(memfd_);
+  epoll_fd_ = memfd_ = -1;
+}
+
+size_t ChannelReader::Take(std::span<ReceivedView> out) {
+  size_t n = 0;
+  for (uint32_t k = 0; k < rings_.size() && n < out.size(); ++k) {
+    const uint32_t r = (next_ring_ + k) % rings_.size();
+    const RingView& ring = rings_[r];
+    // Acquire, and more: the slots up to producer are written, and (sequentially consistent)
+    // this load is ordered after our store of `sleeping` in Receive (layout.h).
+    const uint32_t producer = ring.control->producer.load(std::memory_order_seq_cst);
+    if (producer - taken_[r] > ring.mask + 1) continue;  // not quadsockd's: never trust it
+    for (; taken_[r] != producer && n < out.size(); ++taken_[r]) {
+      const ChannelDescriptor& d = ring.descriptor(taken_[r]);
+      const bool v4 = (d.flags & kIpv4) != 0;
+      ReceivedView& v = out[n++];
+      v.socket = d.socket;
+      v.peer = {AddressOf(d.peer, v4), d.peer_port};
+      v.local = {AddressOf(d.local, v4), d.local_port};
+      v.arrival = absl::FromUnixNanos(d.arrival_unix_ns);
+      v.sequence = d.sequence;
+      v.payload = {ring.buffer(taken_[r]), std::min<uint32_t>(d.length, ring.buffer_bytes)};
+    }
+  }
+  next_ring_ = (next_ring_ + 1) % rings_.size();
+  return n;
+}
+
+size_t ChannelReader::Receive(std::span<ReceivedView> out, absl::Duration timeout) {
+  size_t n = Take(out);
+  if (n > 0 || timeout <= absl::ZeroDuration()) return n;
+  // Going to sleep: say so in every ring, then look once more. Both sequentially consistent,
+  // as the producer's store of producer and load of `sleeping`: either it sees `sleeping`, or
+  // we see its datagram.
+  for (const RingView& ring : rings_) ring.control->sleeping.store(1, std::memory_order_seq_cst);
+  n = Take(out);
+  if (n == 0) {
+    epoll_event events[kMaxRings];
+    const int ready = epoll_wait(epoll_fd_, events, kMaxRings,
+                                 static_cast<int>(absl::ToInt64Milliseconds(timeout)));
+    for (int i = 0; i < ready; ++i) {
+      uint64_t drain;
+      (void)!read(event_fds_[events[i].data.u32], &drain, sizeof(drain));
+    }
+  }
+  for (const RingView& ring : rings_) ring.control->sleeping.store(0, std::memory_order_relaxed);
+  return n > 0 ? n : Take(out);
+}
+
+void ChannelReader::Release() {
+  // Release: we are done with the slots before quadsockd may write them again.
+  for (size_t r = 0; r < rings_.size(); ++r) {
+    rings_[r].control->consumer.store(taken_[r], std::memory_order_release);
+  }
+}
+
+}  // namespace quadsock::channel

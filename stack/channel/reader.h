@@ -1,0 +1,71 @@
+// A session's data channel, the application's side: maps the memfd quadsockd passed, checks
+// its header, and takes datagrams from its rings (layout.h). One ChannelReader serves one
+// thread at a time (each ring has a single consumer); it does not allocate per datagram.
+//
+//   ChannelReader r = ChannelReader::Map(memfd, event_fds).value();
+//   ReceivedView batch[64];
+//   size_t n = r.Receive(batch, absl::Milliseconds(100));  // waits on the eventfds when empty
+//   for (size_t i = 0; i < n; ++i) Use(batch[i].socket, batch[i].payload);
+//   r.Release();                                            // gives the slots back
+#ifndef QUADSOCK_STACK_CHANNEL_READER_H_
+#define QUADSOCK_STACK_CHANNEL_READER_H_
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "stack/channel/layout.h"
+#include "stack/net/address.h"
+
+namespace quadsock::channel {
+
+// A datagram in the channel: valid until Release().
+struct ReceivedView {
+  uint32_t socket;  // the socket's index in the session
+  net::Endpoint peer;
+  net::Endpoint local;
+  absl::Time arrival;
+  uint64_t sequence;
+  std::span<const uint8_t> payload;
+};
+
+class ChannelReader {
+ public:
+  // Takes ownership of the fds. FAILED_PRECONDITION when the memory is no channel (or one of
+  // another version), INVALID_ARGUMENT when the eventfds do not match its rings.
+  static absl::StatusOr<ChannelReader> Map(int memfd, std::vector<int> event_fds);
+  ChannelReader(ChannelReader&& other) noexcept;
+  ChannelReader& operator=(ChannelReader&& other) noexcept;
+  ~ChannelReader();
+
+  // Up to out.size() datagrams from all rings, taken in turn. Waits up to `timeout` when none
+  // is there (zero: never waits; busy polling is calling it with zero). The views stay valid,
+  // and their slots taken, until Release().
+  size_t Receive(std::span<ReceivedView> out, absl::Duration timeout = absl::ZeroDuration());
+  // Gives back every slot that Receive handed out.
+  void Release();
+  // An fd that is readable when a ring may have datagrams (an epoll set of the eventfds), for
+  // applications with their own event loop: after it fires, call Receive with a zero timeout.
+  int wait_fd() const { return epoll_fd_; }
+  uint32_t rings() const { return header_.rings; }
+
+ private:
+  ChannelReader() = default;
+  size_t Take(std::span<ReceivedView> out);
+  void Close();
+
+  ChannelHeader header_{};
+  uint8_t* base_ = nullptr;
+  int memfd_ = -1;
+  int epoll_fd_ = -1;
+  std::vector<int> event_fds_;
+  std::vector<RingView> rings_;
+  std::vector<uint32_t> taken_;  // per ring: the consumer index Release() will publish
+  uint32_t next_ring_ = 0;       // where the next Receive starts: rings take turns
+};
+
+}  // namespace quadsock::channel
+
+#endif  // QUADSOCK_STACK_CHANNEL_READER_H_
