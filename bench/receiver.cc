@@ -199,7 +199,7 @@ class QuadsockReceiver : public Receiver {
     std::unique_ptr<QuadsockReceiver> r(new QuadsockReceiver());
     stack::AfXdpOptions o;
     o.interface = c.interface;
-    o.mode = stack::XdpModeSetting::kCopy;
+    o.mode = xdp::XdpMode::kCopy;
     o.umem_frames = 2 * c.ring_size;
     o.ring_size = c.ring_size;
     absl::StatusOr<net::IpPrefix> prefix = net::IpPrefix::Make(c.local, c.prefix_length);
@@ -301,7 +301,7 @@ class AfXdpReceiver : public Receiver {
     if (absl::Status s = r->program_->AddAddress(c.local, /*exclusive=*/true); !s.ok()) return s;
     if (absl::Status s = r->program_->SetXsk(0, r->link_->socket_fd()); !s.ok()) return s;
     absl::StatusOr<xdp::XdpMode> mode =
-        r->program_->Attach(r->port_->ifindex(), xdp::XdpMode::kNative);
+        r->program_->Attach(r->port_->ifindex(), xdp::XdpMode::kCopy);
     if (!mode.ok()) return mode.status();
     return r;
   }

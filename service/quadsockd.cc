@@ -245,7 +245,7 @@ int Main(int argc, char** argv) {
   stack::AfXdpOptions o;
   o.interface = absl::GetFlag(FLAGS_interface);
   o.queues = absl::GetFlag(FLAGS_queues);
-  absl::StatusOr<stack::XdpModeSetting> mode = stack::ParseXdpModeSetting(absl::GetFlag(FLAGS_xdp_mode));
+  absl::StatusOr<xdp::XdpMode> mode = xdp::ParseXdpMode(absl::GetFlag(FLAGS_xdp_mode));
   if (!mode.ok()) return Fail("bad --xdp_mode", mode.status());
   o.mode = *mode;
   o.umem_frames = absl::GetFlag(FLAGS_umem_frames);
@@ -299,7 +299,7 @@ int Main(int argc, char** argv) {
   so.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   so.log = Log;
   stack::AfXdpStack* dp = afxdp->get();
-  so.data_plane.xdp_mode = std::string(xdp::XdpModeName(dp->xdp_mode()));
+  so.data_plane.xdp_mode = std::string(xdp::XdpAttachName(dp->xdp_mode()));
   so.data_plane.xdp_counters = [dp]() -> std::optional<v1::XdpCounters> {
     absl::StatusOr<xdp::XdpProgramCounters> c = dp->xdp_program().Counters();
     if (!c.ok()) return std::nullopt;

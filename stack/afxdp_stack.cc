@@ -10,14 +10,23 @@
 
 namespace quadsock::stack {
 
-absl::StatusOr<XdpModeSetting> ParseXdpModeSetting(absl::string_view text) {
-  if (text == "auto") return XdpModeSetting::kAuto;
-  if (text == "zerocopy") return XdpModeSetting::kZeroCopy;
-  if (text == "copy") return XdpModeSetting::kCopy;
-  if (text == "skb") return XdpModeSetting::kSkb;
-  return absl::InvalidArgumentError(
-      absl::StrCat("XDP mode \"", text, "\": expected auto, zerocopy, copy or skb"));
+namespace {
+
+// How the AF_XDP sockets bind in XDP mode `mode` (zero-copy needs the driver's native XDP).
+link::XskBindMode BindMode(xdp::XdpMode mode) {
+  switch (mode) {
+    case xdp::XdpMode::kAuto:
+      return link::XskBindMode::kAuto;
+    case xdp::XdpMode::kZeroCopy:
+      return link::XskBindMode::kZeroCopy;
+    case xdp::XdpMode::kCopy:
+    case xdp::XdpMode::kSkb:
+      return link::XskBindMode::kCopy;
+  }
+  return link::XskBindMode::kCopy;
 }
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<AfXdpStack>> AfXdpStack::Create(AfXdpOptions options) {
   if (!options.log) {
@@ -47,32 +56,13 @@ absl::StatusOr<std::unique_ptr<AfXdpStack>> AfXdpStack::Create(AfXdpOptions opti
   port.ring_size = options.ring_size;
   port.queues = options.queues;
   port.busy_poll = options.busy_poll;
-  xdp::XdpMode program_mode = xdp::XdpMode::kNative;
-  switch (options.mode) {
-    case XdpModeSetting::kAuto:
-      program_mode = xdp::XdpMode::kAuto;
-      port.bind_mode = link::XskBindMode::kAuto;
-      break;
-    case XdpModeSetting::kZeroCopy:
-      port.bind_mode = link::XskBindMode::kZeroCopy;
-      break;
-    case XdpModeSetting::kCopy:
-      port.bind_mode = link::XskBindMode::kCopy;
-      break;
-    case XdpModeSetting::kSkb:
-      program_mode = xdp::XdpMode::kGeneric;
-      port.bind_mode = link::XskBindMode::kCopy;
-      break;
-  }
   if (options.stack.vlan != 0) {
     if (absl::Status st = s->KeepVlanTags(); !st.ok()) return st;
   }
-  absl::StatusOr<xdp::XdpMode> attached = s->xdp_program_->Attach(ifindex, program_mode);
+  absl::StatusOr<xdp::XdpMode> attached = s->xdp_program_->Attach(ifindex, options.mode);
   if (!attached.ok()) return attached.status();
   s->xdp_mode_ = *attached;
-  if (s->xdp_mode_ == xdp::XdpMode::kGeneric) {
-    port.bind_mode = link::XskBindMode::kCopy;  // zero-copy needs the driver's XDP
-  }
+  port.bind_mode = BindMode(s->xdp_mode_);
 
   absl::StatusOr<std::unique_ptr<link::XskPort>> xsk_port = link::XskPort::Create(port);
   if (!xsk_port.ok()) return xsk_port.status();
@@ -143,7 +133,7 @@ std::string AfXdpStack::Describe() const {
   const std::string vlan =
       options_.stack.vlan != 0 ? absl::StrFormat(", VLAN %u", options_.stack.vlan) : "";
   return absl::StrFormat("%s%s: XDP %s, AF_XDP %s, %u queue%s, %u UMEM frames of %u bytes%s",
-                         options_.interface, vlan, xdp::XdpModeName(xdp_mode_), bind_mode_,
+                         options_.interface, vlan, xdp::XdpAttachName(xdp_mode_), bind_mode_,
                          options_.queues, options_.queues == 1 ? "" : "s", options_.umem_frames,
                          options_.frame_size, options_.busy_poll ? ", busy polling" : "");
 }

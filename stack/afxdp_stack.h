@@ -27,18 +27,10 @@
 
 namespace quadsock::stack {
 
-// --xdp_mode: how the program runs and how the sockets bind.
-//   auto:     native XDP if the driver has it (else generic); zero-copy if possible, else copy
-//   zerocopy: native XDP, zero-copy sockets (fails where the driver has no zero-copy)
-//   copy:     native XDP, copy-mode sockets
-//   skb:      generic (skb) XDP, copy-mode sockets: works on any interface, slowest
-enum class XdpModeSetting { kAuto, kZeroCopy, kCopy, kSkb };
-absl::StatusOr<XdpModeSetting> ParseXdpModeSetting(absl::string_view text);
-
 struct AfXdpOptions {
   std::string interface;
   uint32_t queues = 1;
-  XdpModeSetting mode = XdpModeSetting::kAuto;
+  xdp::XdpMode mode = xdp::XdpMode::kAuto;  // --xdp_mode
   uint32_t umem_frames = 4096;  // in all, over the queues
   uint32_t frame_size = 4096;
   uint32_t ring_size = 1024;
@@ -56,6 +48,7 @@ class AfXdpStack {
 
   Stack& stack() { return *stack_; }
   xdp::XdpProgram& xdp_program() { return *xdp_program_; }
+  // The mode in effect: options' mode, or kSkb where auto fell back to generic XDP.
   xdp::XdpMode xdp_mode() const { return xdp_mode_; }
   // "zerocopy" or "copy".
   const std::string& bind_mode() const { return bind_mode_; }

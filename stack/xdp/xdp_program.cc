@@ -27,9 +27,6 @@ absl::Status Errno(int error, absl::string_view what) {
   return absl::ErrnoToStatus(error < 0 ? -error : error, what);
 }
 
-uint32_t ModeFlag(XdpMode mode) {
-  return mode == XdpMode::kNative ? XDP_FLAGS_DRV_MODE : XDP_FLAGS_SKB_MODE;
-}
 
 struct ProgramInfo {
   std::string name;
@@ -56,20 +53,26 @@ absl::string_view XdpModeName(XdpMode mode) {
   switch (mode) {
     case XdpMode::kAuto:
       return "auto";
-    case XdpMode::kNative:
-      return "native";
-    case XdpMode::kGeneric:
-      return "generic";
+    case XdpMode::kZeroCopy:
+      return "zerocopy";
+    case XdpMode::kCopy:
+      return "copy";
+    case XdpMode::kSkb:
+      return "skb";
   }
   return "?";
 }
 
 absl::StatusOr<XdpMode> ParseXdpMode(absl::string_view name) {
-  for (XdpMode mode : {XdpMode::kAuto, XdpMode::kNative, XdpMode::kGeneric}) {
+  for (XdpMode mode : {XdpMode::kAuto, XdpMode::kZeroCopy, XdpMode::kCopy, XdpMode::kSkb}) {
     if (name == XdpModeName(mode)) return mode;
   }
   return absl::InvalidArgumentError(
-      absl::StrCat("unknown XDP mode \"", name, "\" (auto, native or generic)"));
+      absl::StrCat("XDP mode \"", name, "\": expected auto, zerocopy, copy or skb"));
+}
+
+absl::string_view XdpAttachName(XdpMode mode) {
+  return mode == XdpMode::kSkb ? "generic" : "native";
 }
 
 std::string XdpProgramCounters::ToString() const {
@@ -194,31 +197,31 @@ absl::StatusOr<XdpMode> XdpProgram::Attach(int ifindex, XdpMode mode) {
   }
   if (absl::Status s = RemoveStale(ifindex, ifname); !s.ok()) return s;
 
+  // Native first, except for skb; only auto goes on to generic.
   std::vector<XdpMode> tries;
-  if (mode == XdpMode::kAuto) {
-    tries = {XdpMode::kNative, XdpMode::kGeneric};
-  } else {
-    tries = {mode};
-  }
+  if (mode != XdpMode::kSkb) tries.push_back(mode);
+  if (mode == XdpMode::kAuto || mode == XdpMode::kSkb) tries.push_back(XdpMode::kSkb);
   std::string failures;
   int last_error = 0;
   for (XdpMode attempt : tries) {
-    LIBBPF_OPTS(bpf_link_create_opts, link_options, .flags = ModeFlag(attempt));
+    const uint32_t flag = attempt == XdpMode::kSkb ? XDP_FLAGS_SKB_MODE : XDP_FLAGS_DRV_MODE;
+    LIBBPF_OPTS(bpf_link_create_opts, link_options, .flags = flag);
     int fd = bpf_link_create(program_fd_, ifindex, BPF_XDP, &link_options);
     if (fd >= 0) {
       link_fd_ = fd;
       ifindex_ = ifindex;
       Log(absl::StrCat("attached ", QS_PROGRAM_NAME, " (id ", program_id_, ") to ", ifname,
-                       " in ", XdpModeName(attempt), " mode as a bpf_link",
+                       " in ", XdpAttachName(attempt), " mode as a bpf_link",
                        mode == XdpMode::kAuto ? " (auto)" : "", failures));
       return attempt;
     }
     last_error = -fd;
-    absl::StrAppend(&failures, "; ", XdpModeName(attempt), ": ", std::strerror(last_error));
+    absl::StrAppend(&failures, "; ", XdpAttachName(attempt), ": ", std::strerror(last_error));
     if (last_error == EPERM || last_error == EACCES) break;  // no mode will do better
   }
-  std::string message = absl::StrCat("cannot attach the XDP program to ", ifname, " (mode ",
-                                     XdpModeName(mode), failures, ")");
+  std::string message = absl::StrCat(
+      "cannot attach the XDP program to ", ifname, " (mode ",
+      mode == XdpMode::kAuto ? "auto" : XdpAttachName(mode), failures, ")");
   if (last_error == EPERM || last_error == EACCES) return absl::PermissionDeniedError(message);
   // The interface cannot take it (no driver support, MTU too large for native XDP, ...).
   return absl::FailedPreconditionError(message);

@@ -39,12 +39,22 @@ struct bpf_object;
 
 namespace quadsock::xdp {
 
-// How the program runs on the interface: kNative in the driver, kGeneric in the kernel's
-// generic (skb) path after the driver, kAuto native when the driver allows it, else generic.
-enum class XdpMode { kAuto, kNative, kGeneric };
+// quadsockd's --xdp_mode: how the program runs and how the AF_XDP sockets bind.
+//   auto:     native XDP if the driver has it (else generic); zero-copy if possible, else copy
+//   zerocopy: native XDP, zero-copy sockets (fails where the driver has no zero-copy)
+//   copy:     native XDP, copy-mode sockets
+//   skb:      generic (skb) XDP, copy-mode sockets: works on any interface, slowest
+// Native XDP runs the program in the driver; generic runs it in the kernel's skb path, after
+// the driver. XdpProgram::Attach reads the XDP half, the AF_XDP sockets the binding half.
+enum class XdpMode { kAuto, kZeroCopy, kCopy, kSkb };
 
-absl::string_view XdpModeName(XdpMode mode);  // "auto", "native", "generic"
+absl::string_view XdpModeName(XdpMode mode);  // as the flag spells it: "auto", "zerocopy", ...
+// INVALID_ARGUMENT for any other name.
 absl::StatusOr<XdpMode> ParseXdpMode(absl::string_view name);
+
+// Where a program attached in `mode` runs, for a mode Attach returned: "generic" for kSkb,
+// "native" for the others. The admin API and the start-up log say it so.
+absl::string_view XdpAttachName(XdpMode mode);
 
 // The program's counters (steer_common.h, enum qs_counter) summed over CPUs. Every frame adds
 // to one of redirect, pass_not_owned, pass_other and malformed; the redirect_* break redirect
@@ -81,8 +91,10 @@ class XdpProgram {
   XdpProgram& operator=(const XdpProgram&) = delete;
   ~XdpProgram();  // detaches, then unloads
 
-  // Attaches to interface `ifindex` in `mode` and returns the mode that took (never kAuto).
-  // Removes a stale quadsock program first (see above). FAILED_PRECONDITION for no such
+  // Attaches to interface `ifindex`: generic for kSkb, native for kZeroCopy and kCopy, native
+  // or else generic for kAuto. Returns the mode in effect: kSkb when the program runs generic
+  // (asked for, or auto's fallback), else `mode`. Removes a stale quadsock program first (see
+  // above). FAILED_PRECONDITION for no such
   // interface, for another program on it, or when already attached; PERMISSION_DENIED without
   // the privilege; with the kernel's reason (errno text) otherwise.
   absl::StatusOr<XdpMode> Attach(int ifindex, XdpMode mode = XdpMode::kAuto);
