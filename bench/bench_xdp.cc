@@ -16,17 +16,13 @@
 #include "absl/strings/str_cat.h"
 #include "bench/bench_xdp_common.h"
 #include "bench/bench_xdp_bpf_object.h"
+#include "stack/link/errno_status.h"
 #include "stack/net/frame_builder.h"
 
 namespace quadsock::bench {
 namespace {
 
-absl::Status ErrnoStatus(int err, absl::string_view what) {
-  const std::string message = absl::StrCat(what, ": ", std::strerror(err));
-  if (err == EPERM || err == EACCES) return absl::PermissionDeniedError(message);
-  if (err == ENODEV || err == ENXIO) return absl::FailedPreconditionError(message);
-  return absl::InternalError(message);
-}
+using link::ErrnoStatus;
 
 // Opens and loads the embedded object (both programs and their maps).
 absl::StatusOr<bpf_object*> LoadObject() {

@@ -58,11 +58,14 @@
 #include "bench/internal/args.h"
 #include "bench/internal/pin.h"
 #include "stack/afxdp_stack.h"
+#include "stack/link/errno_status.h"
 #include "stack/link/xsk_link.h"
 #include "stack/xdp/xdp_program.h"
 
 namespace quadsock::bench {
 namespace {
+
+using link::ErrnoStatus;
 
 struct Config {
   std::string mode;
@@ -88,10 +91,6 @@ struct Config {
 net::Endpoint Peer(const Config& c, uint32_t i) {
   return {net::IpAddress::V4(c.ip_base + i / c.ports_per_ip),
           static_cast<uint16_t>(c.port_base + i % c.ports_per_ip)};
-}
-
-absl::Status Errno(absl::string_view what) {
-  return absl::InternalError(absl::StrCat(what, ": ", std::strerror(errno)));
 }
 
 // One receive turn: returns the packets it took. The details are printed at the end.
@@ -125,18 +124,18 @@ class KernelReceiver : public Receiver {
     for (uint32_t i = 0; i < total; ++i) {
       const bool connected = i < c.sockets;
       const int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-      if (fd < 0) return Errno("socket");
+      if (fd < 0) return ErrnoStatus(errno, "socket");
       r->fds_.push_back(fd);
       const int one = 1;
       setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
       setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &c.rcvbuf, sizeof(c.rcvbuf));
       if (bind(fd, reinterpret_cast<const sockaddr*>(&local), sizeof(local)) != 0) {
-        return Errno("bind");
+        return ErrnoStatus(errno, "bind");
       }
       if (connected) {
         const sockaddr_in peer = ToSockaddr(Peer(c, i));
         if (connect(fd, reinterpret_cast<const sockaddr*>(&peer), sizeof(peer)) != 0) {
-          return Errno("connect");
+          return ErrnoStatus(errno, "connect");
         }
       }
     }
@@ -151,12 +150,12 @@ class KernelReceiver : public Receiver {
       return r;
     }
     r->epoll_ = epoll_create1(EPOLL_CLOEXEC);
-    if (r->epoll_ < 0) return Errno("epoll_create1");
+    if (r->epoll_ < 0) return ErrnoStatus(errno, "epoll_create1");
     for (int fd : r->fds_) {
       epoll_event ev = {};
       ev.events = EPOLLIN;
       ev.data.fd = fd;
-      if (epoll_ctl(r->epoll_, EPOLL_CTL_ADD, fd, &ev) != 0) return Errno("epoll_ctl");
+      if (epoll_ctl(r->epoll_, EPOLL_CTL_ADD, fd, &ev) != 0) return ErrnoStatus(errno, "epoll_ctl");
     }
     return r;
   }

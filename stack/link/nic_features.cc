@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "stack/link/errno_status.h"
 
 namespace quadsock::link {
 namespace {
@@ -22,7 +23,7 @@ absl::Status Ethtool(const std::string& interface, void* command, int* result = 
     return absl::InvalidArgumentError(absl::StrCat("interface name \"", interface, "\""));
   }
   const int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return absl::InternalError(absl::StrCat("socket: ", std::strerror(errno)));
+  if (fd < 0) return ErrnoStatus(errno, "socket");
   ifreq request{};
   std::memcpy(request.ifr_name, interface.data(), interface.size());
   request.ifr_data = static_cast<char*>(command);
@@ -33,18 +34,10 @@ absl::Status Ethtool(const std::string& interface, void* command, int* result = 
     if (result != nullptr) *result = rc;
     return absl::OkStatus();
   }
-  const std::string what = absl::StrCat("SIOCETHTOOL on ", interface, ": ", std::strerror(err));
-  switch (err) {
-    case ENODEV:
-      return absl::NotFoundError(absl::StrCat("no such interface: \"", interface, "\""));
-    case EPERM:
-    case EACCES:
-      return absl::PermissionDeniedError(absl::StrCat(what, " (needs CAP_NET_ADMIN)"));
-    case EOPNOTSUPP:
-      return absl::FailedPreconditionError(what);
-    default:
-      return absl::InternalError(what);
+  if (err == ENODEV) {  // NOT_FOUND, as this header says
+    return absl::NotFoundError(absl::StrCat("no such interface: \"", interface, "\""));
   }
+  return ErrnoStatus(err, absl::StrCat("SIOCETHTOOL on ", interface), "(needs CAP_NET_ADMIN)");
 }
 
 // Where a named feature's bit is: its 32-bit block and the bit's mask there.

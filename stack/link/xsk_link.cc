@@ -16,31 +16,13 @@
 #include <span>
 
 #include "absl/strings/str_format.h"
+#include "stack/link/errno_status.h"
 
 namespace quadsock::link {
 namespace {
 
-absl::Status ErrnoStatus(int err, absl::string_view what) {
-  const std::string message = absl::StrFormat("%s: %s", what, std::strerror(err));
-  switch (err) {
-    case EPERM:
-    case EACCES:
-      return absl::PermissionDeniedError(message + " (needs root, or CAP_NET_RAW and CAP_BPF)");
-    case ENOMEM:
-    case ENOBUFS:
-      return absl::ResourceExhaustedError(message);
-    case ENODEV:
-    case ENXIO:
-    case EOPNOTSUPP:
-      return absl::FailedPreconditionError(message);
-    case EINVAL:
-      return absl::InvalidArgumentError(message);
-    case EBUSY:
-      return absl::AlreadyExistsError(message);
-    default:
-      return absl::UnavailableError(message);
-  }
-}
+// What an AF_XDP socket and its UMEM need, said where a call of theirs fails with EPERM.
+constexpr absl::string_view kPrivilegeHint = "(needs root, or CAP_NET_RAW and CAP_BPF)";
 
 bool IsPowerOfTwo(uint32_t v) { return v != 0 && (v & (v - 1)) == 0; }
 
@@ -62,16 +44,16 @@ namespace {
 // The interface's MAC address and MTU, through a throwaway socket.
 absl::Status ReadInterface(const std::string& name, net::MacAddress& mac, uint32_t& mtu) {
   const int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return ErrnoStatus(errno, "socket");
+  if (fd < 0) return ErrnoStatus(errno, "socket", kPrivilegeHint);
   ifreq req{};
   std::strncpy(req.ifr_name, name.c_str(), IFNAMSIZ - 1);
   absl::Status status;
   if (ioctl(fd, SIOCGIFHWADDR, &req) != 0) {
-    status = ErrnoStatus(errno, "reading the MAC address of " + name);
+    status = ErrnoStatus(errno, "reading the MAC address of " + name, kPrivilegeHint);
   } else {
     mac = net::MacAddress::FromBytes(reinterpret_cast<const uint8_t*>(req.ifr_hwaddr.sa_data));
     if (ioctl(fd, SIOCGIFMTU, &req) != 0) {
-      status = ErrnoStatus(errno, "reading the MTU of " + name);
+      status = ErrnoStatus(errno, "reading the MTU of " + name, kPrivilegeHint);
     } else {
       mtu = static_cast<uint32_t>(req.ifr_mtu);
     }
@@ -90,7 +72,7 @@ absl::StatusOr<std::span<uint8_t>> MapUmem(size_t bytes) {
   const size_t length = (bytes + kHuge - 1) / kHuge * kHuge;
   void* raw = mmap(nullptr, length + kHuge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
                    -1, 0);
-  if (raw == MAP_FAILED) return ErrnoStatus(errno, "allocating the UMEM");
+  if (raw == MAP_FAILED) return ErrnoStatus(errno, "allocating the UMEM", kPrivilegeHint);
   // Keep the aligned middle; give back the slack on either side.
   const uintptr_t start = reinterpret_cast<uintptr_t>(raw);
   const uintptr_t aligned = (start + kHuge - 1) & ~(kHuge - 1);
@@ -109,16 +91,18 @@ absl::StatusOr<std::span<uint8_t>> MapUmem(size_t bytes) {
 
 absl::Status UmemRegistrationError(int err, size_t umem_bytes) {
   const std::string what = absl::StrFormat("registering the UMEM (%u MiB)", umem_bytes >> 20);
-  if (err != ENOBUFS && err != EPERM) return ErrnoStatus(err, what);
+  if (err != ENOBUFS && err != EPERM) return ErrnoStatus(err, what, kPrivilegeHint);
   std::string limit;
   if (rlimit l; getrlimit(RLIMIT_MEMLOCK, &l) == 0 && l.rlim_cur != RLIM_INFINITY) {
     limit = absl::StrFormat(", RLIMIT_MEMLOCK is %u KiB", l.rlim_cur >> 10);
   }
-  const std::string message = absl::StrFormat(
-      "%s: %s: it is locked memory%s: raise RLIMIT_MEMLOCK (ulimit -l) or grant CAP_IPC_LOCK",
-      what, std::strerror(err), limit);
-  if (err == ENOBUFS) return absl::ResourceExhaustedError(message);
-  return absl::PermissionDeniedError(message + " (and it needs CAP_NET_RAW)");
+  // RESOURCE_EXHAUSTED for ENOBUFS, PERMISSION_DENIED for EPERM, and a message that says why.
+  const absl::Status status = ErrnoStatus(err, what);
+  std::string message = absl::StrFormat(
+      "%s: it is locked memory%s: raise RLIMIT_MEMLOCK (ulimit -l) or grant CAP_IPC_LOCK",
+      status.message(), limit);
+  if (err == EPERM) message += " (and it needs CAP_NET_RAW)";
+  return absl::Status(status.code(), message);
 }
 
 absl::StatusOr<std::unique_ptr<XskPort>> XskPort::Create(const Options& options) {
@@ -220,8 +204,10 @@ absl::StatusOr<std::unique_ptr<XskLink>> XskPort::OpenQueue(uint32_t queue) {
     }
   }
   if (err != 0) {
-    return ErrnoStatus(-err, absl::StrFormat("binding an AF_XDP socket to %s queue %u",
-                                             options_.interface, queue));
+    return ErrnoStatus(err,
+                       absl::StrFormat("binding an AF_XDP socket to %s queue %u",
+                                       options_.interface, queue),
+                       kPrivilegeHint);
   }
   umem_rings_used_ = true;
   queue_open_[queue] = true;
@@ -233,7 +219,7 @@ absl::StatusOr<std::unique_ptr<XskLink>> XskPort::OpenQueue(uint32_t queue) {
     if (setsockopt(link->fd_, SOL_SOCKET, SO_PREFER_BUSY_POLL, &one, sizeof(one)) != 0 ||
         setsockopt(link->fd_, SOL_SOCKET, SO_BUSY_POLL, &usecs, sizeof(usecs)) != 0 ||
         setsockopt(link->fd_, SOL_SOCKET, SO_BUSY_POLL_BUDGET, &budget, sizeof(budget)) != 0) {
-      return ErrnoStatus(errno, "enabling busy polling");
+      return ErrnoStatus(errno, "enabling busy polling", kPrivilegeHint);
     }
     link->busy_poll_ = true;
   }

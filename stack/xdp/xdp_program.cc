@@ -16,16 +16,14 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "stack/link/errno_status.h"
 #include "stack/xdp/steer_common.h"
 #include "stack/xdp/steer_object.h"
 
 namespace quadsock::xdp {
 namespace {
 
-// libbpf returns -errno (and sets errno); the kernel's reason goes into the status.
-absl::Status Errno(int error, absl::string_view what) {
-  return absl::ErrnoToStatus(error < 0 ? -error : error, what);
-}
+using link::ErrnoStatus;  // takes libbpf's -errno as well as errno
 
 
 struct ProgramInfo {
@@ -35,14 +33,14 @@ struct ProgramInfo {
 
 absl::StatusOr<ProgramInfo> GetProgram(uint32_t id) {
   int fd = bpf_prog_get_fd_by_id(id);
-  if (fd < 0) return Errno(errno, absl::StrCat("cannot open XDP program id ", id));
+  if (fd < 0) return ErrnoStatus(errno, absl::StrCat("cannot open XDP program id ", id));
   bpf_prog_info info;
   std::memset(&info, 0, sizeof(info));
   uint32_t length = sizeof(info);
   if (bpf_obj_get_info_by_fd(fd, &info, &length) != 0) {
     int error = errno;
     close(fd);
-    return Errno(error, absl::StrCat("cannot read XDP program id ", id));
+    return ErrnoStatus(error, absl::StrCat("cannot read XDP program id ", id));
   }
   return ProgramInfo{.name = info.name, .fd = fd};
 }
@@ -89,10 +87,10 @@ absl::StatusOr<std::unique_ptr<XdpProgram>> XdpProgram::Load(Options options) {
   std::span<const uint8_t> image = SteerBpfObject();
   LIBBPF_OPTS(bpf_object_open_opts, open_options, .object_name = QS_PROGRAM_NAME);
   bpf_object* object = bpf_object__open_mem(image.data(), image.size(), &open_options);
-  if (object == nullptr) return Errno(errno, "cannot open the embedded XDP object");
+  if (object == nullptr) return ErrnoStatus(errno, "cannot open the embedded XDP object");
   loaded->object_.reset(object);
   if (int error = bpf_object__load(object); error != 0) {
-    return Errno(error, "cannot load the XDP steering program (BPF needs root or CAP_BPF)");
+    return ErrnoStatus(error, "cannot load the XDP steering program (BPF needs root or CAP_BPF)");
   }
 
   bpf_program* program = bpf_object__find_program_by_name(object, QS_PROGRAM_NAME);
@@ -102,7 +100,7 @@ absl::StatusOr<std::unique_ptr<XdpProgram>> XdpProgram::Load(Options options) {
   std::memset(&info, 0, sizeof(info));
   uint32_t length = sizeof(info);
   if (bpf_obj_get_info_by_fd(loaded->program_fd_, &info, &length) != 0) {
-    return Errno(errno, "cannot read the loaded program's id");
+    return ErrnoStatus(errno, "cannot read the loaded program's id");
   }
   loaded->program_id_ = info.id;
 
@@ -137,7 +135,7 @@ void XdpProgram::Log(absl::string_view message) const {
 absl::Status XdpProgram::RemoveStale(int ifindex, absl::string_view ifname) {
   LIBBPF_OPTS(bpf_xdp_query_opts, query);
   if (int error = bpf_xdp_query(ifindex, 0, &query); error != 0) {
-    return Errno(error, absl::StrCat("cannot query XDP programs on ", ifname));
+    return ErrnoStatus(error, absl::StrCat("cannot query XDP programs on ", ifname));
   }
   struct {
     uint32_t id;
@@ -178,7 +176,7 @@ absl::Status XdpProgram::RemoveStale(int ifindex, absl::string_view ifname) {
       return absl::FailedPreconditionError(absl::StrCat(
           what, " is held by a live bpf_link: is another quadsock running on it?"));
     }
-    if (error != 0) return Errno(error, absl::StrCat("cannot remove stale ", what));
+    if (error != 0) return ErrnoStatus(error, absl::StrCat("cannot remove stale ", what));
     Log(absl::StrCat("removed stale ", what, " (left by an earlier run)"));
   }
   return absl::OkStatus();
@@ -266,7 +264,7 @@ absl::Status XdpProgram::AddAddress(const net::IpAddress& address, bool exclusiv
           absl::StrCat("cannot own ", address.ToString(), ": ", QS_MAX_ADDRS,
                        " addresses already"));
     }
-    return Errno(error, absl::StrCat("cannot own ", address.ToString()));
+    return ErrnoStatus(error, absl::StrCat("cannot own ", address.ToString()));
   }
   return absl::OkStatus();
 }
@@ -278,7 +276,7 @@ absl::Status XdpProgram::RemoveAddress(const net::IpAddress& address) {
     if (errno == ENOENT) {
       return absl::NotFoundError(absl::StrCat(address.ToString(), " is not owned"));
     }
-    return Errno(errno, absl::StrCat("cannot disown ", address.ToString()));
+    return ErrnoStatus(errno, absl::StrCat("cannot disown ", address.ToString()));
   }
   return absl::OkStatus();
 }
@@ -313,7 +311,7 @@ absl::Status XdpProgram::AddPort(const net::IpAddress& address, uint16_t port) {
         return absl::ResourceExhaustedError(absl::StrCat(
             "cannot own ", PortName(address, port), ": ", QS_MAX_PORTS, " ports already"));
       }
-      return Errno(error, absl::StrCat("cannot own ", PortName(address, port)));
+      return ErrnoStatus(error, absl::StrCat("cannot own ", PortName(address, port)));
     }
   }
   ++refs;
@@ -330,7 +328,7 @@ absl::Status XdpProgram::RemovePort(const net::IpAddress& address, uint16_t port
   port_refs_.erase(it);
   qs_port_key key = PortKey(address, port);
   if (bpf_map_delete_elem(ports_fd_, &key) != 0) {
-    return Errno(errno, absl::StrCat("cannot disown ", PortName(address, port)));
+    return ErrnoStatus(errno, absl::StrCat("cannot disown ", PortName(address, port)));
   }
   return absl::OkStatus();
 }
@@ -342,8 +340,9 @@ absl::Status XdpProgram::SetXsk(uint32_t queue, int xsk_fd) {
   }
   uint32_t value = static_cast<uint32_t>(xsk_fd);
   if (bpf_map_update_elem(xsks_fd_, &queue, &value, BPF_ANY) != 0) {
-    return Errno(errno, absl::StrCat("cannot put AF_XDP socket fd ", xsk_fd, " on RX queue ",
-                                     queue, " (not a bound AF_XDP socket?)"));
+    return ErrnoStatus(errno, absl::StrCat("cannot put AF_XDP socket fd ", xsk_fd,
+                                           " on RX queue ", queue,
+                                           " (not a bound AF_XDP socket?)"));
   }
   return absl::OkStatus();
 }
@@ -354,19 +353,19 @@ absl::Status XdpProgram::ClearXsk(uint32_t queue) {
         absl::StrCat("RX queue ", queue, " is beyond the ", QS_MAX_QUEUES, " quadsock serves"));
   }
   if (bpf_map_delete_elem(xsks_fd_, &queue) != 0 && errno != ENOENT) {
-    return Errno(errno, absl::StrCat("cannot clear RX queue ", queue));
+    return ErrnoStatus(errno, absl::StrCat("cannot clear RX queue ", queue));
   }
   return absl::OkStatus();
 }
 
 absl::StatusOr<XdpProgramCounters> XdpProgram::Counters() const {
   int cpus = libbpf_num_possible_cpus();
-  if (cpus <= 0) return Errno(cpus, "cannot count the possible CPUs");
+  if (cpus <= 0) return ErrnoStatus(cpus, "cannot count the possible CPUs");
   std::vector<uint64_t> per_cpu(static_cast<size_t>(cpus));
   uint64_t sums[QS_COUNTER_MAX] = {};
   for (uint32_t index = 0; index < QS_COUNTER_MAX; ++index) {
     if (bpf_map_lookup_elem(counters_fd_, &index, per_cpu.data()) != 0) {
-      return Errno(errno, absl::StrCat("cannot read counter ", index));
+      return ErrnoStatus(errno, absl::StrCat("cannot read counter ", index));
     }
     for (uint64_t v : per_cpu) sums[index] += v;
   }
