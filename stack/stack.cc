@@ -82,8 +82,9 @@ absl::StatusOr<std::unique_ptr<Stack>> Stack::Create(
                             stack->udp_.get(),       stack->neighbors_.get(),
                             stack->icmp_.get()};
   for (auto& l : links) {
+    const auto index = static_cast<uint32_t>(stack->engines_.size());
     stack->engines_.push_back(
-        std::make_unique<PollEngine>(std::move(l), protocols, o.send_queue_depth));
+        std::make_unique<PollEngine>(index, std::move(l), protocols, o.send_queue_depth));
   }
   return stack;
 }
@@ -345,6 +346,29 @@ absl::Status Stack::SetReceiveCallback(SocketId id, ReceiveCallback callback) {
   if (!s.ok()) return s.status();
   std::lock_guard<std::mutex> lock(mu_);  // callbacks change under the control-plane lock
   (*s)->SetCallback(std::move(callback));
+  return absl::OkStatus();
+}
+
+absl::Status Stack::PutOnChannel(SocketId id, std::shared_ptr<channel::Channel> channel,
+                                 uint32_t index) {
+  if (channel != nullptr && channel->rings() < engines_.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("the channel has ", channel->rings(),
+                                                   " rings for ", engines_.size(),
+                                                   " poll threads"));
+  }
+  absl::StatusOr<std::shared_ptr<UdpSocket>> s = FindSocket(id);
+  if (!s.ok()) return s.status();
+  std::unique_ptr<const UdpSocket::ChannelBinding> binding;
+  if (channel != nullptr) {
+    binding.reset(new UdpSocket::ChannelBinding{std::move(channel), index});
+  }
+  std::unique_ptr<const UdpSocket::ChannelBinding> old;
+  {
+    std::lock_guard<std::mutex> lock(mu_);  // bindings change under the control-plane lock
+    old = (*s)->SwapChannel(std::move(binding));
+  }
+  // A poll thread may still be delivering through the old binding.
+  if (old != nullptr) table_->WaitForReaders();
   return absl::OkStatus();
 }
 

@@ -51,6 +51,10 @@
 #include "stack/socket_types.h"
 #include "stack/stack_counters.h"
 
+namespace quadsock::channel {
+class Channel;
+}  // namespace quadsock::channel
+
 namespace quadsock::stack {
 
 class IcmpProtocol;
@@ -137,6 +141,13 @@ class Stack {
   // meanwhile wakes the waiter; the next call says NOT_FOUND.
   absl::StatusOr<bool> WaitForData(SocketId id, absl::Duration timeout);
   absl::Status SetReceiveCallback(SocketId id, ReceiveCallback callback);
+  // Puts the socket on a data channel (stack/channel): its datagrams go there, tagged `index`,
+  // instead of to its queue or callback-less Receive. Null takes it off. INVALID_ARGUMENT when
+  // the channel has fewer rings than the stack has poll threads; NOT_FOUND for no socket.
+  absl::Status PutOnChannel(SocketId id, std::shared_ptr<channel::Channel> channel,
+                            uint32_t index);
+  // How many poll threads (links) the stack has: a data channel needs a ring for each.
+  size_t poll_threads() const { return engines_.size(); }
   // A socket has one reader at a time (in quadsockd, a Receive or Exchange stream). StartReading
   // claims it, waiting up to `grace` for a reader that is leaving: FAILED_PRECONDITION when
   // another still holds it, NOT_FOUND for no such socket. EndReading gives it back.

@@ -28,9 +28,10 @@ bool ForThisLink(const net::MacAddress& dst, const net::MacAddress& ours) {
 
 }  // namespace
 
-PollEngine::PollEngine(std::unique_ptr<link::Link> link, Protocols protocols,
+PollEngine::PollEngine(uint32_t index, std::unique_ptr<link::Link> link, Protocols protocols,
                        size_t send_queue_depth)
-    : link_(std::move(link)),
+    : index_(index),
+      link_(std::move(link)),
       p_(std::move(protocols)),
       sends_(send_queue_depth),
       wake_fd_(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {}
@@ -72,7 +73,7 @@ void PollEngine::Run(const std::atomic<bool>& running) {
       }
       check_pending_.store(false);
     }
-    if (link_->busy_polling()) {
+    if (link_->IsBusyPolling()) {
       // Receive runs the device's receive work on this thread: keep at it while frames come.
       if (n > 0) last_frame = turn_time_;
       if (turn_time_ - last_frame < kBusyPollLinger) continue;
@@ -188,7 +189,7 @@ void PollEngine::ReceiveBatch(demux::LookupContext& ctx,
           (void)net::ParseFrame(bytes, rx_.parsed);
           p_.icmp->SendPortUnreachable(*this, rx_.parsed, bytes, now);
         } else {
-          UdpProtocol::Deliver(*found, rx_.keys[j], rx_.payloads[j], now);
+          UdpProtocol::Deliver(*found, rx_.keys[j], rx_.payloads[j], now, index_);
           Bump(EngineCounter::udp_delivered);
         }
         ++j;

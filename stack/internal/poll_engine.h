@@ -9,7 +9,7 @@
 // QueueTx; the engine hands its TX batch to the link. Counters are the engine's own (one
 // writer: its poll thread), summed by Stack::Counters. Internal to the stack.
 //
-//   PollEngine e(std::move(link), protocols, send_queue_depth);
+//   PollEngine e(0, std::move(link), protocols, send_queue_depth);
 //   e.Start(running);                  // a poll thread runs e.Run() while `running`
 //   e.Turn(ctx);                       // or one turn on the caller's thread (tests)
 #ifndef QUADSOCK_STACK_INTERNAL_POLL_ENGINE_H_
@@ -61,7 +61,9 @@ struct Protocols {
 
 class PollEngine {
  public:
-  PollEngine(std::unique_ptr<link::Link> link, Protocols protocols, size_t send_queue_depth);
+  // `index`: the engine's place among the stack's, which names its ring in data channels.
+  PollEngine(uint32_t index, std::unique_ptr<link::Link> link, Protocols protocols,
+             size_t send_queue_depth);
   ~PollEngine();  // after Join
   PollEngine(const PollEngine&) = delete;
   PollEngine& operator=(const PollEngine&) = delete;
@@ -131,6 +133,7 @@ class PollEngine {
     a.store(a.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   }
 
+  const uint32_t index_;
   const std::unique_ptr<link::Link> link_;
   const Protocols p_;
   RxBatch rx_;

@@ -3,9 +3,10 @@
 // Internal to the stack: applications see the types in stack/socket_types.h.
 //
 // A datagram for the socket goes to its callback, if one is set (on the poll thread, with the
-// payload still in the link's buffer: zero-copy), or else into a bounded queue as a copy. A
-// full queue drops the datagram and counts it, like a full SO_RCVBUF; so does a full
-// ReceiveBudget, the bytes all of the stack's queues may hold.
+// payload still in the link's buffer: zero-copy), or else to its session's data channel if it is
+// on one (stack/channel: copied into the application's ring), or else into a bounded queue as a
+// copy. A full queue or ring drops the datagram and counts it, like a full SO_RCVBUF; so does a
+// full ReceiveBudget, the bytes all of the stack's queues may hold.
 //
 //   stack.SetReceiveCallback(id, [](const net::Endpoint& from, std::span<const uint8_t> p) {...});
 //   // or
@@ -31,6 +32,7 @@
 #include "absl/hash/hash.h"
 #include "absl/time/time.h"
 #include "stack/bounded_queue.h"
+#include "stack/channel/channel.h"
 #include "stack/icmp_error.h"
 #include "stack/net/address.h"
 #include "stack/receive_budget.h"
@@ -61,17 +63,35 @@ class alignas(64) UdpSocket {
       delete q;
     }
     if (event_fd_ >= 0) close(event_fd_);
+    delete channel_.load();
   }
 
-  // Poll thread: hands one datagram to the consumer. An IPv6 socket sees IPv4 datagrams with
-  // v4-mapped addresses (::ffff:a.b.c.d), as in Linux, so that it can answer them.
+  // A data channel that takes the socket's datagrams instead of its queue, and the socket's
+  // index in it (its session's index).
+  struct ChannelBinding {
+    std::shared_ptr<channel::Channel> channel;
+    uint32_t index = 0;
+  };
+
+  // Poll thread `ring` (the poll engine's index): hands one datagram to the consumer. An IPv6
+  // socket sees IPv4 datagrams with v4-mapped addresses (::ffff:a.b.c.d), as in Linux, so that
+  // it can answer them.
   void Deliver(const net::Endpoint& wire_source, const net::Endpoint& wire_destination,
-               std::span<const uint8_t> payload, absl::Time now) {
+               std::span<const uint8_t> payload, absl::Time now, uint32_t ring = 0) {
     const bool map = family_ == net::Family::kV6 && wire_source.address.is_v4();
     const net::Endpoint source =
         map ? net::Endpoint{wire_source.address.ToV6(), wire_source.port} : wire_source;
     if (const ReceiveCallback* cb = callback_.load(std::memory_order_acquire)) {
       (*cb)(source, payload);
+    } else if (const ChannelBinding* b = channel_.load(std::memory_order_acquire)) {
+      const net::Endpoint destination =
+          map ? net::Endpoint{wire_destination.address.ToV6(), wire_destination.port}
+              : wire_destination;
+      const uint64_t seq = next_sequence_.fetch_add(1, std::memory_order_relaxed);
+      if (!b->channel->Push(ring, b->index, source, destination, payload, now, seq)) {
+        Count(rx_dropped_, 1);  // the application's ring is full: never waited for
+        return;
+      }
     } else {
       // Only a queued datagram keeps its destination (callbacks are not given it).
       const net::Endpoint destination =
@@ -150,6 +170,14 @@ class alignas(64) UdpSocket {
     later_callbacks_.push_back(std::make_unique<const ReceiveCallback>(std::move(cb)));
     callback_.store(later_callbacks_.back().get(), std::memory_order_release);
   }
+
+  // Control plane: puts the socket on a channel (null: takes it off, back to its queue). Returns
+  // the binding it replaces, which a poll thread may still read: free it after a grace period.
+  std::unique_ptr<const ChannelBinding> SwapChannel(std::unique_ptr<const ChannelBinding> b) {
+    return std::unique_ptr<const ChannelBinding>(
+        channel_.exchange(b.release(), std::memory_order_acq_rel));
+  }
+  bool on_channel() const { return channel_.load(std::memory_order_acquire) != nullptr; }
 
   void CountSent(size_t bytes) {
     tx_datagrams_.fetch_add(1, std::memory_order_relaxed);
@@ -268,6 +296,7 @@ class alignas(64) UdpSocket {
   std::atomic<uint64_t> rx_dropped_{0};
   std::atomic<uint32_t> waiting_{0};  // 1 while a consumer waits in WaitForData
   const std::shared_ptr<ReceiveBudget> budget_;
+  std::atomic<const ChannelBinding*> channel_{nullptr};
   // The rest: the control plane, consumers, sends.
   const size_t queue_depth_;
   std::atomic<bool> shut_down_{false};

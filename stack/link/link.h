@@ -86,7 +86,7 @@ class Link {
   virtual LinkCounters counters() const = 0;
   // True when Receive itself runs the device's receive work (busy polling): the caller should
   // keep calling it for a while when it finds nothing, instead of sleeping on wait_fd().
-  virtual bool busy_polling() const { return false; }
+  virtual bool IsBusyPolling() const { return false; }
 };
 
 }  // namespace quadsock::link

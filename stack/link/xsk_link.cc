@@ -389,7 +389,7 @@ void XskLink::Kick() {
   const uint32_t most = tx_->size / 32 + 1;
   for (uint32_t i = 0; i < most; ++i) {
     ++counters_.wakeups;
-    if (sendto(fd_, nullptr, 0, MSG_DONTWAIT, nullptr, 0) >= 0 || TxRingDrained()) {
+    if (sendto(fd_, nullptr, 0, MSG_DONTWAIT, nullptr, 0) >= 0 || IsTxRingDrained()) {
       tx_pending_kick_ = 0;
       return;
     }
@@ -401,7 +401,7 @@ void XskLink::Kick() {
   }
 }
 
-bool XskLink::TxRingDrained() {
+bool XskLink::IsTxRingDrained() {
   return xsk_prod_nb_free(tx_.get(), tx_->size) == tx_->size;
 }
 

@@ -108,7 +108,7 @@ class XskLink : public Link {
   int wait_fd() const override { return fd_; }
   absl::Status CheckFrameAccounting() const override;
   LinkCounters counters() const override;
-  bool busy_polling() const override { return busy_poll_; }
+  bool IsBusyPolling() const override { return busy_poll_; }
   // The NAPI id the kernel recorded for the socket (SO_INCOMING_NAPI_ID): set when the queue's
   // frames arrive through a NAPI that busy polling can run; 0 before the first frame or when
   // there is none.
@@ -127,7 +127,7 @@ class XskLink : public Link {
   void Refill();
   void ReapCompletions();
   void Kick();
-  bool TxRingDrained();
+  bool IsTxRingDrained();
   void BusyPoll();
 
   XskPort* port_ = nullptr;

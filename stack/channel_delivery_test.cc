@@ -1,0 +1,107 @@
+// Sockets on a data channel (Stack::PutOnChannel): their datagrams reach the application's
+// ring, tagged with their index, and none is lost uncounted.
+#include <gtest/gtest.h>
+
+#include "stack/channel/channel.h"
+#include "stack/channel/reader.h"
+#include "stack/stack.h"
+#include "stack/testing/stack_fixtures.h"
+
+namespace quadsock::stack {
+namespace {
+
+using namespace testing_fixtures;  // NOLINT: the fixtures' short helpers
+
+channel::ChannelReader ReaderOf(const channel::Channel& c) {
+  std::vector<int> events;
+  for (int fd : c.event_fds()) events.push_back(dup(fd));
+  return channel::ChannelReader::Map(dup(c.memfd()), std::move(events)).value();
+}
+
+TEST_F(TwoStacksTest, SocketsOnAChannelDeliverThereTaggedWithTheirIndex) {
+  const SocketId s1 = b_->Open(net::Family::kV4).value();
+  const SocketId s2 = b_->Open(net::Family::kV6).value();
+  ASSERT_TRUE(b_->Bind(s1, Ep("0.0.0.0:4000")).ok());
+  ASSERT_TRUE(b_->Bind(s2, Ep("[::]:4001")).ok());
+  auto c = channel::Channel::Create({.rings = 1, .slots = 16}).value();
+  ASSERT_EQ(b_->PutOnChannel(s1, c, 11), absl::OkStatus());
+  ASSERT_EQ(b_->PutOnChannel(s2, c, 12), absl::OkStatus());
+  channel::ChannelReader r = ReaderOf(*c);
+
+  const SocketId from = a_->Open(net::Family::kV4).value();
+  ASSERT_EQ(a_->Send(from, Bytes("one"), Ep("10.1.0.2:4000")), absl::OkStatus());
+  ASSERT_EQ(a_->Send(from, Bytes("two"), Ep("10.1.0.2:4001")), absl::OkStatus());
+  Pump();
+  channel::ReceivedView v[8];
+  ASSERT_EQ(r.Receive(v), 2u);
+  const Endpoint sender = a_->Get(from).value().info.local;
+  EXPECT_EQ(v[0].socket, 11u);
+  EXPECT_EQ(Str(v[0].payload), "one");
+  EXPECT_EQ(v[0].peer, Endpoint({Ip("10.1.0.1"), sender.port}));
+  EXPECT_EQ(v[0].local, Ep("10.1.0.2:4000"));
+  EXPECT_EQ(v[0].sequence, 1u);
+  EXPECT_EQ(v[0].arrival, clock_.now);
+  // The dual-stack socket sees IPv4 as v4-mapped, as its queue would.
+  EXPECT_EQ(v[1].socket, 12u);
+  EXPECT_EQ(Str(v[1].payload), "two");
+  EXPECT_EQ(v[1].peer, Endpoint({Ip("::ffff:10.1.0.1"), sender.port}));
+  r.Release();
+  // Nothing went to the sockets' queues.
+  EXPECT_FALSE(b_->Receive(s1).value().has_value());
+  EXPECT_EQ(b_->Get(s1).value().counters.rx_datagrams, 1u);
+}
+
+TEST_F(TwoStacksTest, AFullChannelRingDropsAndTheSocketCountsIt) {
+  const SocketId s = b_->Open(net::Family::kV4).value();
+  ASSERT_TRUE(b_->Bind(s, Ep("0.0.0.0:4000")).ok());
+  auto c = channel::Channel::Create({.rings = 1, .slots = 4}).value();
+  ASSERT_EQ(b_->PutOnChannel(s, c, 1), absl::OkStatus());
+  const SocketId from = a_->Open(net::Family::kV4).value();
+  for (int i = 0; i < 6; ++i) {
+    ASSERT_EQ(a_->Send(from, Bytes(std::to_string(i)), Ep("10.1.0.2:4000")), absl::OkStatus());
+  }
+  Pump();
+  // Every datagram the stack delivered is in the ring or counted as dropped, by the socket and
+  // by the channel.
+  EXPECT_EQ(b_->Counters().udp_delivered, 6u);
+  const SocketCounters sc = b_->Get(s).value().counters;
+  EXPECT_EQ(sc.rx_datagrams, 4u);
+  EXPECT_EQ(sc.rx_dropped, 2u);
+  EXPECT_EQ(c->counters().ring_full, 2u);
+  channel::ChannelReader r = ReaderOf(*c);
+  channel::ReceivedView v[8];
+  ASSERT_EQ(r.Receive(v), 4u);
+  EXPECT_EQ(v[3].sequence, 4u);  // the drops come after: the next one received says 7
+  r.Release();
+  ASSERT_EQ(a_->Send(from, Bytes("after"), Ep("10.1.0.2:4000")), absl::OkStatus());
+  Pump();
+  ASSERT_EQ(r.Receive(v), 1u);
+  EXPECT_EQ(v[0].sequence, 7u);
+}
+
+TEST_F(TwoStacksTest, ASocketTakenOffItsChannelUsesItsQueueAgain) {
+  const SocketId s = b_->Open(net::Family::kV4).value();
+  ASSERT_TRUE(b_->Bind(s, Ep("0.0.0.0:4000")).ok());
+  auto c = channel::Channel::Create({.rings = 1, .slots = 4}).value();
+  ASSERT_EQ(b_->PutOnChannel(s, c, 1), absl::OkStatus());
+  ASSERT_EQ(b_->PutOnChannel(s, nullptr, 0), absl::OkStatus());
+  const SocketId from = a_->Open(net::Family::kV4).value();
+  ASSERT_EQ(a_->Send(from, Bytes("queued"), Ep("10.1.0.2:4000")), absl::OkStatus());
+  Pump();
+  std::optional<ReceivedDatagram> d = b_->Receive(s).value();
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->payload, "queued");
+  EXPECT_EQ(c->counters().delivered, 0u);
+}
+
+TEST_F(TwoStacksTest, PutOnChannelTakesAnyChannelWithARingPerPollThread) {
+  auto c = channel::Channel::Create({.rings = 1, .slots = 4}).value();
+  EXPECT_EQ(b_->PutOnChannel(12345, c, 1).code(), absl::StatusCode::kNotFound);
+  // (A stack of one poll thread takes a channel of one ring; more rings are fine.)
+  auto wide = channel::Channel::Create({.rings = 2, .slots = 4}).value();
+  const SocketId s = b_->Open(net::Family::kV4).value();
+  EXPECT_EQ(b_->PutOnChannel(s, wide, 1), absl::OkStatus());
+}
+
+}  // namespace
+}  // namespace quadsock::stack
