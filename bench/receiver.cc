@@ -315,7 +315,7 @@ class AfXdpReceiver : public Receiver {
     const size_t n = link_->Receive(frames);
     link_->Release({frames, n});
     link_->Poll();
-    if (link_->busy_polling()) {
+    if (link_->IsBusyPolling()) {
       // As the stack's poll thread: Receive runs the NAPI here; keep polling while frames come.
       const auto now = std::chrono::steady_clock::now();
       if (n > 0) last_frame_ = now;
