@@ -87,6 +87,28 @@ class AfXdpTest : public ::testing::Test {
   virtual void Customize(stack::AfXdpOptions& o) {}
   stack::Stack& stack() { return afxdp_->stack(); }
 
+  // Frames dropped on their way to the stack, as the veth pair and the AF_XDP sockets count
+  // them: the peer's veth could not hand them over, or qs0's XDP found no room in a ring.
+  uint64_t DroppedBeforeTheStack() {
+    uint64_t n = 0;
+    for (const link::LinkCounters& l : stack().LinkCounters()) n += l.rx_dropped;
+    // /proc/net/dev is this network namespace's (/sys/class/net is the one sysfs was mounted
+    // in). After "name:", a device's 4th figure is its receive drops, its 12th transmit drops.
+    n += ReadNumber("sed -n 's/^ *qs0://p' /proc/net/dev | awk '{print $4}'");
+    n += ReadNumber("ip netns exec " + net_->ns() +
+                    " sed -n 's/^ *qs1://p' /proc/net/dev | awk '{print $12}'");
+    return n;
+  }
+  static uint64_t ReadNumber(const std::string& command) {
+    FILE* f = popen(command.c_str(), "r");
+    EXPECT_NE(f, nullptr) << command;
+    if (f == nullptr) return 0;
+    unsigned long long n = 0;
+    EXPECT_EQ(fscanf(f, "%llu", &n), 1) << command;
+    EXPECT_EQ(pclose(f), 0) << command;
+    return n;
+  }
+
   // A kernel UDP socket in the peer namespace, bound, with a receive timeout.
   int PeerUdp(const char* ip, uint16_t port) {
     const int family = std::strchr(ip, ':') ? AF_INET6 : AF_INET;
@@ -543,6 +565,7 @@ TEST_F(AfXdpTest, SocketRehashedMidTrafficMissesNothing) {
   ASSERT_EQ(connect(peer, to.get(), to.len), 0);
   constexpr int kCount = 3000;
   std::atomic<int> received{0};
+  std::atomic<int> last{-1};
   std::atomic<bool> in_order{true};
   std::atomic<bool> warmed{false};
   ASSERT_EQ(stack().SetReceiveCallback(s, [&](const Endpoint&, std::span<const uint8_t> p) {
@@ -551,7 +574,9 @@ TEST_F(AfXdpTest, SocketRehashedMidTrafficMissesNothing) {
       warmed = true;
       return;
     }
-    if (std::stoi(text) != received.load()) in_order = false;
+    const int n = std::stoi(text);
+    if (n <= last.load()) in_order = false;
+    last = n;
     received.fetch_add(1);
   }), absl::OkStatus());
   // The peer's ARP entry first: while it resolves, the kernel holds the first datagrams in the
@@ -560,6 +585,7 @@ TEST_F(AfXdpTest, SocketRehashedMidTrafficMissesNothing) {
   const absl::Time warm_deadline = absl::Now() + absl::Seconds(5);
   while (!warmed.load() && absl::Now() < warm_deadline) absl::SleepFor(absl::Milliseconds(1));
   ASSERT_TRUE(warmed.load());
+  const uint64_t dropped_before = DroppedBeforeTheStack();
   std::thread sender([&] {
     for (int i = 0; i < kCount; ++i) {
       const std::string msg = std::to_string(i);
@@ -573,7 +599,12 @@ TEST_F(AfXdpTest, SocketRehashedMidTrafficMissesNothing) {
   sender.join();
   const absl::Time deadline = absl::Now() + absl::Seconds(5);
   while (received.load() < kCount && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(1));
-  EXPECT_EQ(received.load(), kCount);
+  // On a loaded machine the veth or the AF_XDP rings may drop some (counted there): not the
+  // stack's loss. The stack's own would be a datagram that found no socket, or one uncounted.
+  const uint64_t lost = static_cast<uint64_t>(kCount - received.load());
+  const uint64_t dropped = DroppedBeforeTheStack() - dropped_before;
+  EXPECT_LE(lost, dropped) << lost << " datagrams lost, " << dropped
+                           << " dropped before the stack (veth, AF_XDP rings)";
   EXPECT_TRUE(in_order.load());
   EXPECT_EQ(stack().Counters().udp_no_socket, 0u);
   EXPECT_EQ(stack().Get(s).value().info.local, Ep(std::string(kStackV4) + ":4000"));
