@@ -44,6 +44,16 @@ def wait_until(predicate, timeout, what):
         time.sleep(0.01)
 
 
+def vlan_stripping(dev):
+    """What ethtool says of the device's VLAN tag stripping on receive: "on" or "off"."""
+    out = subprocess.run(["ethtool", "-k", dev], capture_output=True, text=True,
+                         check=True).stdout
+    for line in out.splitlines():
+        if line.startswith("rx-vlan-offload:"):
+            return line.split()[1]
+    raise AssertionError("ethtool -k %s names no rx-vlan-offload:\n%s" % (dev, out))
+
+
 def veth_drops(dev, netns_name=None):
     """The veth's own counts of frames dropped (rx, tx), as `ip -s link` shows them."""
     cmd = ["ip"] + (["-n", netns_name] if netns_name else []) + ["-s", "-j", "link", "show", dev]
@@ -478,6 +488,43 @@ class QuadsockdTest(unittest.TestCase):
         # root can, and is answered without a session.
         with quadsock.Client("unix:" + path, session=False) as admin:
             self.assertEqual(admin.counters().sockets, 0)
+
+
+    def test_vlan_takes_tagged_frames_and_keeps_the_tags_visible(self):
+        self.assertEqual(vlan_stripping("qs0"), "on")  # veth strips tags by default
+        self.restart("--vlan=100")
+        self.assertEqual(vlan_stripping("qs0"), "off", "quadsockd left tag stripping on")
+        mac = json.loads(subprocess.run(["ip", "-j", "link", "show", "qs0"], capture_output=True,
+                                        text=True, check=True).stdout)[0]["address"]
+        with self.client.open("ipv4") as sock:
+            sock.bind("0.0.0.0:4000")
+            # The kernel here has no 802.1Q devices: scapy sends the tagged frame on qs1.
+            send = ("from scapy.all import Ether, Dot1Q, IP, UDP, sendp\n"
+                    "sendp(Ether(dst='%s') / Dot1Q(vlan=100) / IP(src='%s', dst='%s') / "
+                    "UDP(sport=5000, dport=4000) / b'tagged', iface='qs1', verbose=False)\n"
+                    % (mac, PEER4, STACK4))
+            subprocess.run(["ip", "netns", "exec", self.net.ns, "/usr/bin/python3", "-c", send],
+                           check=True, timeout=60)
+            d = sock.receive_one(timeout=10)
+            self.assertIsNotNone(d, "the tagged datagram did not arrive")
+            self.assertEqual((d.payload, d.peer), (b"tagged", "%s:5000" % PEER4))
+        self.assertEqual(self.daemon.stop(signal.SIGTERM), 0, self.daemon.output())
+        self.assertEqual(vlan_stripping("qs0"), "on", "not turned back on at a clean exit")
+
+    def test_vlan_is_refused_when_tag_stripping_cannot_be_turned_off(self):
+        # Without CAP_NET_ADMIN quadsockd can load its program but not change qs0's features.
+        self.daemon.close()
+        p = subprocess.run(["setpriv", "--bounding-set=-net_admin", QUADSOCKD,
+                            "--interface=qs0", "--address=%s/24" % STACK4, "--vlan=100",
+                            "--listen=unix:/tmp/quadsock-e2e-vlan-%d.sock" % os.getpid(),
+                            "--admin_listen=unix:/tmp/quadsock-e2e-vlan-%d-admin.sock"
+                            % os.getpid(), "--metrics_listen="],
+                           capture_output=True, text=True, timeout=60)
+        self.assertNotEqual(p.returncode, 0, p.stdout + p.stderr)
+        self.assertIn("strips VLAN tags on receive", p.stderr)
+        self.assertIn("ethtool -K qs0 rxvlan off", p.stderr)
+        self.assertEqual(vlan_stripping("qs0"), "on")
+        self.assertFalse(xdp_attached("qs0"), "a refused start left its XDP program")
 
 
 if __name__ == "__main__":
