@@ -81,6 +81,7 @@ class _FreezableRelay:
         self._listener.bind(self.path)
         self._listener.listen(8)
         self._pairs = []
+        self.ping_acks = 0  # HTTP/2 PING ACK frames passed from the server to a client
         self._frozen = threading.Event()
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -116,7 +117,14 @@ class _FreezableRelay:
                 pair = next(p for p in self._pairs if s in p)
                 data = s.recv(16384)
                 if data:
+                    if s is pair[1] and _is_ping_ack(data):
+                        self.ping_acks += 1
                     (pair[1] if s is pair[0] else pair[0]).sendall(data)
+
+
+def _is_ping_ack(data):
+    """One HTTP/2 frame alone: PING (type 6) with the ACK flag, 8 bytes of payload."""
+    return len(data) == 17 and data[:3] == b"\x00\x00\x08" and data[3] == 6 and data[4] & 1
 
 
 class VanishedServerTest(unittest.TestCase):
@@ -152,7 +160,11 @@ class VanishedServerTest(unittest.TestCase):
 
         reader = threading.Thread(target=receive, daemon=True)
         reader.start()
-        time.sleep(0.6)  # the stream is up, and answered pings keep it
+        # The stream is up, and answered pings keep it: wait until two were answered.
+        deadline = time.monotonic() + 20
+        while self.relay.ping_acks < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        self.assertGreaterEqual(self.relay.ping_acks, 2, "no pings answered")
         self.assertEqual(ended, [])
         self.relay.freeze()
         start = time.monotonic()
