@@ -195,7 +195,14 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerOptions options, sta
     return absl::UnavailableError(absl::StrCat(
         "cannot listen on \"", o.listen, "\" (address in use, or not permitted)"));
   }
-  if (!unix_path.empty()) chmod(unix_path.c_str(), 0660);
+  if (!unix_path.empty()) {
+    chmod(unix_path.c_str(), 0660);
+    absl::StatusOr<std::unique_ptr<ChannelBroker>> broker =
+        ChannelBroker::Start(unix_path + ".channel", stack, o.channels, o.log);
+    if (!broker.ok()) return broker.status();
+    s->channels_ = std::move(*broker);
+    s->context_.channels = s->channels_.get();
+  }
   // With port 0 the kernel chose one: say which.
   s->listening_on_ = unix_path.empty()
                          ? absl::StrCat(o.listen.substr(0, o.listen.rfind(':')), ":", port)
@@ -276,6 +283,9 @@ void Server::Shutdown(absl::Duration grace) {
   server_->Shutdown(deadline);
   if (admin_server_ != nullptr) admin_server_->Shutdown(deadline);
   if (reaper_.joinable()) reaper_.join();
+  // The data channels end first: their sockets go back to their queues, their memory is freed.
+  context_.channels = nullptr;
+  channels_.reset();
   // Every session ends with the server: close all sockets it handed out.
   for (stack::SocketId id : context_.stack.List()) (void)context_.stack.Close(id);
 }

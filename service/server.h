@@ -68,6 +68,9 @@ struct ServerOptions {
   // Unset: Keepalive::ForLease(sessions.default_lease).
   std::optional<Keepalive> keepalive;
   std::function<absl::Time()> clock = [] { return absl::Now(); };
+  // Data channels (AttachChannel) on a Unix listener: their side socket is the listener's path
+  // with ".channel" appended.
+  ChannelLimits channels;
 };
 
 // INVALID_ARGUMENT unless `admin_listen` is "" or a usable "unix:PATH" other than `listen`'s,
@@ -96,6 +99,8 @@ class Server {
   const std::string& admin_listening_on() const { return admin_listening_on_; }
   AdminServiceImpl& admin() { return *admin_; }
   Sessions& sessions() { return sessions_; }
+  // The data channels' side socket; "" without one (a TCP listener).
+  std::string channel_path() const { return channels_ ? channels_->path() : ""; }
 
  private:
   Server(ServerOptions options, stack::Stack& stack);
@@ -110,6 +115,7 @@ class Server {
   std::unique_ptr<AdminServiceImpl> admin_only_;   // on `admin_listen`
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<grpc::Server> admin_server_;     // null without `admin_listen`
+  std::unique_ptr<ChannelBroker> channels_;        // null on a TCP listener
   std::string listening_on_;
   std::string admin_listening_on_;
   std::atomic<bool> stopping_{false};

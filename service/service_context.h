@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "service/channel_broker.h"
 #include "service/sessions.h"
 #include "stack/stack.h"
 
@@ -45,6 +46,8 @@ struct ServiceContext {
 
   stack::Stack& stack;
   Sessions& sessions;
+  // The data channels' broker: null without a Unix listener (no shared memory over TCP).
+  ChannelBroker* channels = nullptr;
   std::atomic<bool> shutting_down{false};
   size_t max_batch = 1024;  // datagrams per SendBatch / Exchange message
   size_t max_message_bytes = 4 << 20;  // gRPC's limit: Exchange fills responses up to it

@@ -90,6 +90,7 @@ absl::StatusOr<std::string> Sessions::AddSocket(const std::string& token, Socket
   // 128 random bits do not collide; were they ever to, the first owner keeps its handle.
   while (!owners_.try_emplace(handle, *s).second) handle = RandomToken();
   (*s)->sockets[handle] = id;
+  (*s)->indexes[handle] = (*s)->next_index++;
   return handle;
 }
 
@@ -119,6 +120,7 @@ absl::Status Sessions::RemoveSocket(const std::string& token, const std::string&
   Session* s = Find(token);
   if (s == nullptr) return absl::UnauthenticatedError("unknown or expired session");
   if (s->sockets.erase(handle) == 0) return NotInSession(*s, handle);
+  s->indexes.erase(handle);
   owners_.erase(handle);
   return absl::OkStatus();
 }
@@ -127,6 +129,27 @@ std::vector<std::pair<std::string, SocketId>> Sessions::Sockets(const std::strin
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<std::pair<std::string, SocketId>> out;
   if (const Session* s = Find(token)) out.assign(s->sockets.begin(), s->sockets.end());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+absl::StatusOr<uint32_t> Sessions::SocketIndex(const std::string& token,
+                                               const std::string& handle) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  const Session* s = Find(token);
+  if (s == nullptr) return absl::UnauthenticatedError("unknown or expired session");
+  auto it = s->indexes.find(handle);
+  if (it == s->indexes.end()) return NotInSession(*s, handle);
+  return it->second;
+}
+
+std::vector<std::pair<uint32_t, SocketId>> Sessions::IndexedSockets(
+    const std::string& token) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::pair<uint32_t, SocketId>> out;
+  if (const Session* s = Find(token)) {
+    for (const auto& [handle, id] : s->sockets) out.emplace_back(s->indexes.at(handle), id);
+  }
   std::sort(out.begin(), out.end());
   return out;
 }

@@ -76,6 +76,11 @@ class Sessions {
   absl::Status RemoveSocket(const std::string& token, const std::string& handle);
   // (handle, id) of the session's sockets, ordered by handle.
   std::vector<std::pair<std::string, SocketId>> Sockets(const std::string& token) const;
+  // A socket's index in its session: from 1 in the order of AddSocket, never reused (it tags
+  // the socket's datagrams on the session's data channel). The same errors as FindSocket.
+  absl::StatusOr<uint32_t> SocketIndex(const std::string& token, const std::string& handle) const;
+  // (index, id) of the session's sockets.
+  std::vector<std::pair<uint32_t, SocketId>> IndexedSockets(const std::string& token) const;
 
   // A Session, Receive or Exchange stream of the session starts: RESOURCE_EXHAUSTED when it has
   // max_streams_per_session open, and none of them ends within `grace` (a cancelled stream's
@@ -103,6 +108,8 @@ class Sessions {
     int holders = 0;
     size_t streams = 0;  // Session, Receive and Exchange streams open
     absl::flat_hash_map<std::string, SocketId> sockets;
+    absl::flat_hash_map<std::string, uint32_t> indexes;  // of the same handles
+    uint32_t next_index = 1;
   };
   Session* Find(const std::string& token);
   // The session, if it has room for one more socket (mu_ held).

@@ -108,7 +108,13 @@ absl::StatusOr<std::string> SocketServiceImpl::OpenSocket(const std::string& tok
   absl::StatusOr<SocketId> id = c_.stack.Open(*family, o);
   if (!id.ok()) return id.status();
   absl::StatusOr<std::string> handle = c_.sessions.AddSocket(token, *id);
-  if (!handle.ok()) (void)c_.stack.Close(*id);
+  if (!handle.ok()) {
+    (void)c_.stack.Close(*id);
+    return handle;
+  }
+  if (c_.channels != nullptr) {
+    c_.channels->SocketOpened(token, c_.sessions.SocketIndex(token, *handle).value(), *id);
+  }
   return handle;
 }
 
@@ -162,6 +168,7 @@ grpc::Status SocketServiceImpl::Open(grpc::ServerContext* ctx, const v1::OpenReq
   absl::StatusOr<std::string> handle = OpenSocket(*token, *req);
   if (!handle.ok()) return ToGrpc(handle.status());
   resp->set_socket(*handle);
+  resp->set_index(c_.sessions.SocketIndex(*token, *handle).value_or(0));
   return grpc::Status::OK;
 }
 
@@ -211,9 +218,11 @@ grpc::Status SocketServiceImpl::Close(grpc::ServerContext* ctx, const v1::CloseR
       NamedByHandle(CloseSocket(r->first, req->socket(), r->second), req->socket()));
 }
 
-absl::Status SocketServiceImpl::Describe(const std::string& handle, SocketId id, v1::Socket* out) {
+absl::Status SocketServiceImpl::Describe(const std::string& token, const std::string& handle,
+                                         SocketId id, v1::Socket* out) {
   absl::StatusOr<stack::SocketStatus> s = c_.stack.Get(id);
   if (!s.ok()) return s.status();
+  out->set_index(c_.sessions.SocketIndex(token, handle).value_or(0));
   const demux::SocketInfo& info = s->info;
   out->set_socket(handle);
   out->set_family(ToProto(info.options.family));
@@ -230,6 +239,7 @@ absl::Status SocketServiceImpl::Describe(const std::string& handle, SocketId id,
   }
   ToProto(s->counters, out->mutable_counters());
   if (s->pending_error.has_value()) out->set_pending_error(s->pending_error->ToString());
+  out->set_on_channel(s->on_channel);
   return absl::OkStatus();
 }
 
@@ -238,7 +248,7 @@ grpc::Status SocketServiceImpl::Get(grpc::ServerContext* ctx, const v1::GetReque
   auto r = Resolve(ctx, req->socket());
   if (!r.ok()) return ToGrpc(r.status());
   return ToGrpc(
-      NamedByHandle(Describe(req->socket(), r->second, resp), req->socket()));
+      NamedByHandle(Describe(r->first, req->socket(), r->second, resp), req->socket()));
 }
 
 grpc::Status SocketServiceImpl::List(grpc::ServerContext* ctx, const v1::ListRequest* req,
@@ -255,7 +265,7 @@ grpc::Status SocketServiceImpl::List(grpc::ServerContext* ctx, const v1::ListReq
   for (const auto& [handle, id] : c_.sessions.Sockets(*token)) {
     if (!req->page_token().empty() && handle <= req->page_token()) continue;
     v1::Socket s;
-    if (!Describe(handle, id, &s).ok()) continue;  // closed meanwhile
+    if (!Describe(*token, handle, id, &s).ok()) continue;  // closed meanwhile
     if (req->state() != v1::SOCKET_STATE_UNSPECIFIED && s.state() != req->state()) continue;
     if (req->local_port() != 0 && s.local().port() != req->local_port()) continue;
     if (static_cast<uint32_t>(resp->sockets_size()) == page) {
@@ -276,7 +286,10 @@ v1::SocketOpResult SocketServiceImpl::RunOp(const std::string& token, const v1::
   };
   if (op.op_case() == v1::SocketOp::kOpen) {
     absl::StatusOr<std::string> handle = OpenSocket(token, op.open());
-    if (handle.ok()) result.set_socket(*handle);
+    if (handle.ok()) {
+      result.set_socket(*handle);
+      result.set_index(c_.sessions.SocketIndex(token, *handle).value_or(0));
+    }
     return finish(handle.status());
   }
   // Every other operation names a socket: a handle, or "#N" for the batch's N-th operation.
@@ -369,6 +382,37 @@ grpc::Status SocketServiceImpl::SendBatch(grpc::ServerContext* ctx,
     }
     resp->set_queued(resp->queued() + 1);
   }
+  return grpc::Status::OK;
+}
+
+grpc::Status SocketServiceImpl::AttachChannel(grpc::ServerContext* ctx,
+                                              const v1::AttachChannelRequest* req,
+                                              v1::AttachChannelResponse* resp) {
+  absl::StatusOr<std::string> token = c_.Session(ctx);
+  if (!token.ok()) return ToGrpc(token.status());
+  if (c_.channels == nullptr) {
+    return ToGrpc(absl::FailedPreconditionError(
+        "a data channel is shared memory: it needs quadsockd's Unix listener (--listen=unix:...) "
+        "and a client on the same host; over TCP use the Exchange stream"));
+  }
+  std::vector<std::pair<uint32_t, SocketId>> sockets;
+  const bool all = req->sockets().empty();
+  if (all) {
+    sockets = c_.sessions.IndexedSockets(*token);
+  } else {
+    for (const std::string& handle : req->sockets()) {
+      absl::StatusOr<SocketId> id = c_.sessions.FindSocket(*token, handle);
+      if (!id.ok()) return ToGrpc(NamedByHandle(id.status(), handle));
+      sockets.emplace_back(c_.sessions.SocketIndex(*token, handle).value_or(0), *id);
+    }
+  }
+  absl::StatusOr<ChannelBroker::Offer> offer =
+      c_.channels->MakeOffer(*token, std::move(sockets), all, req->ring_slots());
+  if (!offer.ok()) return ToGrpc(offer.status());
+  resp->set_token(offer->token);
+  resp->set_path(offer->path);
+  resp->set_rings(offer->rings);
+  resp->set_bytes(offer->bytes);
   return grpc::Status::OK;
 }
 

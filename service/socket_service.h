@@ -60,12 +60,15 @@ class SocketServiceImpl final : public v1::SocketService::Service {
   grpc::Status Exchange(
       grpc::ServerContext* ctx,
       grpc::ServerReaderWriter<v1::ExchangeResponse, v1::ExchangeRequest>* stream) override;
+  grpc::Status AttachChannel(grpc::ServerContext* ctx, const v1::AttachChannelRequest* req,
+                             v1::AttachChannelResponse* resp) override;
 
  private:
   // The session and the socket a request names.
   absl::StatusOr<std::pair<std::string, SocketId>> Resolve(grpc::ServerContext* ctx,
                                                            const std::string& handle);
-  absl::Status Describe(const std::string& handle, SocketId id, v1::Socket* out);
+  absl::Status Describe(const std::string& token, const std::string& handle, SocketId id,
+                        v1::Socket* out);
   // Each socket operation once, for its unary RPC and for Batch alike. The socket is found.
   absl::StatusOr<std::string> OpenSocket(const std::string& token, const v1::OpenRequest& req);
   absl::StatusOr<net::Endpoint> BindSocket(SocketId id, const v1::BindRequest& req);

@@ -247,7 +247,7 @@ absl::StatusOr<SocketStatus> Stack::Get(SocketId id) const {
   if (!s.ok()) return s.status();
   std::optional<IcmpError> pending;
   if (info->state == demux::SocketState::kConnected) pending = (*s)->PendingError(info->remote);
-  return SocketStatus{*info, (*s)->counters(), pending};
+  return SocketStatus{*info, (*s)->counters(), pending, (*s)->on_channel()};
 }
 
 std::vector<SocketId> Stack::List() const {

@@ -98,6 +98,7 @@ struct SocketStatus {
   SocketCounters counters;
   // A hard ICMP error for a connected socket's datagrams, which its next Send will report.
   std::optional<IcmpError> pending_error;
+  bool on_channel = false;  // its datagrams go to a data channel (PutOnChannel)
 };
 
 class Stack {

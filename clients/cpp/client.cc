@@ -1,5 +1,7 @@
 #include "clients/cpp/client.h"
 
+#include "clients/cpp/data_channel.h"
+
 #include <grpcpp/generic/generic_stub.h>
 
 #include <algorithm>
@@ -347,10 +349,20 @@ absl::StatusOr<RemoteSocket> Client::Open(OpenOptions options) {
   req.set_bound_device(options.bound_device);
   req.set_receive_queue_depth(options.receive_queue_depth);
   return Then(c_->Call(&SocketStub::Open, req),
-              [this](v1::OpenResponse& r) { return RemoteSocket(c_, r.socket()); });
+              [this](v1::OpenResponse& r) { return RemoteSocket(c_, r.socket(), r.index()); });
 }
 
 RemoteSocket Client::Attach(const std::string& handle) { return RemoteSocket(c_, handle); }
+
+absl::StatusOr<std::unique_ptr<DataChannel>> Client::AttachChannel(
+    const std::vector<std::string>& sockets, uint32_t ring_slots) {
+  v1::AttachChannelRequest req;
+  for (const std::string& s : sockets) req.add_sockets(s);
+  req.set_ring_slots(ring_slots);
+  absl::StatusOr<v1::AttachChannelResponse> offer = c_->Call(&SocketStub::AttachChannel, req);
+  if (!offer.ok()) return offer.status();
+  return DataChannel::Claim(offer->path(), offer->token());
+}
 
 absl::StatusOr<std::vector<v1::Socket>> Client::List(ListOptions options) {
   std::vector<v1::Socket> out;
@@ -435,12 +447,13 @@ absl::StatusOr<HealthStatus> Client::Health(const std::string& service) {
 
 // ------------------------------------------------------------------------------ RemoteSocket
 
-RemoteSocket::RemoteSocket(std::shared_ptr<Connection> c, std::string handle)
-    : c_(std::move(c)), handle_(std::move(handle)) {}
+RemoteSocket::RemoteSocket(std::shared_ptr<Connection> c, std::string handle, uint32_t index)
+    : c_(std::move(c)), handle_(std::move(handle)), index_(index) {}
 
 RemoteSocket::RemoteSocket(RemoteSocket&& other) noexcept
     : c_(std::move(other.c_)),
       handle_(std::exchange(other.handle_, "")),
+      index_(other.index_),
       receive_(std::move(other.receive_)) {}
 
 RemoteSocket& RemoteSocket::operator=(RemoteSocket&& other) noexcept {
@@ -448,6 +461,7 @@ RemoteSocket& RemoteSocket::operator=(RemoteSocket&& other) noexcept {
     (void)Close();
     c_ = std::move(other.c_);
     handle_ = std::exchange(other.handle_, "");
+    index_ = other.index_;
     receive_ = std::move(other.receive_);
   }
   return *this;

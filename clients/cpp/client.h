@@ -47,6 +47,7 @@ struct Connection;
 class ReceiveStream;
 }  // namespace client_internal
 class ExchangeStream;
+class DataChannel;
 
 // A UDP endpoint as text and port: {"10.1.0.2", 4000}, {"fd00:1::2", 53}.
 struct Endpoint {
@@ -143,6 +144,9 @@ class RemoteSocket {
 
   // The opaque handle the server gave (quadctl's SOCKET argument).
   const std::string& handle() const { return handle_; }
+  // The socket's index in the session, which tags its datagrams on the data channel (0 for a
+  // socket taken by Client::Attach, whose index this client was not told; Get() has it).
+  uint32_t index() const { return index_; }
 
   // Port 0: an ephemeral port. Returns the local endpoint as bound.
   absl::StatusOr<Endpoint> Bind(const Endpoint& local);
@@ -184,7 +188,8 @@ class RemoteSocket {
 
  private:
   friend class Client;
-  RemoteSocket(std::shared_ptr<client_internal::Connection> c, std::string handle);
+  RemoteSocket(std::shared_ptr<client_internal::Connection> c, std::string handle,
+               uint32_t index = 0);
   // FAILED_PRECONDITION once closed, released or moved from.
   absl::Status CheckOpen() const;
   // One unary call about this socket: `request` with this socket's handle (client.cc).
@@ -196,6 +201,7 @@ class RemoteSocket {
 
   std::shared_ptr<client_internal::Connection> c_;
   std::string handle_;
+  uint32_t index_ = 0;
   std::unique_ptr<client_internal::ReceiveStream> receive_;
 };
 
@@ -267,6 +273,14 @@ class Client {
   RemoteSocket Attach(const std::string& handle);
   // Every matching socket of the session, following the pages.
   absl::StatusOr<std::vector<v1::Socket>> List(ListOptions options = {});
+
+  // --- The session's data channel (data_channel.h): shared memory with quadsockd, for a client
+  // on the same host over its Unix listener. `sockets`: the handles to put on it; empty: every
+  // socket of the session, and every one it opens later. `ring_slots`: 0 for the server's
+  // default. The server's error for AttachChannel (FAILED_PRECONDITION over TCP); UNAVAILABLE
+  // when the side socket cannot be reached or refuses the token.
+  absl::StatusOr<std::unique_ptr<DataChannel>> AttachChannel(
+      const std::vector<std::string>& sockets = {}, uint32_t ring_slots = 0);
 
   // --- Administration (AdminService) and health. SetNeighbor and RemoveNeighbor need an
   // administrator: a Client of the administration listener (unix:/run/quadsock-admin/admin.sock by

@@ -50,6 +50,8 @@ class ChannelReader {
   // applications with their own event loop: after it fires, call Receive with a zero timeout.
   int wait_fd() const { return epoll_fd_; }
   uint32_t rings() const { return header_.rings; }
+  // The channel's memory, as mapped here.
+  int memfd() const { return memfd_; }
 
  private:
   ChannelReader() = default;

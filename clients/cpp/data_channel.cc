@@ -1,0 +1,85 @@
+#include "clients/cpp/data_channel.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "stack/channel/layout.h"
+
+namespace quadsock {
+namespace {
+
+constexpr int kMaxFds = 1 + channel::kMaxRings;
+constexpr int kAnswerTimeoutMs = 10000;
+
+void CloseAll(const std::vector<int>& fds) {
+  for (int fd : fds) close(fd);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<DataChannel>> DataChannel::Claim(const std::string& path,
+                                                                const std::string& token) {
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  if (path.size() >= sizeof(a.sun_path)) {
+    return absl::InvalidArgumentError(absl::StrCat("side socket path too long: ", path));
+  }
+  std::memcpy(a.sun_path, path.data(), path.size());
+  const int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  if (fd < 0) return absl::ErrnoToStatus(errno, "socket(AF_UNIX, SOCK_SEQPACKET)");
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
+    const int err = errno;
+    close(fd);
+    return absl::UnavailableError(absl::StrCat("cannot reach quadsockd's data channel socket ",
+                                               path, ": ", std::strerror(err)));
+  }
+  auto fail = [fd](absl::Status s) {
+    close(fd);
+    return s;
+  };
+  if (send(fd, token.data(), token.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(token.size())) {
+    return fail(absl::UnavailableError(absl::StrCat("sending the token: ", std::strerror(errno))));
+  }
+  pollfd p{fd, POLLIN, 0};
+  if (poll(&p, 1, kAnswerTimeoutMs) != 1) {
+    return fail(absl::UnavailableError("quadsockd did not answer on the data channel socket"));
+  }
+  char text[256];
+  iovec iov{text, sizeof(text) - 1};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxFds)];
+  msghdr m{};
+  m.msg_iov = &iov;
+  m.msg_iovlen = 1;
+  m.msg_control = control;
+  m.msg_controllen = sizeof(control);
+  const ssize_t n = recvmsg(fd, &m, MSG_CMSG_CLOEXEC);
+  if (n <= 0) return fail(absl::UnavailableError("quadsockd closed the data channel socket"));
+  std::vector<int> fds;
+  for (cmsghdr* c = CMSG_FIRSTHDR(&m); c != nullptr; c = CMSG_NXTHDR(&m, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    const size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    fds.resize(count);
+    std::memcpy(fds.data(), CMSG_DATA(c), count * sizeof(int));
+  }
+  const std::string answer(text, static_cast<size_t>(n));
+  if (answer != "ok" || fds.empty() || (m.msg_flags & MSG_CTRUNC) != 0) {
+    CloseAll(fds);
+    return fail(absl::UnavailableError(absl::StrCat("quadsockd refused the channel: ", answer)));
+  }
+  const int memfd = fds.front();
+  absl::StatusOr<channel::ChannelReader> reader =
+      channel::ChannelReader::Map(memfd, std::vector<int>(fds.begin() + 1, fds.end()));
+  if (!reader.ok()) return fail(reader.status());  // the reader closed the fds
+  return std::unique_ptr<DataChannel>(new DataChannel(std::move(*reader), fd));
+}
+
+DataChannel::~DataChannel() { close(side_fd_); }
+
+}  // namespace quadsock

@@ -1,0 +1,205 @@
+// The data channel end to end: quadsockd's services over a MemoryLink stack (a second stack on
+// the same wire plays the remote host), the client attaching through the real side socket and
+// reading the shared memory.
+#include "clients/cpp/data_channel.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <map>
+#include <random>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+
+#include "clients/cpp/client.h"
+#include "service/server.h"
+#include "service/testing/two_stacks.h"
+
+namespace quadsock {
+namespace {
+
+using absl::StatusCode;
+
+class DataChannelTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    service::ServerOptions o;
+    o.channels.default_slots = 64;
+    o.log = [this](absl::string_view line) {
+      std::lock_guard<std::mutex> lock(log_mu_);
+      log_.emplace_back(line);
+    };
+    // Both sides know each other's MAC: no datagram waits for ARP (and is dropped there).
+    auto t = service::testing::TwoStacks::Start(o, {.known_neighbors = true});
+    ASSERT_TRUE(t.ok()) << t.status();
+    t_ = std::move(*t);
+    client_ = NewClient("channel_test");
+  }
+  void TearDown() override {
+    client_.reset();
+    other_.reset();
+    if (t_ != nullptr) {
+      EXPECT_EQ(t_->Stop(), absl::OkStatus());
+    }
+  }
+  std::unique_ptr<Client> NewClient(const std::string& name) {
+    absl::StatusOr<std::unique_ptr<Client>> c =
+        Client::Create(t_->server->InProcessChannel(), {.client_name = name});
+    EXPECT_TRUE(c.ok()) << c.status();
+    return std::move(*c);
+  }
+  RemoteSocket Bound(Client& c, uint16_t port) {
+    RemoteSocket s = c.Open(v1::FAMILY_IPV4).value();
+    EXPECT_TRUE(s.Bind({"10.1.0.2", port}).ok());
+    return s;
+  }
+  // Waits (bounded) until `n` datagrams came through the channel; returns them by socket index.
+  std::multimap<uint32_t, std::string> ReceiveN(DataChannel& ch, size_t n) {
+    std::multimap<uint32_t, std::string> got;
+    channel::ReceivedView v[64];
+    const absl::Time deadline = absl::Now() + absl::Seconds(20);
+    while (got.size() < n && absl::Now() < deadline) {
+      const size_t k = ch.Receive(v, absl::Milliseconds(100));
+      for (size_t i = 0; i < k; ++i) {
+        got.emplace(v[i].socket, std::string(v[i].payload.begin(), v[i].payload.end()));
+      }
+      ch.Release();
+    }
+    return got;
+  }
+  // Waits (bounded) for the socket's on_channel to become `want`.
+  bool OnChannelBecomes(RemoteSocket& s, bool want) {
+    const absl::Time deadline = absl::Now() + absl::Seconds(10);
+    while (absl::Now() < deadline) {
+      if (s.Get()->on_channel() == want) return true;
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+    return false;
+  }
+  bool Logged(absl::string_view text) {
+    std::lock_guard<std::mutex> lock(log_mu_);
+    for (const std::string& l : log_) {
+      if (absl::StrContains(l, text)) return true;
+    }
+    return false;
+  }
+
+  std::unique_ptr<service::testing::TwoStacks> t_;
+  std::unique_ptr<Client> client_, other_;
+  std::mutex log_mu_;
+  std::vector<std::string> log_;
+};
+
+TEST_F(DataChannelTest, EverySocketOfTheSessionDeliversThroughOneChannel) {
+  RemoteSocket a = Bound(*client_, 4000);
+  RemoteSocket b = Bound(*client_, 4001);
+  EXPECT_EQ(a.index(), 1u);
+  EXPECT_EQ(b.index(), 2u);
+  std::unique_ptr<DataChannel> ch = client_->AttachChannel().value();
+  ASSERT_TRUE(OnChannelBecomes(a, true));
+  // Opened after the attach: on the channel too.
+  RemoteSocket c = Bound(*client_, 4002);
+  EXPECT_TRUE(c.Get()->on_channel());
+  EXPECT_EQ(c.Get()->index(), 3u);
+  const stack::SocketId peer = t_->PeerSocket(5000).value();
+  for (int i = 0; i < 10; ++i) {
+    for (uint16_t port : {4000, 4001, 4002}) {
+      ASSERT_EQ(t_->PeerSend(peer, absl::StrCat(port, "#", i), port), absl::OkStatus());
+    }
+  }
+  const std::multimap<uint32_t, std::string> got = ReceiveN(*ch, 30);
+  ASSERT_EQ(got.size(), 30u);
+  for (const auto& [index, payload] : got) {
+    EXPECT_EQ(payload.substr(0, 4), std::to_string(3999 + index)) << payload;
+  }
+  // Every datagram accounted for: received here, none dropped, none left in a queue.
+  for (RemoteSocket* s : {&a, &b, &c}) {
+    const v1::SocketCounters n = s->Get()->counters();
+    EXPECT_EQ(n.rx_datagrams(), 10u);
+    EXPECT_EQ(n.rx_dropped(), 0u);
+    EXPECT_EQ(n.queued(), 0u);
+  }
+}
+
+TEST_F(DataChannelTest, NamedSocketsOnlyAndTheQueueAgainWhenTheChannelCloses) {
+  RemoteSocket a = Bound(*client_, 4000);
+  RemoteSocket b = Bound(*client_, 4001);
+  std::unique_ptr<DataChannel> ch = client_->AttachChannel({a.handle()}).value();
+  ASSERT_TRUE(OnChannelBecomes(a, true));
+  EXPECT_FALSE(b.Get()->on_channel());
+  EXPECT_FALSE(Bound(*client_, 4002).Get()->on_channel());  // not "all": later ones are not
+  ch.reset();  // the client closes its side: quadsockd takes the socket off
+  ASSERT_TRUE(OnChannelBecomes(a, false));
+  const stack::SocketId peer = t_->PeerSocket(5000).value();
+  ASSERT_EQ(t_->PeerSend(peer, "queued", 4000), absl::OkStatus());
+  absl::StatusOr<Datagram> d = a.Receive(absl::Seconds(10));
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->payload, "queued");
+  EXPECT_TRUE(Logged("data channel ended (the client closed its side connection)"));
+}
+
+TEST_F(DataChannelTest, OneChannelPerSessionAndTokensAreOneTime) {
+  RemoteSocket a = Bound(*client_, 4000);
+  std::unique_ptr<DataChannel> ch = client_->AttachChannel().value();
+  EXPECT_EQ(client_->AttachChannel().status().code(), StatusCode::kAlreadyExists);
+  EXPECT_EQ(DataChannel::Claim(t_->server->channel_path(), "not-a-token").status().code(),
+            StatusCode::kUnavailable);
+  // Another session's socket is not this one's to put on a channel.
+  other_ = NewClient("other");
+  EXPECT_EQ(other_->AttachChannel({a.handle()}).status().code(),
+            StatusCode::kPermissionDenied);
+}
+
+TEST_F(DataChannelTest, ASlowReaderDropsAndCountsWhileAnotherSessionKeepsItsDatagrams) {
+  RemoteSocket slow_socket = Bound(*client_, 4000);
+  std::unique_ptr<DataChannel> slow = client_->AttachChannel({}, 16).value();
+  other_ = NewClient("other");
+  RemoteSocket fast_socket = Bound(*other_, 4100);
+  std::unique_ptr<DataChannel> fast = other_->AttachChannel({}, 1024).value();
+  ASSERT_TRUE(OnChannelBecomes(slow_socket, true));
+  ASSERT_TRUE(OnChannelBecomes(fast_socket, true));
+  const stack::SocketId peer = t_->PeerSocket(5000).value();
+  for (int i = 0; i < 100; ++i) {
+    ASSERT_EQ(t_->PeerSend(peer, "s", 4000), absl::OkStatus());
+    ASSERT_EQ(t_->PeerSend(peer, "f", 4100), absl::OkStatus());
+  }
+  // The fast session gets all of its 100 while the slow one reads nothing.
+  EXPECT_EQ(ReceiveN(*fast, 100).size(), 100u);
+  // The slow one's ring (16) is full; the rest were dropped and counted, never waited for.
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  v1::SocketCounters n;
+  do {
+    n = slow_socket.Get()->counters();
+  } while (n.rx_datagrams() + n.rx_dropped() < 100 && absl::Now() < deadline);
+  EXPECT_EQ(n.rx_datagrams(), 16u);
+  EXPECT_EQ(n.rx_dropped(), 84u);
+  EXPECT_EQ(ReceiveN(*slow, 16).size(), 16u);
+}
+
+TEST_F(DataChannelTest, AClientThatScribblesOverItsRingsEndsOnlyItsOwnChannel) {
+  other_ = NewClient("other");
+  RemoteSocket good_socket = Bound(*other_, 4100);
+  std::unique_ptr<DataChannel> good = other_->AttachChannel().value();
+  RemoteSocket bad_socket = Bound(*client_, 4000);
+  std::unique_ptr<DataChannel> bad = client_->AttachChannel().value();
+  ASSERT_TRUE(OnChannelBecomes(bad_socket, true));
+  const int memfd = bad->memfd();
+  std::mt19937 rng(42);
+  std::vector<uint8_t> junk(4096 * 4);
+  for (uint8_t& b : junk) b = static_cast<uint8_t>(rng());
+  ASSERT_EQ(pwrite(memfd, junk.data(), junk.size(), 0), static_cast<ssize_t>(junk.size()));
+  const stack::SocketId peer = t_->PeerSocket(5000).value();
+  // Datagrams for the scribbler meet the garbage: its channel ends, its socket goes back to its
+  // queue, and the log says why.
+  ASSERT_EQ(t_->PeerSend(peer, "to the scribbler", 4000), absl::OkStatus());
+  ASSERT_TRUE(OnChannelBecomes(bad_socket, false));
+  EXPECT_TRUE(Logged("the client broke it"));
+  // The other session notices nothing.
+  ASSERT_EQ(t_->PeerSend(peer, "to the good one", 4100), absl::OkStatus());
+  EXPECT_EQ(ReceiveN(*good, 1).size(), 1u);
+  EXPECT_TRUE(good_socket.Get()->on_channel());
+}
+
+}  // namespace
+}  // namespace quadsock

@@ -1,0 +1,273 @@
+#include "service/channel_broker.h"
+
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "service/service_context.h"
+#include "service/sessions.h"
+
+namespace quadsock::service {
+namespace {
+
+constexpr size_t kMaxTokenBytes = 64;
+// A connection that has not sent its token by then is closed.
+constexpr absl::Duration kClaimDeadline = absl::Seconds(5);
+constexpr int kTickMs = 100;
+constexpr int kMaxFds = 1 + channel::kMaxRings;  // the memfd and one eventfd per ring
+
+// One message on `fd`, with `fds` passed alongside (SCM_RIGHTS). False when it did not go.
+bool SendWithFds(int fd, absl::string_view text, const std::vector<int>& fds) {
+  iovec iov{const_cast<char*>(text.data()), text.size()};
+  msghdr m{};
+  m.msg_iov = &iov;
+  m.msg_iovlen = 1;
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxFds)];
+  if (!fds.empty()) {
+    m.msg_control = control;
+    m.msg_controllen = CMSG_SPACE(sizeof(int) * fds.size());
+    cmsghdr* c = CMSG_FIRSTHDR(&m);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
+    std::memcpy(CMSG_DATA(c), fds.data(), sizeof(int) * fds.size());
+  }
+  return sendmsg(fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT) == static_cast<ssize_t>(text.size());
+}
+
+}  // namespace
+
+ChannelBroker::ChannelBroker(std::string path, stack::Stack& stack, ChannelLimits limits,
+                             std::function<void(absl::string_view)> log)
+    : path_(std::move(path)), stack_(stack), limits_(limits), log_(std::move(log)) {}
+
+absl::StatusOr<std::unique_ptr<ChannelBroker>> ChannelBroker::Start(
+    std::string path, stack::Stack& stack, ChannelLimits limits,
+    std::function<void(absl::string_view)> log) {
+  std::unique_ptr<ChannelBroker> b(
+      new ChannelBroker(std::move(path), stack, limits, std::move(log)));
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  if (b->path_.size() >= sizeof(a.sun_path)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the data channel's side socket \"", b->path_, "\" is too long a path"));
+  }
+  std::memcpy(a.sun_path, b->path_.data(), b->path_.size());
+  b->listen_fd_ = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (b->listen_fd_ < 0) return absl::ErrnoToStatus(errno, "socket(AF_UNIX, SOCK_SEQPACKET)");
+  unlink(b->path_.c_str());  // a stale one from an earlier run
+  if (bind(b->listen_fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
+      listen(b->listen_fd_, 64) != 0) {
+    return absl::UnavailableError(absl::StrCat("cannot listen on the data channel's side socket \"",
+                                               b->path_, "\": ", std::strerror(errno)));
+  }
+  chmod(b->path_.c_str(), 0660);  // as the Unix listener: whoever may call may attach
+  b->epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+  if (b->epoll_fd_ < 0) return absl::ErrnoToStatus(errno, "epoll_create1");
+  epoll_event e{};
+  e.events = EPOLLIN;
+  e.data.fd = b->listen_fd_;
+  if (epoll_ctl(b->epoll_fd_, EPOLL_CTL_ADD, b->listen_fd_, &e) != 0) {
+    return absl::ErrnoToStatus(errno, "epoll_ctl");
+  }
+  ChannelBroker* self = b.get();
+  b->thread_ = std::thread([self] { self->Run(); });
+  return b;
+}
+
+ChannelBroker::~ChannelBroker() {
+  stopping_.store(true);
+  if (thread_.joinable()) thread_.join();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<std::string> sessions;
+    for (const auto& [session, a] : attached_) sessions.push_back(session);
+    for (const std::string& s : sessions) Detach(s, "quadsockd is stopping");
+    for (const auto& [fd, deadline] : unclaimed_) close(fd);
+    unclaimed_.clear();
+  }
+  if (epoll_fd_ >= 0) close(epoll_fd_);
+  if (listen_fd_ >= 0) {
+    close(listen_fd_);
+    unlink(path_.c_str());
+  }
+}
+
+absl::StatusOr<ChannelBroker::Offer> ChannelBroker::MakeOffer(
+    const std::string& session, std::vector<std::pair<uint32_t, stack::SocketId>> sockets,
+    bool all, uint32_t slots) {
+  if (slots == 0) slots = limits_.default_slots;
+  if ((slots & (slots - 1)) != 0 || slots > limits_.max_slots) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ring_slots: ", slots, " is not a power of two of at most ", limits_.max_slots));
+  }
+  const auto rings = static_cast<uint32_t>(stack_.poll_threads());
+  // A buffer takes the largest datagram any link carries.
+  uint32_t mtu = 0;
+  for (const link::LinkInfo& l : stack_.Links()) mtu = std::max(mtu, l.mtu);
+  const channel::ChannelOptions o{.rings = rings, .slots = slots, .buffer_bytes = mtu};
+  const size_t bytes = channel::kHeaderBytes +
+                       size_t{rings} * channel::RingBytes(slots, channel::RoundUp(mtu, 64));
+  if (bytes > limits_.max_bytes_per_session) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "a channel of %u rings of %u slots takes %u bytes; the limit is %u per session "
+        "(--max_channel_mib): ask for fewer ring_slots",
+        rings, slots, bytes, limits_.max_bytes_per_session));
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  if (attached_.contains(session)) {
+    return absl::AlreadyExistsError("the session has a data channel already");
+  }
+  for (const auto& [token, p] : offers_) {
+    if (p.session == session) {
+      return absl::AlreadyExistsError("the session has a data channel offered already");
+    }
+  }
+  absl::StatusOr<std::shared_ptr<channel::Channel>> c = channel::Channel::Create(o);
+  if (!c.ok()) return c.status();
+  Offer offer{RandomToken(), path_, rings, (*c)->bytes()};
+  offers_[offer.token] = Pending{session, std::move(*c), std::move(sockets), all,
+                                 absl::Now() + limits_.offer_ttl};
+  return offer;
+}
+
+void ChannelBroker::SocketOpened(const std::string& session, uint32_t index, stack::SocketId id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (auto it = attached_.find(session); it != attached_.end() && it->second.all) {
+    if (stack_.PutOnChannel(id, it->second.channel, index).ok()) {
+      it->second.sockets.emplace_back(index, id);
+    }
+    return;
+  }
+  for (auto& [token, p] : offers_) {
+    if (p.session == session && p.all) p.sockets.emplace_back(index, id);
+  }
+}
+
+void ChannelBroker::SessionEnded(const std::string& session) {
+  std::lock_guard<std::mutex> lock(mu_);
+  absl::erase_if(offers_, [&](const auto& o) { return o.second.session == session; });
+  if (attached_.contains(session)) Detach(session, "the session ended");
+}
+
+void ChannelBroker::Run() {
+  epoll_event events[16];
+  while (!stopping_.load()) {
+    const int n = epoll_wait(epoll_fd_, events, 16, kTickMs);
+    std::lock_guard<std::mutex> lock(mu_);
+    for (int i = 0; i < n; ++i) {
+      const int fd = events[i].data.fd;
+      if (fd == listen_fd_) {
+        Accept();
+      } else if (unclaimed_.contains(fd)) {
+        Claim(fd);
+      } else if (auto it = sessions_by_fd_.find(fd); it != sessions_by_fd_.end()) {
+        // An attached client speaks only by closing: anything else is a hang-up too.
+        const std::string session = it->second;
+        Detach(session, "the client closed its side connection");
+      }
+    }
+    Tick();
+  }
+}
+
+void ChannelBroker::Accept() {
+  for (;;) {
+    const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) return;
+    epoll_event e{};
+    e.events = EPOLLIN | EPOLLRDHUP;
+    e.data.fd = fd;
+    if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &e) != 0) {
+      close(fd);
+      continue;
+    }
+    unclaimed_[fd] = absl::Now() + kClaimDeadline;
+  }
+}
+
+void ChannelBroker::Drop(int fd) {
+  epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
+  close(fd);
+  unclaimed_.erase(fd);
+  sessions_by_fd_.erase(fd);
+}
+
+void ChannelBroker::Claim(int fd) {
+  char buf[kMaxTokenBytes + 1];
+  const ssize_t n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+  unclaimed_.erase(fd);
+  auto it = n > 0 && static_cast<size_t>(n) <= kMaxTokenBytes
+                ? offers_.find(std::string(buf, static_cast<size_t>(n)))
+                : offers_.end();
+  if (it == offers_.end() || it->second.expires < absl::Now()) {
+    (void)SendWithFds(fd, "error: no such offer (unknown, used or expired token)", {});
+    if (it != offers_.end()) offers_.erase(it);
+    Drop(fd);
+    return;
+  }
+  Pending p = std::move(it->second);
+  offers_.erase(it);
+  ucred cred{};
+  socklen_t len = sizeof(cred);
+  (void)getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len);
+  std::vector<int> fds = {p.channel->memfd()};
+  for (int e : p.channel->event_fds()) fds.push_back(e);
+  if (!SendWithFds(fd, "ok", fds)) {
+    Log(absl::StrFormat("session %s: the data channel could not be passed: %s", ShortId(p.session),
+                        std::strerror(errno)));
+    Drop(fd);
+    return;
+  }
+  Attached a{p.channel, {}, p.all, fd};
+  for (const auto& [index, id] : p.sockets) {
+    // A socket closed since the offer is simply not there any more.
+    if (stack_.PutOnChannel(id, p.channel, index).ok()) a.sockets.emplace_back(index, id);
+  }
+  Log(absl::StrFormat(
+      "session %s: data channel attached by pid %d (uid %d): %u rings, %u bytes, %u sockets%s",
+      ShortId(p.session), cred.pid, cred.uid, p.channel->rings(), p.channel->bytes(),
+      a.sockets.size(), a.all ? " and every socket it opens" : ""));
+  sessions_by_fd_[fd] = p.session;
+  attached_[p.session] = std::move(a);
+}
+
+void ChannelBroker::Detach(const std::string& session, absl::string_view why) {
+  auto it = attached_.find(session);
+  if (it == attached_.end()) return;
+  Attached a = std::move(it->second);
+  attached_.erase(it);
+  for (const auto& [index, id] : a.sockets) (void)stack_.PutOnChannel(id, nullptr, 0);
+  Drop(a.fd);
+  const channel::ChannelCounters c = a.channel->counters();
+  Log(absl::StrFormat("session %s: data channel ended (%s): %u datagrams delivered, %u dropped "
+                      "on a full ring",
+                      ShortId(session), why, c.delivered, c.ring_full));
+}
+
+void ChannelBroker::Tick() {
+  const absl::Time now = absl::Now();
+  absl::erase_if(offers_, [now](const auto& o) { return o.second.expires < now; });
+  std::vector<int> late;
+  for (const auto& [fd, deadline] : unclaimed_) {
+    if (deadline < now) late.push_back(fd);
+  }
+  for (int fd : late) Drop(fd);
+  std::vector<std::pair<std::string, std::string>> broken;
+  for (const auto& [session, a] : attached_) {
+    if (a.channel->broken()) broken.emplace_back(session, a.channel->broken_reason());
+  }
+  for (const auto& [session, reason] : broken) {
+    Detach(session, absl::StrCat("the client broke it: ", reason));
+  }
+}
+
+}  // namespace quadsock::service

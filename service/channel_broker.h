@@ -1,0 +1,125 @@
+// Hands sessions their data channels (stack/channel) over a side Unix socket, the one place in
+// quadsockd that passes file descriptors.
+//
+// AttachChannel (a gRPC call) makes the channel and an offer: a one-time token, valid for
+// `offer_ttl`. The client connects to the side socket (SOCK_SEQPACKET, next to the Unix
+// listener, with its mode) and sends the token; the broker reads the peer's credentials
+// (SO_PEERCRED, logged with the session), answers "ok" with the memfd and the rings' eventfds
+// (SCM_RIGHTS), and puts the offered sockets on the channel. From then on the side connection
+// is the channel's life: when the client closes it or dies, the sockets go back to their
+// queues and the channel's memory is freed; when the session ends, the broker closes it. A
+// channel the client broke (stack/channel: a consumer index it could not have written) is ended
+// the same way, with a log line that says why; no other session notices.
+//
+// One thread serves the side socket (accepts, tokens, hang-ups, and every 100 ms: expired
+// offers and broken channels). Every channel counts against `max_bytes_per_session`.
+//
+//   auto broker = ChannelBroker::Start("/run/quadsock/quadsock.sock.channel", stack, {}, log);
+//   Offer o = broker->MakeOffer(session, {{1, id}}, /*all=*/false, /*slots=*/0).value();
+//   broker->SocketOpened(session, index, id);   // a session whose channel takes all sockets
+//   broker->SessionEnded(session);
+#ifndef QUADSOCK_SERVICE_CHANNEL_BROKER_H_
+#define QUADSOCK_SERVICE_CHANNEL_BROKER_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "stack/channel/channel.h"
+#include "stack/stack.h"
+
+namespace quadsock::service {
+
+struct ChannelLimits {
+  uint32_t default_slots = 1024;  // per ring
+  uint32_t max_slots = 65536;
+  size_t max_bytes_per_session = size_t{256} << 20;
+  absl::Duration offer_ttl = absl::Seconds(10);
+};
+
+class ChannelBroker {
+ public:
+  // Listens on `path` (made with mode 0660, as the Unix listener). UNAVAILABLE when it cannot.
+  static absl::StatusOr<std::unique_ptr<ChannelBroker>> Start(
+      std::string path, stack::Stack& stack, ChannelLimits limits,
+      std::function<void(absl::string_view)> log);
+  ~ChannelBroker();  // ends every channel (the sockets go back to their queues)
+
+  struct Offer {
+    std::string token;
+    std::string path;
+    uint32_t rings = 0;
+    uint64_t bytes = 0;
+  };
+  // A channel for `session` carrying `sockets` ((index, id) pairs) and, with `all`, every
+  // socket the session opens later. ALREADY_EXISTS when the session has a channel or an offer;
+  // INVALID_ARGUMENT for slots that are no power of two or over the limit; RESOURCE_EXHAUSTED
+  // over max_bytes_per_session.
+  absl::StatusOr<Offer> MakeOffer(const std::string& session,
+                                  std::vector<std::pair<uint32_t, stack::SocketId>> sockets,
+                                  bool all, uint32_t slots);
+  // A socket the session opened: on its channel, if that takes all the session's sockets.
+  void SocketOpened(const std::string& session, uint32_t index, stack::SocketId id);
+  // The session ended: its channel (or offer) ends.
+  void SessionEnded(const std::string& session);
+  const std::string& path() const { return path_; }
+
+ private:
+  struct Pending {  // an offer not yet claimed
+    std::string session;
+    std::shared_ptr<channel::Channel> channel;
+    std::vector<std::pair<uint32_t, stack::SocketId>> sockets;
+    bool all = false;
+    absl::Time expires;
+  };
+  struct Attached {  // a claimed channel, alive while its side connection is
+    std::shared_ptr<channel::Channel> channel;
+    std::vector<std::pair<uint32_t, stack::SocketId>> sockets;
+    bool all = false;
+    int fd = -1;
+  };
+
+  ChannelBroker(std::string path, stack::Stack& stack, ChannelLimits limits,
+                std::function<void(absl::string_view)> log);
+  void Run();
+  void Accept() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A connection sent something: its token (the first message) or nothing more allowed.
+  void Claim(int fd) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Ends a session's attached channel: sockets off, side connection closed, logged.
+  void Detach(const std::string& session, absl::string_view why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Tick() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Drop(int fd) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Log(absl::string_view message) const {
+    if (log_) log_(message);
+  }
+
+  const std::string path_;
+  stack::Stack& stack_;
+  const ChannelLimits limits_;
+  const std::function<void(absl::string_view)> log_;
+  int listen_fd_ = -1;
+  int epoll_fd_ = -1;
+  std::atomic<bool> stopping_{false};
+  std::thread thread_;
+  // std::mutex, not absl::Mutex: Debian's Abseil is not built for ThreadSanitizer.
+  std::mutex mu_;
+  absl::flat_hash_map<std::string, Pending> offers_ ABSL_GUARDED_BY(mu_);      // by token
+  absl::flat_hash_map<std::string, Attached> attached_ ABSL_GUARDED_BY(mu_);   // by session
+  absl::flat_hash_map<int, absl::Time> unclaimed_ ABSL_GUARDED_BY(mu_);        // fd: deadline
+  absl::flat_hash_map<int, std::string> sessions_by_fd_ ABSL_GUARDED_BY(mu_);  // attached fds
+};
+
+}  // namespace quadsock::service
+
+#endif  // QUADSOCK_SERVICE_CHANNEL_BROKER_H_
