@@ -53,29 +53,32 @@ absl::StatusOr<std::unique_ptr<ChannelBroker>> ChannelBroker::Start(
     std::function<void(absl::string_view)> log) {
   std::unique_ptr<ChannelBroker> b(
       new ChannelBroker(std::move(path), stack, limits, std::move(log)));
-  sockaddr_un a{};
-  a.sun_family = AF_UNIX;
-  if (b->path_.size() >= sizeof(a.sun_path)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("the data channel's side socket \"", b->path_, "\" is too long a path"));
-  }
-  std::memcpy(a.sun_path, b->path_.data(), b->path_.size());
-  b->listen_fd_ = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (b->listen_fd_ < 0) return absl::ErrnoToStatus(errno, "socket(AF_UNIX, SOCK_SEQPACKET)");
-  unlink(b->path_.c_str());  // a stale one from an earlier run
-  if (bind(b->listen_fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
-      listen(b->listen_fd_, 64) != 0) {
-    return absl::UnavailableError(absl::StrCat("cannot listen on the data channel's side socket \"",
-                                               b->path_, "\": ", std::strerror(errno)));
-  }
-  chmod(b->path_.c_str(), 0660);  // as the Unix listener: whoever may call may attach
   b->epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
   if (b->epoll_fd_ < 0) return absl::ErrnoToStatus(errno, "epoll_create1");
-  epoll_event e{};
-  e.events = EPOLLIN;
-  e.data.fd = b->listen_fd_;
-  if (epoll_ctl(b->epoll_fd_, EPOLL_CTL_ADD, b->listen_fd_, &e) != 0) {
-    return absl::ErrnoToStatus(errno, "epoll_ctl");
+  if (!b->path_.empty()) {
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    if (b->path_.size() >= sizeof(a.sun_path)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the data channel's side socket \"", b->path_, "\" is too long a path"));
+    }
+    std::memcpy(a.sun_path, b->path_.data(), b->path_.size());
+    b->listen_fd_ = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (b->listen_fd_ < 0) return absl::ErrnoToStatus(errno, "socket(AF_UNIX, SOCK_SEQPACKET)");
+    unlink(b->path_.c_str());  // a stale one from an earlier run
+    if (bind(b->listen_fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
+        listen(b->listen_fd_, 64) != 0) {
+      return absl::UnavailableError(absl::StrCat(
+          "cannot listen on the data channel's side socket \"", b->path_, "\": ",
+          std::strerror(errno)));
+    }
+    chmod(b->path_.c_str(), 0660);  // as the Unix listener: whoever may call may attach
+    epoll_event e{};
+    e.events = EPOLLIN;
+    e.data.fd = b->listen_fd_;
+    if (epoll_ctl(b->epoll_fd_, EPOLL_CTL_ADD, b->listen_fd_, &e) != 0) {
+      return absl::ErrnoToStatus(errno, "epoll_ctl");
+    }
   }
   ChannelBroker* self = b.get();
   b->thread_ = std::thread([self] { self->Run(); });
@@ -100,9 +103,7 @@ ChannelBroker::~ChannelBroker() {
   }
 }
 
-absl::StatusOr<ChannelBroker::Offer> ChannelBroker::MakeOffer(
-    const std::string& session, std::vector<std::pair<uint32_t, stack::SocketId>> sockets,
-    bool all, uint32_t slots) {
+absl::StatusOr<channel::ChannelOptions> ChannelBroker::Size(uint32_t slots) const {
   if (slots == 0) slots = limits_.default_slots;
   if ((slots & (slots - 1)) != 0 || slots > limits_.max_slots) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -121,7 +122,10 @@ absl::StatusOr<ChannelBroker::Offer> ChannelBroker::MakeOffer(
         "(--max_channel_mib): ask for fewer ring_slots",
         rings, slots, bytes, limits_.max_bytes_per_session));
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  return o;
+}
+
+absl::Status ChannelBroker::CheckNone(const std::string& session) const {
   if (attached_.contains(session)) {
     return absl::AlreadyExistsError("the session has a data channel already");
   }
@@ -130,12 +134,66 @@ absl::StatusOr<ChannelBroker::Offer> ChannelBroker::MakeOffer(
       return absl::AlreadyExistsError("the session has a data channel offered already");
     }
   }
-  absl::StatusOr<std::shared_ptr<channel::Channel>> c = channel::Channel::Create(o);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ChannelBroker::Offer> ChannelBroker::MakeOffer(
+    const std::string& session, std::vector<std::pair<uint32_t, stack::SocketId>> sockets,
+    bool all, uint32_t slots) {
+  if (!has_side_socket()) {
+    return absl::FailedPreconditionError(
+        "a data channel in shared memory needs quadsockd's Unix listener (--listen=unix:...) "
+        "and a client on the same host; use StreamChannel otherwise");
+  }
+  absl::StatusOr<channel::ChannelOptions> o = Size(slots);
+  if (!o.ok()) return o.status();
+  std::lock_guard<std::mutex> lock(mu_);
+  if (absl::Status s = CheckNone(session); !s.ok()) return s;
+  absl::StatusOr<std::shared_ptr<channel::Channel>> c = channel::Channel::Create(*o);
   if (!c.ok()) return c.status();
-  Offer offer{RandomToken(), path_, rings, (*c)->bytes()};
+  Offer offer{RandomToken(), path_, o->rings, (*c)->bytes()};
   offers_[offer.token] = Pending{session, std::move(*c), std::move(sockets), all,
                                  absl::Now() + limits_.offer_ttl};
   return offer;
+}
+
+absl::StatusOr<std::shared_ptr<channel::Channel>> ChannelBroker::AttachStream(
+    const std::string& session, std::vector<std::pair<uint32_t, stack::SocketId>> sockets,
+    bool all, uint32_t slots, StreamHooks hooks) {
+  absl::StatusOr<channel::ChannelOptions> o = Size(slots);
+  if (!o.ok()) return o.status();
+  std::lock_guard<std::mutex> lock(mu_);
+  if (absl::Status s = CheckNone(session); !s.ok()) return s;
+  absl::StatusOr<std::shared_ptr<channel::Channel>> c = channel::Channel::Create(*o);
+  if (!c.ok()) return c.status();
+  for (int fd : (*c)->event_fds()) {
+    epoll_event e{};
+    e.events = EPOLLIN;
+    e.data.fd = fd;
+    if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &e) != 0) {
+      for (int added : (*c)->event_fds()) epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, added, nullptr);
+      return absl::ErrnoToStatus(errno, "epoll_ctl for a stream's channel");
+    }
+    stream_events_[fd] = session;
+  }
+  Attached a{*c, {}, all, -1, std::make_shared<StreamHooks>(std::move(hooks))};
+  for (const auto& [index, id] : sockets) {
+    if (stack_.PutOnChannel(id, *c, index).ok()) a.sockets.emplace_back(index, id);
+  }
+  Log(absl::StrFormat("session %s: data channel attached on a gRPC stream: %u rings, %u bytes, "
+                      "%u sockets%s",
+                      ShortId(session), (*c)->rings(), (*c)->bytes(), a.sockets.size(),
+                      all ? " and every socket it opens" : ""));
+  attached_[session] = std::move(a);
+  return *c;
+}
+
+void ChannelBroker::DetachStream(const std::string& session, const channel::Channel* channel) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = attached_.find(session);
+  if (it == attached_.end() || it->second.channel.get() != channel) return;  // ended already
+  it->second.hooks = nullptr;  // the stream is going: nothing to tell it
+  Detach(session, "the client ended the stream");
 }
 
 void ChannelBroker::SocketOpened(const std::string& session, uint32_t index, stack::SocketId id) {
@@ -154,7 +212,7 @@ void ChannelBroker::SocketOpened(const std::string& session, uint32_t index, sta
 void ChannelBroker::SessionEnded(const std::string& session) {
   std::lock_guard<std::mutex> lock(mu_);
   absl::erase_if(offers_, [&](const auto& o) { return o.second.session == session; });
-  if (attached_.contains(session)) Detach(session, "the session ended");
+  if (attached_.contains(session)) Detach(session, "the session ended", absl::StatusCode::kNotFound);
 }
 
 void ChannelBroker::Run() {
@@ -168,6 +226,11 @@ void ChannelBroker::Run() {
         Accept();
       } else if (unclaimed_.contains(fd)) {
         Claim(fd);
+      } else if (auto ev = stream_events_.find(fd); ev != stream_events_.end()) {
+        uint64_t drain;
+        (void)!read(fd, &drain, sizeof(drain));
+        auto a = attached_.find(ev->second);
+        if (a != attached_.end() && a->second.hooks != nullptr) a->second.hooks->wake();
       } else if (auto it = sessions_by_fd_.find(fd); it != sessions_by_fd_.end()) {
         // An attached client speaks only by closing: anything else is a hang-up too.
         const std::string session = it->second;
@@ -240,13 +303,22 @@ void ChannelBroker::Claim(int fd) {
   attached_[p.session] = std::move(a);
 }
 
-void ChannelBroker::Detach(const std::string& session, absl::string_view why) {
+void ChannelBroker::Detach(const std::string& session, absl::string_view why,
+                           absl::StatusCode code) {
   auto it = attached_.find(session);
   if (it == attached_.end()) return;
   Attached a = std::move(it->second);
   attached_.erase(it);
   for (const auto& [index, id] : a.sockets) (void)stack_.PutOnChannel(id, nullptr, 0);
-  Drop(a.fd);
+  if (a.fd >= 0) {
+    Drop(a.fd);
+  } else {
+    for (int fd : a.channel->event_fds()) {
+      epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
+      stream_events_.erase(fd);
+    }
+    if (a.hooks != nullptr) a.hooks->ended(absl::Status(code, why));
+  }
   const channel::ChannelCounters c = a.channel->counters();
   Log(absl::StrFormat("session %s: data channel ended (%s): %u datagrams delivered, %u dropped "
                       "on a full ring",

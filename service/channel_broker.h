@@ -50,7 +50,8 @@ struct ChannelLimits {
 
 class ChannelBroker {
  public:
-  // Listens on `path` (made with mode 0660, as the Unix listener). UNAVAILABLE when it cannot.
+  // Listens on `path` (made with mode 0660, as the Unix listener); "" for none (a TCP listener:
+  // StreamChannel only). UNAVAILABLE when it cannot.
   static absl::StatusOr<std::unique_ptr<ChannelBroker>> Start(
       std::string path, stack::Stack& stack, ChannelLimits limits,
       std::function<void(absl::string_view)> log);
@@ -69,6 +70,22 @@ class ChannelBroker {
   absl::StatusOr<Offer> MakeOffer(const std::string& session,
                                   std::vector<std::pair<uint32_t, stack::SocketId>> sockets,
                                   bool all, uint32_t slots);
+  // What a StreamChannel call (a channel read inside quadsockd) is told: `wake` when a ring
+  // may have datagrams (from the broker's thread: the channel's eventfds are in its epoll set),
+  // `ended` when the broker ends the channel (the session ended, quadsockd stops). Neither may
+  // call the broker.
+  struct StreamHooks {
+    std::function<void()> wake;
+    std::function<void(absl::Status why)> ended;
+  };
+  // A channel for a stream, made and attached at once (the same errors as MakeOffer). It ends
+  // with DetachStream, or by the broker (then `ended`).
+  absl::StatusOr<std::shared_ptr<channel::Channel>> AttachStream(
+      const std::string& session, std::vector<std::pair<uint32_t, stack::SocketId>> sockets,
+      bool all, uint32_t slots, StreamHooks hooks);
+  void DetachStream(const std::string& session, const channel::Channel* channel);
+  bool has_side_socket() const { return listen_fd_ >= 0; }
+
   // A socket the session opened: on its channel, if that takes all the session's sockets.
   void SocketOpened(const std::string& session, uint32_t index, stack::SocketId id);
   // The session ended: its channel (or offer) ends.
@@ -83,12 +100,17 @@ class ChannelBroker {
     bool all = false;
     absl::Time expires;
   };
-  struct Attached {  // a claimed channel, alive while its side connection is
+  struct Attached {  // a claimed channel, alive while its side connection (or stream) is
     std::shared_ptr<channel::Channel> channel;
     std::vector<std::pair<uint32_t, stack::SocketId>> sockets;
     bool all = false;
-    int fd = -1;
+    int fd = -1;                          // the side connection; -1 for a stream's
+    std::shared_ptr<StreamHooks> hooks;  // a stream's
   };
+  // The channel's size for `slots`, checked against the limits.
+  absl::StatusOr<channel::ChannelOptions> Size(uint32_t slots) const;
+  // Whether the session may have a new channel: ALREADY_EXISTS otherwise.
+  absl::Status CheckNone(const std::string& session) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   ChannelBroker(std::string path, stack::Stack& stack, ChannelLimits limits,
                 std::function<void(absl::string_view)> log);
@@ -97,7 +119,10 @@ class ChannelBroker {
   // A connection sent something: its token (the first message) or nothing more allowed.
   void Claim(int fd) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Ends a session's attached channel: sockets off, side connection closed, logged.
-  void Detach(const std::string& session, absl::string_view why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A stream's `ended` gets `code` with `why`.
+  void Detach(const std::string& session, absl::string_view why,
+              absl::StatusCode code = absl::StatusCode::kUnavailable)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Tick() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Drop(int fd) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Log(absl::string_view message) const {
@@ -118,6 +143,7 @@ class ChannelBroker {
   absl::flat_hash_map<std::string, Attached> attached_ ABSL_GUARDED_BY(mu_);   // by session
   absl::flat_hash_map<int, absl::Time> unclaimed_ ABSL_GUARDED_BY(mu_);        // fd: deadline
   absl::flat_hash_map<int, std::string> sessions_by_fd_ ABSL_GUARDED_BY(mu_);  // attached fds
+  absl::flat_hash_map<int, std::string> stream_events_ ABSL_GUARDED_BY(mu_);   // streams' eventfds
 };
 
 }  // namespace quadsock::service

@@ -195,14 +195,13 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerOptions options, sta
     return absl::UnavailableError(absl::StrCat(
         "cannot listen on \"", o.listen, "\" (address in use, or not permitted)"));
   }
-  if (!unix_path.empty()) {
-    chmod(unix_path.c_str(), 0660);
-    absl::StatusOr<std::unique_ptr<ChannelBroker>> broker =
-        ChannelBroker::Start(unix_path + ".channel", stack, o.channels, o.log);
-    if (!broker.ok()) return broker.status();
-    s->channels_ = std::move(*broker);
-    s->context_.channels = s->channels_.get();
-  }
+  if (!unix_path.empty()) chmod(unix_path.c_str(), 0660);
+  // Data channels: in shared memory beside a Unix listener, on gRPC streams on any.
+  absl::StatusOr<std::unique_ptr<ChannelBroker>> broker = ChannelBroker::Start(
+      unix_path.empty() ? "" : unix_path + ".channel", stack, o.channels, o.log);
+  if (!broker.ok()) return broker.status();
+  s->channels_ = std::move(*broker);
+  s->context_.channels = s->channels_.get();
   // With port 0 the kernel chose one: say which.
   s->listening_on_ = unix_path.empty()
                          ? absl::StrCat(o.listen.substr(0, o.listen.rfind(':')), ":", port)

@@ -101,6 +101,7 @@ class Server {
   Sessions& sessions() { return sessions_; }
   // The data channels' side socket; "" without one (a TCP listener).
   std::string channel_path() const { return channels_ ? channels_->path() : ""; }
+  ChannelBroker* channels() { return channels_.get(); }
 
  private:
   Server(ServerOptions options, stack::Stack& stack);
@@ -115,7 +116,7 @@ class Server {
   std::unique_ptr<AdminServiceImpl> admin_only_;   // on `admin_listen`
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<grpc::Server> admin_server_;     // null without `admin_listen`
-  std::unique_ptr<ChannelBroker> channels_;        // null on a TCP listener
+  std::unique_ptr<ChannelBroker> channels_;
   std::string listening_on_;
   std::string admin_listening_on_;
   std::atomic<bool> stopping_{false};

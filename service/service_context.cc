@@ -11,7 +11,7 @@
 
 namespace quadsock::service {
 
-std::string ServiceContext::Identity(grpc::ServerContext* ctx) {
+std::string ServiceContext::Identity(grpc::ServerContextBase* ctx) {
   std::shared_ptr<const grpc::AuthContext> auth = ctx->auth_context();
   if (auth == nullptr || !auth->IsPeerAuthenticated()) return "";
   // The certificate's whole subject: SANs alone can be shared by many client certificates.
@@ -25,7 +25,7 @@ std::string ServiceContext::Identity(grpc::ServerContext* ctx) {
   return absl::StrJoin(parts, ",");
 }
 
-absl::Status ServiceContext::Admit(grpc::ServerContext* ctx) const {
+absl::Status ServiceContext::Admit(grpc::ServerContextBase* ctx) const {
   if (shutting_down.load()) return absl::UnavailableError("the server is shutting down");
   if (ctx->deadline() < std::chrono::system_clock::now()) {
     return absl::DeadlineExceededError("the call's deadline had passed on arrival");
@@ -33,7 +33,7 @@ absl::Status ServiceContext::Admit(grpc::ServerContext* ctx) const {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::string> ServiceContext::Session(grpc::ServerContext* ctx) {
+absl::StatusOr<std::string> ServiceContext::Session(grpc::ServerContextBase* ctx) {
   if (absl::Status s = Admit(ctx); !s.ok()) return s;
   auto it = ctx->client_metadata().find(kSessionHeader);
   std::string token;
@@ -47,6 +47,20 @@ void ServiceContext::CloseEnded(const EndedSession& ended, absl::string_view how
   for (SocketId id : ended.sockets) (void)stack.Close(id);
   Log(absl::StrFormat("session %s (\"%s\") %s: closed %d sockets", ShortId(ended.token),
                       absl::CHexEscape(ended.name), how, ended.sockets.size()));
+}
+
+absl::StatusOr<std::vector<std::pair<uint32_t, SocketId>>> ServiceContext::ChannelSockets(
+    const std::string& token, const google::protobuf::RepeatedPtrField<std::string>& handles,
+    bool& all) const {
+  all = handles.empty();
+  if (all) return sessions.IndexedSockets(token);
+  std::vector<std::pair<uint32_t, SocketId>> out;
+  for (const std::string& handle : handles) {
+    absl::StatusOr<SocketId> id = sessions.FindSocket(token, handle);
+    if (!id.ok()) return NamedByHandle(id.status(), handle);
+    out.emplace_back(sessions.SocketIndex(token, handle).value_or(0), *id);
+  }
+  return out;
 }
 
 absl::Status ServiceContext::StartReading(SocketId id) {

@@ -12,11 +12,14 @@
 #include <atomic>
 #include <functional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "google/protobuf/repeated_ptr_field.h"
 #include "service/channel_broker.h"
 #include "service/sessions.h"
 #include "stack/stack.h"
@@ -54,12 +57,12 @@ struct ServiceContext {
 
   // Whether the server takes the call at all: UNAVAILABLE when shutting down,
   // DEADLINE_EXCEEDED when late. (The administration listener asks no more.)
-  absl::Status Admit(grpc::ServerContext* ctx) const;
+  absl::Status Admit(grpc::ServerContextBase* ctx) const;
   // The caller's session token after Admit and checking it (and renewing its lease):
   // UNAUTHENTICATED when missing or unknown.
-  absl::StatusOr<std::string> Session(grpc::ServerContext* ctx);
+  absl::StatusOr<std::string> Session(grpc::ServerContextBase* ctx);
   // The client certificate's identity under mTLS, "" otherwise.
-  static std::string Identity(grpc::ServerContext* ctx);
+  static std::string Identity(grpc::ServerContextBase* ctx);
   // Closes an ended session's sockets and logs it: "session 1a2b3c4d ("quadctl") `how`:
   // closed 3 sockets".
   void CloseEnded(const EndedSession& ended, absl::string_view how);
@@ -68,6 +71,11 @@ struct ServiceContext {
   void Log(absl::string_view message) const {
     if (log) log(message);
   }
+  // The sockets a data channel request names, as (index, id); none named: every socket of the
+  // session (and `all` is set). The handles' errors, named by handle.
+  absl::StatusOr<std::vector<std::pair<uint32_t, SocketId>>> ChannelSockets(
+      const std::string& token, const google::protobuf::RepeatedPtrField<std::string>& handles,
+      bool& all) const;
   // A Receive or Exchange stream starts reading socket `id`: FAILED_PRECONDITION when another
   // stream reads it (the stack wakes one waiter per socket, and the two would split its
   // datagrams between them). A stream the client just cancelled ends only at its next wait

@@ -90,6 +90,7 @@ absl::StatusOr<std::string> Sessions::AddSocket(const std::string& token, Socket
   // 128 random bits do not collide; were they ever to, the first owner keeps its handle.
   while (!owners_.try_emplace(handle, *s).second) handle = RandomToken();
   (*s)->sockets[handle] = id;
+  (*s)->by_index[(*s)->next_index] = id;
   (*s)->indexes[handle] = (*s)->next_index++;
   return handle;
 }
@@ -120,6 +121,7 @@ absl::Status Sessions::RemoveSocket(const std::string& token, const std::string&
   Session* s = Find(token);
   if (s == nullptr) return absl::UnauthenticatedError("unknown or expired session");
   if (s->sockets.erase(handle) == 0) return NotInSession(*s, handle);
+  s->by_index.erase(s->indexes[handle]);
   s->indexes.erase(handle);
   owners_.erase(handle);
   return absl::OkStatus();
@@ -140,6 +142,18 @@ absl::StatusOr<uint32_t> Sessions::SocketIndex(const std::string& token,
   if (s == nullptr) return absl::UnauthenticatedError("unknown or expired session");
   auto it = s->indexes.find(handle);
   if (it == s->indexes.end()) return NotInSession(*s, handle);
+  return it->second;
+}
+
+absl::StatusOr<SocketId> Sessions::FindSocketByIndex(const std::string& token,
+                                                     uint32_t index) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  const Session* s = Find(token);
+  if (s == nullptr) return absl::UnauthenticatedError("unknown or expired session");
+  auto it = s->by_index.find(index);
+  if (it == s->by_index.end()) {
+    return absl::NotFoundError(absl::StrCat("the session has no socket of index ", index));
+  }
   return it->second;
 }
 

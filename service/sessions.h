@@ -79,6 +79,8 @@ class Sessions {
   // A socket's index in its session: from 1 in the order of AddSocket, never reused (it tags
   // the socket's datagrams on the session's data channel). The same errors as FindSocket.
   absl::StatusOr<uint32_t> SocketIndex(const std::string& token, const std::string& handle) const;
+  // The socket with that index in the session: NOT_FOUND when it has none (closed, or never).
+  absl::StatusOr<SocketId> FindSocketByIndex(const std::string& token, uint32_t index) const;
   // (index, id) of the session's sockets.
   std::vector<std::pair<uint32_t, SocketId>> IndexedSockets(const std::string& token) const;
 
@@ -109,6 +111,7 @@ class Sessions {
     size_t streams = 0;  // Session, Receive and Exchange streams open
     absl::flat_hash_map<std::string, SocketId> sockets;
     absl::flat_hash_map<std::string, uint32_t> indexes;  // of the same handles
+    absl::flat_hash_map<uint32_t, SocketId> by_index;
     uint32_t next_index = 1;
   };
   Session* Find(const std::string& token);

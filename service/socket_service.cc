@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "service/channel_stream.h"
 #include "service/convert.h"
 #include "common/status.h"
 
@@ -390,30 +391,24 @@ grpc::Status SocketServiceImpl::AttachChannel(grpc::ServerContext* ctx,
                                               v1::AttachChannelResponse* resp) {
   absl::StatusOr<std::string> token = c_.Session(ctx);
   if (!token.ok()) return ToGrpc(token.status());
-  if (c_.channels == nullptr) {
-    return ToGrpc(absl::FailedPreconditionError(
-        "a data channel is shared memory: it needs quadsockd's Unix listener (--listen=unix:...) "
-        "and a client on the same host; over TCP use the Exchange stream"));
-  }
-  std::vector<std::pair<uint32_t, SocketId>> sockets;
-  const bool all = req->sockets().empty();
-  if (all) {
-    sockets = c_.sessions.IndexedSockets(*token);
-  } else {
-    for (const std::string& handle : req->sockets()) {
-      absl::StatusOr<SocketId> id = c_.sessions.FindSocket(*token, handle);
-      if (!id.ok()) return ToGrpc(NamedByHandle(id.status(), handle));
-      sockets.emplace_back(c_.sessions.SocketIndex(*token, handle).value_or(0), *id);
-    }
-  }
+  if (c_.channels == nullptr) return ToGrpc(absl::UnavailableError("the server is shutting down"));
+  bool all = false;
+  absl::StatusOr<std::vector<std::pair<uint32_t, SocketId>>> sockets =
+      c_.ChannelSockets(*token, req->sockets(), all);
+  if (!sockets.ok()) return ToGrpc(sockets.status());
   absl::StatusOr<ChannelBroker::Offer> offer =
-      c_.channels->MakeOffer(*token, std::move(sockets), all, req->ring_slots());
+      c_.channels->MakeOffer(*token, std::move(*sockets), all, req->ring_slots());
   if (!offer.ok()) return ToGrpc(offer.status());
   resp->set_token(offer->token);
   resp->set_path(offer->path);
   resp->set_rings(offer->rings);
   resp->set_bytes(offer->bytes);
   return grpc::Status::OK;
+}
+
+grpc::ServerBidiReactor<v1::ChannelRequest, v1::ChannelResponse>*
+SocketServiceImpl::StreamChannel(grpc::CallbackServerContext* ctx) {
+  return new ChannelStream(c_, ctx);  // deletes itself when done
 }
 
 }  // namespace quadsock::service

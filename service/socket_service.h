@@ -21,7 +21,10 @@
 
 namespace quadsock::service {
 
-class SocketServiceImpl final : public v1::SocketService::Service {
+// StreamChannel runs on gRPC's callback API (a reactor, no thread of its own); the other calls
+// on the synchronous one.
+class SocketServiceImpl final
+    : public v1::SocketService::WithCallbackMethod_StreamChannel<v1::SocketService::Service> {
  public:
   explicit SocketServiceImpl(ServiceContext& context) : c_(context) {}
 
@@ -62,6 +65,8 @@ class SocketServiceImpl final : public v1::SocketService::Service {
       grpc::ServerReaderWriter<v1::ExchangeResponse, v1::ExchangeRequest>* stream) override;
   grpc::Status AttachChannel(grpc::ServerContext* ctx, const v1::AttachChannelRequest* req,
                              v1::AttachChannelResponse* resp) override;
+  grpc::ServerBidiReactor<v1::ChannelRequest, v1::ChannelResponse>* StreamChannel(
+      grpc::CallbackServerContext* ctx) override;
 
  private:
   // The session and the socket a request names.

@@ -129,6 +129,17 @@ size_t ChannelReader::Receive(std::span<ReceivedView> out, absl::Duration timeou
   return n > 0 ? n : Take(out);
 }
 
+size_t ChannelReader::ReceiveOrArm(std::span<ReceivedView> out) {
+  if (const size_t n = Take(out); n > 0) return n;
+  // As in Receive: `sleeping`, then one more look, both sequentially consistent.
+  for (const RingView& ring : rings_) ring.control->sleeping.store(1, std::memory_order_seq_cst);
+  const size_t n = Take(out);
+  if (n > 0) {
+    for (const RingView& ring : rings_) ring.control->sleeping.store(0, std::memory_order_relaxed);
+  }
+  return n;
+}
+
 void ChannelReader::Release() {
   // Release: we are done with the slots before quadsockd may write them again.
   for (size_t r = 0; r < rings_.size(); ++r) {

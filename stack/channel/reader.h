@@ -44,6 +44,10 @@ class ChannelReader {
   // is there (zero: never waits; busy polling is calling it with zero). The views stay valid,
   // and their slots taken, until Release().
   size_t Receive(std::span<ReceivedView> out, absl::Duration timeout = absl::ZeroDuration());
+  // Receive without waiting, for a reader whose eventfds someone else watches (quadsockd's own
+  // StreamChannel): when there is nothing, it marks the rings as sleeping (and looks once more),
+  // so that the next datagram writes an eventfd.
+  size_t ReceiveOrArm(std::span<ReceivedView> out);
   // Gives back every slot that Receive handed out.
   void Release();
   // An fd that is readable when a ring may have datagrams (an epoll set of the eventfds), for

@@ -1,0 +1,219 @@
+#include "service/channel_stream.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "common/status.h"
+#include "service/convert.h"
+
+namespace quadsock::service {
+namespace {
+
+// Credit a client may hold at once (more is capped, not an error).
+constexpr uint64_t kMaxCredit = uint64_t{1} << 24;
+// Send results kept for a client that sends failing datagrams faster than it reads: the
+// oldest are dropped past this (each says its request number, so the client sees the gap).
+constexpr size_t kMaxPendingResults = 64;
+// Bytes of a response kept for its send results and framing.
+constexpr size_t kResponseReserve = 16384;
+
+void ToProto(const channel::ReceivedView& v, v1::ChannelDatagram* out) {
+  out->set_socket(v.socket);
+  out->set_payload(v.payload.data(), v.payload.size());
+  *out->mutable_peer() = service::ToProto(v.peer);
+  *out->mutable_local() = service::ToProto(v.local);
+  out->set_arrival_unix_nanos(absl::ToUnixNanos(v.arrival));
+  out->set_sequence(v.sequence);
+}
+
+}  // namespace
+
+ChannelStream::ChannelStream(ServiceContext& c, grpc::CallbackServerContext* ctx)
+    : c_(c), ctx_(ctx) {
+  absl::StatusOr<std::string> token = c_.Session(ctx);
+  absl::Status admitted = token.status();
+  if (admitted.ok() && c_.channels == nullptr) {
+    admitted = absl::UnavailableError("the server is shutting down");
+  }
+  if (admitted.ok()) admitted = c_.sessions.AddStream(*token);
+  if (!admitted.ok()) {
+    EndNow(ToGrpc(admitted));
+    return;
+  }
+  token_ = *token;
+  stream_counted_ = true;
+  StartRead(&request_);
+}
+
+absl::Status ChannelStream::Attach(const v1::ChannelRequest& first) {
+  bool all = false;
+  absl::StatusOr<std::vector<std::pair<uint32_t, SocketId>>> sockets =
+      c_.ChannelSockets(token_, first.sockets(), all);
+  if (!sockets.ok()) return sockets.status();
+  ChannelBroker::StreamHooks hooks{
+      .wake = [this] { Pump(); },
+      .ended = [this](absl::Status why) { EndNow(ToGrpc(why)); },
+  };
+  absl::StatusOr<std::shared_ptr<channel::Channel>> ch = c_.channels->AttachStream(
+      token_, std::move(*sockets), all, first.ring_slots(), std::move(hooks));
+  if (!ch.ok()) return ch.status();
+  std::vector<int> events;
+  for (int fd : (*ch)->event_fds()) events.push_back(dup(fd));
+  absl::StatusOr<channel::ChannelReader> reader =
+      channel::ChannelReader::Map(dup((*ch)->memfd()), std::move(events));
+  std::lock_guard<std::mutex> lock(mu_);
+  channel_ = *ch;  // OnDone detaches it, whatever happens next
+  if (!reader.ok()) return reader.status();
+  reader_.emplace(std::move(*reader));
+  return absl::OkStatus();
+}
+
+void ChannelStream::SendAll(const v1::ChannelRequest& req) {
+  v1::SendResult result;
+  result.set_request(requests_);
+  absl::Status failed;
+  if (static_cast<size_t>(req.send_size()) > c_.max_batch) {
+    failed = absl::InvalidArgumentError(
+        absl::StrCat("send: at most ", c_.max_batch, " datagrams in one request"));
+  }
+  for (int i = 0; failed.ok() && i < req.send_size(); ++i) {
+    const v1::ChannelDatagram& d = req.send(i);
+    absl::StatusOr<SocketId> id = c_.sessions.FindSocketByIndex(token_, d.socket());
+    if (!id.ok()) {
+      failed = id.status();
+      break;
+    }
+    std::optional<net::Endpoint> to;
+    if (d.has_peer()) {
+      absl::StatusOr<net::Endpoint> e = ParseEndpoint(d.peer(), absl::StrCat("send[", i, "].peer"));
+      if (!e.ok()) {
+        failed = e.status();
+        break;
+      }
+      to = *e;
+    }
+    failed = c_.stack.Send(
+        *id, {reinterpret_cast<const uint8_t*>(d.payload().data()), d.payload().size()}, to);
+    if (!failed.ok()) {
+      failed = absl::Status(failed.code(),
+                            absl::StrCat("socket ", d.socket(), ": ", failed.message()));
+      break;
+    }
+    result.set_queued(result.queued() + 1);
+  }
+  if (failed.ok()) return;
+  SetStatus(failed, &result);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (results_.size() >= kMaxPendingResults) results_.pop_front();
+  results_.push_back(std::move(result));
+}
+
+void ChannelStream::OnReadDone(bool ok) {
+  if (!ok) {  // the client half-closed (or the call is going): the stream ends
+    EndNow(grpc::Status::OK);
+    return;
+  }
+  ++requests_;
+  if (requests_ == 1) {
+    if (absl::Status s = Attach(request_); !s.ok()) {
+      EndNow(ToGrpc(s));
+      return;
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    credit_ = std::min(kMaxCredit, credit_ + request_.credit());
+  }
+  SendAll(request_);
+  Pump();
+  bool more;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    more = !finishing_;
+  }
+  if (more) StartRead(&request_);
+}
+
+void ChannelStream::Pump() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (writing_ || finishing_ || !reader_.has_value()) return;
+    response_.Clear();
+    while (!results_.empty()) {
+      *response_.add_send_results() = std::move(results_.front());
+      results_.pop_front();
+    }
+    if (credit_ > 0) {
+      // As many as the credit, the batch limit and the message limit allow (every datagram
+      // fits a buffer of the channel).
+      const size_t budget = c_.max_message_bytes > kResponseReserve
+                                ? c_.max_message_bytes - kResponseReserve
+                                : 0;
+      const size_t fit = budget / (channel_->buffer_bytes() + 64);
+      const size_t most = std::min<uint64_t>({credit_, c_.max_batch, fit});
+      views_.resize(std::max(views_.size(), most));
+      const size_t n = reader_->ReceiveOrArm(std::span(views_.data(), most));
+      for (size_t i = 0; i < n; ++i) ToProto(views_[i], response_.add_datagrams());
+      reader_->Release();
+      credit_ -= n;
+    }
+    if (response_.datagrams_size() == 0 && response_.send_results_size() == 0) return;
+    writing_ = true;
+  }
+  StartWrite(&response_);
+}
+
+void ChannelStream::OnWriteDone(bool ok) {
+  std::optional<grpc::Status> now;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    writing_ = false;
+    if (!ok) now = End(grpc::Status(grpc::StatusCode::CANCELLED, "the client went away"));
+    if (finishing_ && finish_.has_value()) {
+      now = std::move(*finish_);
+      finish_.reset();
+    }
+  }
+  if (now.has_value()) {
+    Finish(*now);
+    return;
+  }
+  Pump();
+}
+
+std::optional<grpc::Status> ChannelStream::End(grpc::Status status) {
+  if (finishing_) return std::nullopt;
+  finishing_ = true;
+  if (writing_) {
+    finish_ = std::move(status);  // OnWriteDone finishes
+    return std::nullopt;
+  }
+  return status;
+}
+
+void ChannelStream::EndNow(grpc::Status status) {
+  std::optional<grpc::Status> now;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    now = End(std::move(status));
+  }
+  if (now.has_value()) Finish(*now);
+}
+
+void ChannelStream::OnCancel() { EndNow(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled")); }
+
+void ChannelStream::OnDone() {
+  std::shared_ptr<channel::Channel> channel;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    channel = channel_;
+  }
+  // After this no wake comes from the broker: it holds its lock while it calls one.
+  if (channel != nullptr && c_.channels != nullptr) {
+    c_.channels->DetachStream(token_, channel.get());
+  }
+  if (stream_counted_) c_.sessions.RemoveStream(token_);
+  delete this;
+}
+
+}  // namespace quadsock::service

@@ -1,0 +1,183 @@
+// StreamChannel: a session's data channel on one gRPC stream, through the real services (the
+// remote host is a second stack on the same in-memory wire).
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "service/testing/service_fixture.h"
+
+namespace quadsock::service {
+namespace {
+
+using ChannelStreamRw = grpc::ClientReaderWriter<v1::ChannelRequest, v1::ChannelResponse>;
+
+class ChannelStreamTest : public ServiceTest {
+ protected:
+  // Opens a StreamChannel in `session`; the first request names `sockets` and grants `credit`.
+  std::unique_ptr<ChannelStreamRw> Open(std::unique_ptr<ClientContext>& ctx,
+                                        const std::string& session,
+                                        std::vector<std::string> sockets, uint32_t credit,
+                                        uint32_t ring_slots = 0) {
+    ctx = StreamContext(session, absl::Seconds(30));
+    std::unique_ptr<ChannelStreamRw> s = sockets_->StreamChannel(ctx.get());
+    v1::ChannelRequest first;
+    for (const std::string& h : sockets) first.add_sockets(h);
+    first.set_credit(credit);
+    first.set_ring_slots(ring_slots);
+    EXPECT_TRUE(s->Write(first));
+    return s;
+  }
+  // Reads responses until `n` datagrams came; returns them (payload by socket index).
+  std::multimap<uint32_t, std::string> ReadN(ChannelStreamRw& s, size_t n,
+                                             std::vector<v1::SendResult>* results = nullptr) {
+    std::multimap<uint32_t, std::string> got;
+    v1::ChannelResponse r;
+    while (got.size() < n && s.Read(&r)) {
+      for (const v1::ChannelDatagram& d : r.datagrams()) got.emplace(d.socket(), d.payload());
+      if (results != nullptr) {
+        for (const v1::SendResult& x : r.send_results()) results->push_back(x);
+      }
+    }
+    return got;
+  }
+  bool OnChannel(const std::string& handle) {
+    const absl::Time deadline = absl::Now() + absl::Seconds(10);
+    while (absl::Now() < deadline) {
+      if (Get(handle).on_channel()) return true;
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+    return false;
+  }
+};
+
+TEST_F(ChannelStreamTest, DatagramsOfAllSocketsComeAsFarAsTheCreditGoes) {
+  const std::string a = OpenBound(session_, "10.1.0.2", 4000);
+  const std::string b = OpenBound(session_, "10.1.0.2", 4001);
+  std::unique_ptr<ClientContext> ctx;
+  auto s = Open(ctx, session_, {}, 5);
+  ASSERT_TRUE(OnChannel(a) && OnChannel(b));
+  const stack::SocketId peer = PeerSocket(5000);
+  for (int i = 0; i < 5; ++i) {
+    PeerSend(peer, absl::StrCat("a", i), 4000);
+    PeerSend(peer, absl::StrCat("b", i), 4001);
+  }
+  // Exactly the credit: 5, then nothing more until the client grants it.
+  std::multimap<uint32_t, std::string> got = ReadN(*s, 5);
+  ASSERT_EQ(got.size(), 5u);
+  v1::ChannelRequest more;
+  more.set_credit(100);
+  ASSERT_TRUE(s->Write(more));
+  std::multimap<uint32_t, std::string> rest = ReadN(*s, 5);
+  got.merge(rest);
+  ASSERT_EQ(got.size(), 10u);
+  EXPECT_EQ(got.count(Get(a).index()), 5u);
+  EXPECT_EQ(got.count(Get(b).index()), 5u);
+  // Every datagram accounted for: 5 each, none dropped or queued.
+  for (const std::string& h : {a, b}) {
+    EXPECT_EQ(Get(h).counters().rx_datagrams(), 5u);
+    EXPECT_EQ(Get(h).counters().rx_dropped(), 0u);
+  }
+  ASSERT_TRUE(s->WritesDone());
+  EXPECT_TRUE(s->Finish().ok());
+  // The stream's end takes the sockets off the channel.
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (Get(a).on_channel() && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(10));
+  EXPECT_FALSE(Get(a).on_channel());
+}
+
+TEST_F(ChannelStreamTest, SendsGoOutAndFailuresComeBackWithTheirRequest) {
+  const std::string a = OpenBound(session_, "10.1.0.2", 4000);
+  std::unique_ptr<ClientContext> ctx;
+  auto s = Open(ctx, session_, {a}, 10);
+  ASSERT_TRUE(OnChannel(a));
+  const stack::SocketId peer = PeerSocket(5000);
+  v1::ChannelRequest req;
+  for (int i = 0; i < 3; ++i) {
+    v1::ChannelDatagram* d = req.add_send();
+    d->set_socket(Get(a).index());
+    d->set_payload(absl::StrCat("out", i));
+    *d->mutable_peer() = Ep("10.1.0.1", 5000);
+  }
+  ASSERT_TRUE(s->Write(req));  // request 2
+  for (int i = 0; i < 3; ++i) {
+    std::optional<stack::ReceivedDatagram> d;
+    const absl::Time deadline = absl::Now() + absl::Seconds(10);
+    while (!(d = peer_->Receive(peer).value()).has_value() && absl::Now() < deadline) {
+      absl::SleepFor(absl::Milliseconds(5));
+    }
+    ASSERT_TRUE(d.has_value());
+    EXPECT_EQ(d->payload, absl::StrCat("out", i));
+  }
+  v1::ChannelRequest bad;
+  bad.add_send()->set_socket(Get(a).index());  // unconnected, no peer: FAILED_PRECONDITION
+  v1::ChannelDatagram* unknown = bad.add_send();
+  unknown->set_socket(999);
+  ASSERT_TRUE(s->Write(bad));  // request 3
+  v1::ChannelResponse r;
+  ASSERT_TRUE(s->Read(&r));
+  ASSERT_EQ(r.send_results_size(), 1);
+  EXPECT_EQ(r.send_results(0).request(), 3u);
+  EXPECT_EQ(r.send_results(0).queued(), 0u);
+  EXPECT_EQ(r.send_results(0).code(), static_cast<int>(grpc::StatusCode::FAILED_PRECONDITION))
+      << r.send_results(0).message();
+  ctx->TryCancel();
+}
+
+TEST_F(ChannelStreamTest, NoCreditMeansTheRingFillsAndDropsAreCounted) {
+  const std::string a = OpenBound(session_, "10.1.0.2", 4000);
+  std::unique_ptr<ClientContext> ctx;
+  auto s = Open(ctx, session_, {}, 0, /*ring_slots=*/16);
+  ASSERT_TRUE(OnChannel(a));
+  // The peer knows our MAC: its datagrams do not wait for ARP (in a queue of 16).
+  ASSERT_EQ(peer_->SetNeighbor(*net::IpAddress::Parse("10.1.0.2"), testing::kServerMac),
+            absl::OkStatus());
+  const stack::SocketId peer = PeerSocket(5000);
+  for (int i = 0; i < 40; ++i) PeerSend(peer, "x", 4000);
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (Get(a).counters().rx_datagrams() + Get(a).counters().rx_dropped() < 40 &&
+         absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_EQ(Get(a).counters().rx_datagrams(), 16u);
+  EXPECT_EQ(Get(a).counters().rx_dropped(), 24u);
+  v1::ChannelRequest more;
+  more.set_credit(100);
+  ASSERT_TRUE(s->Write(more));
+  EXPECT_EQ(ReadN(*s, 16).size(), 16u);
+  ctx->TryCancel();
+}
+
+TEST_F(ChannelStreamTest, OneChannelPerSessionAndTheSessionsEndEndsTheStream) {
+  const std::string a = OpenBound(session_, "10.1.0.2", 4000);
+  std::unique_ptr<ClientContext> ctx;
+  auto s = Open(ctx, session_, {}, 10);
+  ASSERT_TRUE(OnChannel(a));
+  // A second channel of either kind: ALREADY_EXISTS.
+  std::unique_ptr<ClientContext> ctx2;
+  auto s2 = Open(ctx2, session_, {}, 10);
+  v1::ChannelResponse r;
+  EXPECT_FALSE(s2->Read(&r));
+  EXPECT_EQ(s2->Finish().error_code(), grpc::StatusCode::ALREADY_EXISTS);
+  v1::AttachChannelRequest attach;
+  v1::AttachChannelResponse offer;
+  EXPECT_EQ(Call(&v1::SocketService::Stub::AttachChannel, attach, &offer).error_code(),
+            grpc::StatusCode::ALREADY_EXISTS);
+  // The session ends: so does the stream, NOT_FOUND.
+  v1::EndSessionResponse ended;
+  ASSERT_TRUE(Call(&v1::SocketService::Stub::EndSession, v1::EndSessionRequest(), &ended).ok());
+  EXPECT_FALSE(s->Read(&r));
+  EXPECT_EQ(s->Finish().error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
+TEST_F(ChannelStreamTest, AnotherSessionsSocketIsNotOurs) {
+  const std::string other = NewSession("other");
+  const std::string theirs = OpenBound(other, "10.1.0.2", 4000);
+  std::unique_ptr<ClientContext> ctx;
+  auto s = Open(ctx, session_, {theirs}, 10);
+  v1::ChannelResponse r;
+  EXPECT_FALSE(s->Read(&r));
+  EXPECT_EQ(s->Finish().error_code(), grpc::StatusCode::PERMISSION_DENIED);
+}
+
+}  // namespace
+}  // namespace quadsock::service
