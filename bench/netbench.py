@@ -14,6 +14,13 @@ the veth runs there, next to the receiver, so the receiver's whole cost is on on
 - full load (--full-load): the unpaced generator, cases in rounds (so that a burst of other
   load on the shared machine spreads over all of them), then the offered-load sweep.
 
+The app_* cases receive through the real service: quadsockd (its whole process on CPU 0) on
+the receiving veth, and `app_receiver` (bench/app_receiver.cc) beside it, a client that opens
+the case's sockets, attaches the session's data channel (shared memory) and counts; the
+receiver's CPU time is both processes'. Each of their runs ends with the accounting (every
+datagram quadsockd delivered to a socket received by the application or counted as dropped);
+a run where it does not hold fails the run.
+
     sudo /usr/bin/python3 bench/netbench.py --bin-dir=DIR --out=/tmp/t.json   # all cases
     (bench/seed_table builds the tools and calls this; `--smoke` runs ~1 s per case.)
 
@@ -25,10 +32,12 @@ import argparse
 import datetime
 import json
 import os
+import shutil
 import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 from netbench_report import (CAPACITY_FRACTION, capacity_markdown, evaluate, machine, markdown,
@@ -69,8 +78,27 @@ CASES = {
                                   MISS_FLOWS, MISS_BASE, False),
     "ceiling_xdp_drop": (["--mode=xdpdrop"], 500, CONNECTED_BASE, False),
     "ceiling_afxdp": (["--mode=afxdp"], 500, CONNECTED_BASE, False),
+    # The real quadsockd on the receiving veth and a separate application process
+    # (bench/app_receiver.cc, through clients/cpp) that opens the same sockets as the cases
+    # above and takes their datagrams from the session's data channel (shared memory).
+    "app_quadsock_unconnected_shm": (["--listener"], 500, CONNECTED_BASE, False),
+    "app_quadsock_conn500_shm": (["--sockets=500"], 500, CONNECTED_BASE, False),
+    "app_quadsock_conn100k_shm": (["--sockets=100000"], 100000, CONNECTED_BASE, False),
 }
 ALL_CASES = list(CASES)
+APP_CASES = {c for c in CASES if c.startswith("app_")}
+# quadsockd for the app_* cases: the in-process quadsock cases' AF_XDP setup (copy mode, one
+# queue, rings of 2048, a UMEM of twice that), room for 100k sockets in one session, small
+# receive queues (the channel's sockets use none), no administration listener (the session's
+# GetCounters suffices). Its whole process runs on the receiving CPU at the receivers' nice
+# value, so its poll thread is where the in-process stack's is.
+QUADSOCKD_FLAGS = ["--xdp_mode=copy", "--queues=1", "--ring_size=2048", "--umem_frames=4096",
+                   f"--address={LOCAL}/16", "--max_sockets=131072",
+                   "--max_sockets_per_client=131072", "--receive_queue_depth=16",
+                   "--admin_listen="]
+# The application's data channel: slots per ring (quadsockd's default is 1024; 4096 covers a
+# scheduling delay of the application about as long as the AF_XDP ring's does).
+APP_RING_SLOTS = 4096
 # Not a case of the table: a receiver that gets nothing (500 connected sockets, traffic from
 # flows none of them is connected to, no listener), for the smoke test to see that a broken
 # case fails the run. `--cases=broken_selftest` only.
@@ -82,10 +110,17 @@ SWEEP_RATES = [100e3, 200e3, 400e3, 600e3, 800e3, 1.0e6, 1.3e6, 1.6e6, 2.0e6, 2.
 SMOKE_SWEEP_RATES = [50e3, 200e3]
 
 
-def receiver_command(tb, bins, name, extra):
-    """The receiver's command line for case `name` (and the kernel's address set for it)."""
+def receiver_command(tb, bins, name, extra, listen=None):
+    """The receiver's command line for case `name` (and the kernel's address set for it); for
+    an app_* case the application's, a client of quadsockd at `listen`."""
     rx_args, _, _, kernel = CASES[name]
     tb.set_kernel_address(kernel)
+    if name in APP_CASES:
+        return ["ip", "netns", "exec", tb.rx_ns, *NICE, *RECEIVER_ENV,
+                os.path.join(bins, "app_receiver"), *rx_args, f"--listen={listen}",
+                f"--local={LOCAL}", f"--port={PORT}", f"--ip_base={CONNECTED_BASE}",
+                f"--port_base={PORT_BASE}", f"--ports_per_ip={PORTS_PER_IP}",
+                f"--ring_slots={APP_RING_SLOTS}", f"--cpu={RECEIVER_CPU}", *extra]
     return ["ip", "netns", "exec", tb.rx_ns, *NICE, *RECEIVER_ENV,
             os.path.join(bins, "receiver"), *rx_args,
             f"--interface={tb.rx_dev}", f"--local={LOCAL}", f"--port={PORT}",
@@ -99,6 +134,110 @@ def generator_command(tb, bins, flows, base, seconds, rate):
             f"--flows={flows}", f"--ports_per_ip={PORTS_PER_IP}", f"--ip_base={base}",
             f"--port_base={PORT_BASE}", f"--duration={seconds}", f"--rate={rate}",
             f"--cpu={GENERATOR_CPU}"]
+
+
+def quadsockd_path(bins):
+    """quadsockd beside the tools (bench/seed_table copies it there), or in the runfiles'
+    service/ beside bench/ (the smoke test's --bin-dir is its runfiles' bench/)."""
+    here = os.path.join(bins, "quadsockd")
+    if os.access(here, os.X_OK):
+        return here
+    return os.path.join(os.path.dirname(os.path.abspath(bins)), "service", "quadsockd")
+
+
+class Quadsockd:
+    """The real quadsockd on the receiving veth, for an app_* case: in the receiving namespace,
+    on the receiving CPU (taskset: every thread of it), at the receivers' nice value. Its log
+    goes to a file (a pipe nobody reads would block it); `listen` is its Unix listener."""
+
+    def __init__(self, tb, bins, name, wait):
+        self.name = name
+        self.dir = tempfile.mkdtemp(prefix=f"qsb-{os.getpid()}-quadsockd-")
+        self.listen = f"unix:{os.path.join(self.dir, 'quadsock.sock')}"
+        self.log_path = os.path.join(self.dir, "quadsockd.log")
+        cmd = ["ip", "netns", "exec", tb.rx_ns, *NICE, *RECEIVER_ENV,
+               "taskset", "-c", str(RECEIVER_CPU), quadsockd_path(bins),
+               f"--interface={tb.rx_dev}", f"--listen={self.listen}", *QUADSOCKD_FLAGS]
+        self.proc = None
+        try:
+            for attempt in range(BUSY_RETRIES + 1):
+                with open(self.log_path, "w") as log:
+                    self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log,
+                                                 stderr=subprocess.STDOUT)
+                if self._wait_serving(wait):
+                    return
+                text = self.log()
+                if "Device or resource busy" not in text or attempt == BUSY_RETRIES:
+                    raise HarnessError(f"{name}: quadsockd failed: {text.strip()[-2000:]}")
+                time.sleep(0.5)
+        except BaseException:
+            self.close()
+            raise
+
+    def _wait_serving(self, wait):
+        """Whether quadsockd logged that it serves (False: it ended first)."""
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            if " quadsockd: serving " in self.log():
+                return True
+            if self.proc.poll() is not None:
+                return False
+            time.sleep(0.05)
+        raise HarnessError(f"{self.name}: quadsockd not serving within {wait} s: "
+                           f"{self.log().strip()[-2000:]}")
+
+    def log(self):
+        try:
+            with open(self.log_path) as f:
+                return f.read()
+        except OSError:
+            return ""
+
+    def close(self):
+        stop(self.proc)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def accounting_problem(name, details):
+    """For an app_* case: why its application's accounting does not hold (None if it does):
+    every datagram quadsockd delivered to a socket was received by the application, counted as
+    dropped, or is queued (bench/app_receiver.cc)."""
+    if name not in APP_CASES:
+        return None
+    d = details or {}
+    if d.get("accounting_ok") == 1:
+        return None
+    return (f"{name}: accounting: received {d.get('received')} + dropped "
+            f"{d.get('socket_rx_dropped')} + queued {d.get('socket_queued')} against "
+            f"{d.get('udp_delivered')} delivered to the sockets ({d.get('socket_rx_datagrams')} "
+            f"on the channel)" if d else f"{name}: accounting: no details from the application")
+
+
+class Receiving:
+    """A case's receiving side: the receiver process (the one that speaks READY, COUNT and
+    the JSON line), and for an app_* case quadsockd beside it. pids() are what CPU 0's receiver
+    time is taken over."""
+
+    def __init__(self, tb, bins, name, extra, stdin, wait):
+        self.daemon = None
+        listen = None
+        if name in APP_CASES:
+            self.daemon = Quadsockd(tb, bins, name, wait)
+            listen = self.daemon.listen
+        try:
+            self.proc = start_receiver(tb, receiver_command(tb, bins, name, extra, listen), name,
+                                       stdin=stdin, wait=wait)
+        except BaseException:
+            self.close()
+            raise
+
+    def pids(self):
+        return [self.proc.pid] + ([self.daemon.proc.pid] if self.daemon else [])
+
+    def close(self):
+        stop(getattr(self, "proc", None))
+        if self.daemon is not None:
+            self.daemon.close()
 
 
 def start_receiver(tb, cmd, name, stdin, wait):
@@ -126,14 +265,14 @@ def start_receiver(tb, cmd, name, stdin, wait):
 def run_case(tb, bins, name, timing, rate=0.0):
     """One run of case `name`; returns the receiver's samples, details and the generator's."""
     _, flows, base, _ = CASES[name]
-    rx_cmd = receiver_command(tb, bins, name, [
-        f"--warmup={timing['warmup']}", f"--window={timing['window']}",
-        f"--samples={timing['windows']}", f"--wait={timing['wait']}"])
+    rx_extra = [f"--warmup={timing['warmup']}", f"--window={timing['window']}",
+                f"--samples={timing['windows']}", f"--wait={timing['wait']}"]
     duration = timing["wait"] + timing["warmup"] + timing["windows"] * timing["window"] + 1
     gen_cmd = generator_command(tb, bins, flows, base, duration, rate)
-    rx = gen = None
+    receiving = rx = gen = None
     try:
-        rx = start_receiver(tb, rx_cmd, name, stdin=None, wait=120)
+        receiving = Receiving(tb, bins, name, rx_extra, stdin=None, wait=120)
+        rx = receiving.proc
         load = os.getloadavg()[0]
         gen = subprocess.Popen(gen_cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True)
@@ -150,10 +289,14 @@ def run_case(tb, bins, name, timing, rate=0.0):
             raise HarnessError(f"{name}: generator failed: {gen_err.strip()}")
         result["generator"] = json.loads(gen_lines[-1])
         result["loadavg"] = load
+        problem = accounting_problem(name, result.get("details"))
+        if problem:
+            raise HarnessError(problem)
         return result
     finally:
         stop(gen)
-        stop(rx)
+        if receiving is not None:
+            receiving.close()
 
 
 # --- Capacity: the highest offered rate a receiver delivers at >= CAPACITY_FRACTION.
@@ -190,13 +333,20 @@ SMOKE_CAPACITY = dict(CAPACITY, point_seconds=0.5, coarse_points=1, bisections=0
 
 
 class ServedReceiver:
-    """A receiver in --serve mode: counts until its stdin closes; count() reads the total."""
+    """A receiver in --serve mode: counts until its stdin closes; count() reads the total.
+    For an app_* case, quadsockd beside it. After close(), `accounting` says why the case's
+    accounting does not hold (None: it does, or the case has none)."""
 
     def __init__(self, tb, bins, name, wait):
         _, self.flows, self.base, _ = CASES[name]
         self.name = name
-        self.proc = start_receiver(tb, receiver_command(tb, bins, name, ["--serve"]), name,
-                                   stdin=subprocess.PIPE, wait=wait)
+        self.accounting = None
+        self.receiving = Receiving(tb, bins, name, ["--serve"], stdin=subprocess.PIPE,
+                                   wait=wait)
+        self.proc = self.receiving.proc
+
+    def pids(self):
+        return self.receiving.pids()
 
     def count(self):
         try:
@@ -215,11 +365,13 @@ class ServedReceiver:
         if self.proc.poll() is None:
             try:
                 self.proc.stdin.close()
-                line = read_line(self.proc, "{", timeout=10)
+                # An application reads quadsockd's counters of up to 100k sockets first.
+                line = read_line(self.proc, "{", timeout=60)
                 result = json.loads(line) if line else None
             except (OSError, HarnessError, ValueError):
                 pass
-        stop(self.proc)
+        self.receiving.close()
+        self.accounting = accounting_problem(self.name, (result or {}).get("details"))
         return result
 
 
@@ -255,16 +407,17 @@ def capacity_point(tb, bins, rx, rate, cfg, phase):
     that only queues does not pass. The receiver is drained before and after."""
     before = settle(rx, cfg)
     napi = tb.napi_pids()
-    cpu0 = cpu_seconds(napi), cpu_seconds([rx.proc.pid])
+    cpu0 = cpu_seconds(napi), cpu_seconds(rx.pids())
     gen = run_generator(tb, bins, rx.flows, rx.base, cfg["point_seconds"], rate)
     at_end = rx.count()
-    cpu1 = cpu_seconds(napi), cpu_seconds([rx.proc.pid])
+    cpu1 = cpu_seconds(napi), cpu_seconds(rx.pids())
     late = settle(rx, cfg) - at_end
     received = at_end - before
     frames, seconds = gen["frames"], gen["seconds"]
     fraction = received / frames if frames else 0.0
     # CPU 0's time while the generator ran: the kernel's share of receiving (the veth's NAPI
-    # thread: XDP, the AF_XDP copy, or the skb and UDP path) and the receiver's own threads.
+    # thread: XDP, the AF_XDP copy, or the skb and UDP path) and the receiver's own threads
+    # (an app_* case: quadsockd's and the application's).
     return {"phase": phase, "requested_pps": rate, "offered_pps": gen["pps"],
             "delivered_pps": received / seconds if seconds else 0.0, "frames": frames,
             "received": received, "late": late, "fraction": fraction,
@@ -279,9 +432,12 @@ def search_capacity(tb, bins, name, cfg, log):
     points = []
     rx = ServedReceiver(tb, bins, name, wait=120)
     load = os.getloadavg()[0]
+    # The budget bounds the search, not the setup (100k sockets through quadsockd's gRPC take
+    # seconds).
+    searching = time.monotonic()
 
     def over_budget():
-        return time.monotonic() - started > cfg["case_budget_seconds"]
+        return time.monotonic() - searching > cfg["case_budget_seconds"]
 
     def point(rate, phase):
         p = capacity_point(tb, bins, rx, rate, cfg, phase)
@@ -396,6 +552,11 @@ def search_capacity(tb, bins, name, cfg, log):
              "details": [details["details"]] if details else [],
              "loadavg": [load],
              "seconds": round(time.monotonic() - started, 1)}
+    if name in APP_CASES:
+        # Every datagram accounted for at the application, per receiver run (this one, and each
+        # common-rate round's).
+        entry["accounting_problems"] = [rx.accounting] if rx.accounting else []
+        entry["accounting_runs"] = 1
     return entry
 
 
@@ -431,6 +592,10 @@ def common_in_turn(tb, bins, entries, cfg, log):
                     measured[e["name"]].append(p)
                 finally:
                     rx.close()
+                    if e["name"] in APP_CASES:
+                        e["accounting_runs"] = e.get("accounting_runs", 0) + 1
+                        if rx.accounting:
+                            e.setdefault("accounting_problems", []).append(rx.accounting)
                 e["seconds"] = round(e.get("seconds", 0) + time.monotonic() - started, 1)
     finally:
         # What was measured, also when a receiver failed on the way.
@@ -562,6 +727,10 @@ def run_capacity(tb, args, cases, title, failures):
     except HarnessError as err:
         failures.append(str(err))
         log(f"common rate: FAILED: {err}")
+    for e in entries:
+        for problem in e.get("accounting_problems", []):
+            failures.append(problem)
+            log(f"FAILED: {problem}")
     # The points of every case, as a sweep (delivered against offered).
     sweep = [{"case": e["name"], "target_pps": p["requested_pps"],
               "offered_pps": p["offered_pps"], "delivered_pps": p["delivered_pps"]}

@@ -44,6 +44,18 @@ RATIOS = [
     ("quadsock 100k connected / unconnected", "quadsock_conn100k", "quadsock_unconnected"),
     ("quadsock new flows, 100k connected / unconnected", "quadsock_newflow_conn100k",
      "quadsock_unconnected"),
+    # An application through quadsockd's data channel (shared memory), against the kernel's own
+    # application and against the in-process stack.
+    ("application over shm / kernel, unconnected", "app_quadsock_unconnected_shm",
+     "kernel_unconnected"),
+    ("application over shm / kernel, 500 connected", "app_quadsock_conn500_shm",
+     "kernel_conn500"),
+    ("application over shm / in-process quadsock, 100k connected", "app_quadsock_conn100k_shm",
+     "quadsock_conn100k"),
+    ("application over shm / in-process quadsock, unconnected", "app_quadsock_unconnected_shm",
+     "quadsock_unconnected"),
+    ("application over shm / in-process quadsock, 500 connected", "app_quadsock_conn500_shm",
+     "quadsock_conn500"),
 ]
 
 TARGETS = [
@@ -60,6 +72,12 @@ TARGETS = [
      "quadsock_unconnected", 1.0),
     (7, "new flows with 100k connected >= 80% of the unconnected rate",
      "quadsock_newflow_conn100k", "quadsock_unconnected", 0.8),
+    (19, "application over shm, 500 connected >= 3x kernel 500 connected",
+     "app_quadsock_conn500_shm", "kernel_conn500", 3.0),
+    (19, "application over shm, unconnected >= 2x kernel unconnected",
+     "app_quadsock_unconnected_shm", "kernel_unconnected", 2.0),
+    (19, "application over shm, 100k connected >= 0.7x in-process quadsock 100k connected",
+     "app_quadsock_conn100k_shm", "quadsock_conn100k", 0.7),
 ]
 
 
@@ -156,6 +174,9 @@ def plot(report, path, key="median_pps"):
         ("Linux kernel (hash4)", [("unconnected", "kernel_unconnected"),
                                   ("500", "kernel_conn500")], "^-"),
         ("quadsock new flows", [("100k", "quadsock_newflow_conn100k")], "D"),
+        ("application through quadsockd (shm)",
+         [("unconnected", "app_quadsock_unconnected_shm"), ("500", "app_quadsock_conn500_shm"),
+          ("100k", "app_quadsock_conn100k_shm")], "P-."),
         ("kernel, traffic missing hash4", [("500", "kernel_conn500_miss")], "v"),
     ]
     for label, points, style in series:
@@ -245,6 +266,7 @@ def capacity_markdown(report):
                    f"{fmt_pps(c['min_pps'])}, {fmt_pps(c['max_pps'])} | {len(c['samples'])} | "
                    f"{fail} | {cpu} | {common} | {len(c.get('points', []))} | "
                    f"{c.get('seconds', '-')} |")
+    out += accounting_markdown(report)
     cpu_ratios = report.get("cpu_ratios", {})
     common_ratios = report.get("common_ratios", {})
     rate = next((c["common_pps"] for c in report["cases"] if c.get("common_pps")), None)
@@ -272,6 +294,26 @@ def capacity_markdown(report):
                        f"{verdict(by_cpu.get(t['target']))} | "
                        f"{verdict(by_common.get(t['target']))} |")
     return "\n".join(out) + "\n"
+
+
+def accounting_markdown(report):
+    """The app_* cases' accounting: every datagram quadsockd delivered to a socket received by
+    the application or counted as dropped, in every run of its receiver (figures: the search's)."""
+    checked = [c for c in report["cases"] if "accounting_runs" in c]
+    if not checked:
+        return []
+    out = ["", "Every datagram accounted for at the application (app_* cases; figures of the "
+           "search's run, which includes the unpaced point):", "",
+           "| case | runs holding / checked | received | + counted drops | + queued "
+           "| = delivered to the sockets |", "| --- | --- | --- | --- | --- | --- |"]
+    for c in checked:
+        runs = c["accounting_runs"]
+        holding = runs - len(c.get("accounting_problems", []))
+        d = c["details"][0] if c.get("details") else {}
+        out.append(f"| `{c['name']}` | {holding} / {runs} | {d.get('received', 0):.0f} | "
+                   f"{d.get('socket_rx_dropped', 0):.0f} | {d.get('socket_queued', 0):.0f} | "
+                   f"{d.get('udp_delivered', 0):.0f} |")
+    return out
 
 
 def costs(case, napi_key, own_key):

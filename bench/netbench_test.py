@@ -95,5 +95,22 @@ class ReachedTest(unittest.TestCase):
         self.assertFalse(netbench.reached(e, self.RATE))
 
 
+class AccountingTest(unittest.TestCase):
+    HOLDS = {"accounting_ok": 1, "received": 90, "socket_rx_dropped": 10, "socket_queued": 0,
+             "udp_delivered": 100, "socket_rx_datagrams": 90}
+
+    def test_an_application_whose_accounting_holds(self):
+        self.assertIsNone(netbench.accounting_problem("app_quadsock_conn500_shm", self.HOLDS))
+
+    def test_an_application_whose_accounting_fails_says_its_figures(self):
+        d = dict(self.HOLDS, accounting_ok=0, udp_delivered=101)
+        problem = netbench.accounting_problem("app_quadsock_conn500_shm", d)
+        self.assertIn("received 90 + dropped 10 + queued 0 against 101 delivered", problem)
+
+    def test_no_details_is_a_failure_for_an_application_only(self):
+        self.assertIn("no details", netbench.accounting_problem("app_quadsock_conn500_shm", None))
+        self.assertIsNone(netbench.accounting_problem("quadsock_conn500", None))
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -57,6 +57,7 @@
 #include "bench/bench_xdp.h"
 #include "bench/internal/args.h"
 #include "bench/internal/pin.h"
+#include "bench/internal/run.h"
 #include "stack/afxdp_stack.h"
 #include "stack/link/errno_status.h"
 #include "stack/link/xsk_link.h"
@@ -82,24 +83,13 @@ struct Config {
   uint32_t port_base = 10000;
   uint32_t ports_per_ip = 50000;
   int rcvbuf = 4 << 20;
-  double wait = 10;
-  double warmup = 0.5;
-  double window = 1;
-  int samples = 5;
+  RunTiming timing;
 };
 
 net::Endpoint Peer(const Config& c, uint32_t i) {
   return {net::IpAddress::V4(c.ip_base + i / c.ports_per_ip),
           static_cast<uint16_t>(c.port_base + i % c.ports_per_ip)};
 }
-
-// One receive turn: returns the packets it took. The details are printed at the end.
-class Receiver {
- public:
-  virtual ~Receiver() = default;
-  virtual uint64_t Step() = 0;
-  virtual std::map<std::string, double> Details() { return {}; }
-};
 
 sockaddr_in ToSockaddr(const net::Endpoint& e) {
   sockaddr_in a = {};
@@ -371,54 +361,6 @@ class XdpDropReceiver : public Receiver {
   uint64_t last_ = 0;
 };
 
-// Waits for the first packet, warms up, then takes the samples (pps).
-std::vector<double> Measure(const Config& c, Receiver& r) {
-  std::vector<double> samples;
-  const double deadline = MonotonicSeconds() + c.wait;
-  uint64_t total = 0;
-  while (total == 0) {
-    total += r.Step();
-    if (MonotonicSeconds() > deadline) return samples;
-  }
-  const double warm = MonotonicSeconds() + c.warmup;
-  while (MonotonicSeconds() < warm) r.Step();
-  for (int i = 0; i < c.samples; ++i) {
-    const double start = MonotonicSeconds();
-    uint64_t got = 0;
-    double now = start;
-    while (now - start < c.window) {
-      got += r.Step();
-      now = MonotonicSeconds();
-    }
-    samples.push_back(got / (now - start));
-  }
-  return samples;
-}
-
-// --serve: receives until stdin ends, answering "COUNT" lines with the running count.
-uint64_t Serve(Receiver& r) {
-  std::atomic<uint64_t> total{0};
-  std::atomic<bool> quit{false};
-  std::thread commands([&] {
-    char line[64];
-    while (std::fgets(line, sizeof(line), stdin) != nullptr) {
-      if (std::strncmp(line, "COUNT", 5) == 0) {
-        std::printf("COUNT %llu\n", static_cast<unsigned long long>(total.load()));
-        std::fflush(stdout);
-      } else if (std::strncmp(line, "QUIT", 4) == 0) {
-        break;
-      }
-    }
-    quit.store(true);
-  });
-  // One writer: a relaxed load and store suffice.
-  while (!quit.load(std::memory_order_relaxed)) {
-    total.store(total.load(std::memory_order_relaxed) + r.Step(), std::memory_order_relaxed);
-  }
-  commands.join();
-  return total.load();
-}
-
 int Fail(const absl::Status& s) {
   std::fprintf(stderr, "receiver: %s\n", s.ToString().c_str());
   return 1;
@@ -441,10 +383,10 @@ int Main(int argc, char** argv) {
   c.port_base = args.Int("port_base", 10000);
   c.ports_per_ip = args.Int("ports_per_ip", 50000);
   c.rcvbuf = args.Int("rcvbuf", 4 << 20);
-  c.wait = args.Double("wait", 10);
-  c.warmup = args.Double("warmup", 0.5);
-  c.window = args.Double("window", 1);
-  c.samples = args.Int("samples", 5);
+  c.timing.wait = args.Double("wait", 10);
+  c.timing.warmup = args.Double("warmup", 0.5);
+  c.timing.window = args.Double("window", 1);
+  c.timing.samples = args.Int("samples", 5);
   const int cpu = args.Int("cpu", 0);
   const bool serve = args.Bool("serve", false);
   if (!args.Unused().empty() || c.mode.empty()) {
@@ -493,31 +435,12 @@ int Main(int argc, char** argv) {
   std::printf("READY\n");
   std::fflush(stdout);
 
-  std::vector<double> samples;
-  uint64_t total = 0;
   if (serve) {
-    total = Serve(*r);
-  } else {
-    samples = Measure(c, *r);
+    const uint64_t total = Serve(*r);
+    return PrintServed(c.mode, total, DetailsJson(setup_seconds, r->Details()));
   }
-  std::string details = absl::StrCat("\"setup_seconds\": ", setup_seconds);
-  for (const auto& [name, value] : r->Details()) {
-    absl::StrAppend(&details, ", \"", name, "\": ", value);
-  }
-  if (serve) {
-    std::printf("{\"mode\": \"%s\", \"total\": %llu, \"details\": {%s}}\n", c.mode.c_str(),
-                static_cast<unsigned long long>(total), details.c_str());
-    std::fflush(stdout);
-    return 0;
-  }
-  std::printf("{\"mode\": \"%s\", \"samples\": [%s], \"details\": {%s}}\n", c.mode.c_str(),
-              absl::StrJoin(samples, ", ",
-                            [](std::string* out, double v) {
-                              absl::StrAppend(out, static_cast<uint64_t>(v));
-                            }).c_str(),
-              details.c_str());
-  std::fflush(stdout);
-  return samples.empty() ? 3 : 0;
+  const std::vector<double> samples = Measure(c.timing, *r);
+  return PrintMeasured(c.mode, samples, DetailsJson(setup_seconds, r->Details()));
 }
 
 }  // namespace

@@ -25,6 +25,7 @@ EXPECTED = [
     "kernel_unconnected", "kernel_conn500", "kernel_conn500_miss", "quadsock_unconnected",
     "quadsock_conn500_hash4off", "quadsock_conn500", "quadsock_conn10k", "quadsock_conn100k",
     "quadsock_newflow_conn100k", "ceiling_xdp_drop", "ceiling_afxdp",
+    "app_quadsock_unconnected_shm", "app_quadsock_conn500_shm", "app_quadsock_conn100k_shm",
 ]
 
 
@@ -86,6 +87,33 @@ class SeedTableSmokeTest(unittest.TestCase):
             md = f.read()
         for name in EXPECTED:
             self.assertIn(f"`{name}`", md)
+        self.check_applications(report)
+
+    def check_applications(self, report):
+        """The app_* cases (quadsockd and an application over the data channel): the
+        application received datagrams, each on the socket of its flow, and every datagram
+        quadsockd delivered to a socket was received there or counted as dropped."""
+        for c in report["cases"]:
+            if c["name"] not in netbench.APP_CASES:
+                continue
+            with self.subTest(case=c["name"]):
+                self.assertTrue(c["details"], "no details from the application")
+                for d in c["details"]:
+                    self.assertGreater(d["received"], 0)
+                    self.assertEqual(d["received"] + d["socket_rx_dropped"] + d["socket_queued"],
+                                     d["udp_delivered"], d)
+                    self.assertEqual(d["received"], d["socket_rx_datagrams"], d)
+                    self.assertEqual(d["accounting_ok"], 1, d)
+                    self.assertEqual(d["misdirected"], 0, d)
+                    self.assertEqual(d["sockets"], d["sockets_on_channel"], d)
+                    self.assertEqual(d["sockets"], {"app_quadsock_unconnected_shm": 1,
+                                                    "app_quadsock_conn500_shm": 500,
+                                                    "app_quadsock_conn100k_shm": 100000}[
+                                                        c["name"]], d)
+                if report["method"] == "capacity":
+                    # The search's receiver and each common-rate round's were checked.
+                    self.assertEqual(c.get("accounting_problems"), [])
+                    self.assertGreaterEqual(c["accounting_runs"], 1)
 
     def test_capacity_every_case_receives_and_the_report_is_well_formed(self):
         code, err, report, md = run("seed_table_smoke_capacity")
