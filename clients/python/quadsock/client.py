@@ -3,6 +3,7 @@
 import collections
 import queue
 import threading
+import time
 
 import grpc
 
@@ -170,6 +171,287 @@ class Exchange:
         self.close()
 
 
+# A datagram that came on the session's data channel: `index` is its socket's index in the
+# session, `socket` the Socket object when this client opened it (else None); the rest as in
+# Datagram (a gap in a socket's `sequence` shows where datagrams were dropped).
+ChannelDatagram = collections.namedtuple(
+    "ChannelDatagram", "index socket payload peer local arrival_unix_nanos sequence")
+
+
+class SendError(QuadsockError):
+    """Some datagrams of a channel request did not go: `request` is the number send() or
+    send_batch() returned for it, `queued` how many of its datagrams went before the failure
+    (`code` and `message` say what failed)."""
+
+    def __init__(self, code, message, request, queued):
+        super().__init__(code, "request %d, %d queued: %s" % (request, queued, message))
+        self.message = message
+        self.request = request
+        self.queued = queued
+
+
+class Channel:
+    """The session's data channel on a StreamChannel stream (Client.channel makes one).
+
+    receive() / receive_batch() hand out the datagrams of all the channel's sockets, as
+    ChannelDatagrams, and grant the server more credit as they do (half the window at a time),
+    so the datagrams the client holds are bounded by the window. send() and send_batch() write
+    one request each and return its number; a request whose datagrams did not all go comes back
+    from receive() / receive_batch() as a SendError (in order with the datagrams), or, when the
+    application does not receive, from send_failures(). When the stream ends otherwise, they
+    raise its error: NOT_FOUND when the session ended, UNAVAILABLE when quadsockd stops.
+    close() half-closes the stream and waits for the call to end, which it does with OK.
+    One thread may receive while others send."""
+
+    def __init__(self, client, sockets, credit, ring_slots, attach_timeout):
+        if credit < 1:
+            raise ValueError("credit: the window must be at least 1 datagram")
+        self._client = client
+        self._window = int(credit)
+        self._grant_at = max(1, self._window // 2)
+        self._taken = 0          # datagrams handed to the application since the last grant
+        self._lock = threading.Lock()  # orders requests: their numbers are the server's
+        self._requests_made = 0
+        self._requests = queue.Queue()
+        self._ready = collections.deque()  # datagrams and SendErrors not yet handed out
+        self._arrivals = queue.Queue()     # lists of them, from the reader thread
+        self._failures = collections.deque()
+        self.end = None          # why the stream ended: None while open or when it ended OK
+        self._ended = False
+        self._closing = False
+        handles = None
+        if sockets is not None:
+            handles = [s.handle if isinstance(s, Socket) else str(s) for s in sockets]
+            if not handles:
+                raise ValueError("sockets: name at least one, or None for every socket")
+        self._handles = handles
+        # A socket already on a channel: the session has one, and this stream will end
+        # ALREADY_EXISTS (or, when that one is ending, attach later).
+        taken = attach_timeout and any(s.on_channel for s in self._socket_states())
+        first = socket_pb2.ChannelRequest(sockets=handles or [], ring_slots=ring_slots,
+                                          credit=self._window)
+        self._put(first)
+        self._responses = client.stream("StreamChannel", iter(self._requests.get, _END))
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+        if attach_timeout:
+            try:
+                if taken:
+                    self._reader.join(attach_timeout)
+                self._wait_attached(attach_timeout)
+            except BaseException:
+                self._responses.cancel()
+                raise
+
+    # -- the stream --------------------------------------------------------------------------
+    def _put(self, request):
+        """Queues a request; returns its number (from 1, as the server counts them)."""
+        with self._lock:
+            if self._ended:
+                raise self.end or QuadsockError(grpc.StatusCode.CANCELLED, "the channel is closed")
+            self._requests_made += 1
+            self._requests.put(request)
+            return self._requests_made
+
+    def _read(self):
+        end = None
+        try:
+            for r in self._responses:
+                items = [self._datagram(d) for d in r.datagrams]
+                for x in r.send_results:
+                    code, message = _status_of(x)
+                    items.append(SendError(code, message, x.request, x.queued))
+                if items:
+                    self._arrivals.put(items)
+        except grpc.RpcError as e:
+            if not (self._closing and e.code() == grpc.StatusCode.CANCELLED):
+                end = _error(e)
+        with self._lock:
+            self._ended = True
+            if end is None and not self._closing:
+                end = QuadsockError(grpc.StatusCode.CANCELLED, "the server ended the channel")
+            self.end = end
+        self._requests.put(_END)  # frees gRPC's thread that waits for the next request
+        self._arrivals.put(_END)
+
+    def _datagram(self, d):
+        return ChannelDatagram(d.socket, self._client.socket_by_index(d.socket), d.payload,
+                               format_endpoint(d.peer), format_endpoint(d.local),
+                               d.arrival_unix_nanos, d.sequence)
+
+    def _socket_states(self):
+        """The channel's sockets as the server has them now (socket_pb2.Socket), those closed
+        left out; a socket named but not the session's raises."""
+        if self._handles is None:
+            return self._client.list()
+        mine = {s.socket: s for s in self._client.list()}
+        for h in self._handles:
+            if h not in mine:
+                self._client.call("Get", socket_pb2.GetRequest(socket=h))  # says why
+        return [mine[h] for h in self._handles if h in mine]
+
+    def _wait_attached(self, timeout):
+        """Until the sockets are on the channel (the server attaches after the first request
+        and says nothing when it worked), or the stream's error."""
+        deadline = time.monotonic() + timeout
+        while True:
+            if self._reader_ended():
+                raise self.end or QuadsockError(grpc.StatusCode.CANCELLED, "channel closed")
+            if all(s.on_channel for s in self._socket_states()):
+                return
+            if time.monotonic() > deadline:
+                raise QuadsockError(grpc.StatusCode.DEADLINE_EXCEEDED,
+                                    "the sockets were not on the channel within %gs" % timeout)
+            time.sleep(0.01)
+
+    def _reader_ended(self):
+        with self._lock:
+            return self._ended
+
+    # -- receiving ---------------------------------------------------------------------------
+    def _fill(self, timeout):
+        """Moves arrivals to _ready, waiting up to `timeout` (None: forever) for the first.
+        False when the stream ended and nothing is left."""
+        block = not self._ready
+        while True:
+            try:
+                items = self._arrivals.get(block=block, timeout=timeout if block else None)
+            except queue.Empty:
+                return True
+            if items is _END:
+                self._arrivals.put(_END)  # every later call sees the end too
+                return bool(self._ready)
+            self._ready.extend(items)
+            block = False
+
+    def _take(self):
+        """The next item of _ready, to the application (a SendError is raised)."""
+        item = self._ready.popleft()
+        if isinstance(item, SendError):
+            raise item
+        self._taken += 1
+        return item
+
+    def _grant(self):
+        """Gives the server back the credit of the datagrams taken, once half the window is."""
+        if self._taken >= self._grant_at:
+            grant, self._taken = self._taken, 0
+            try:
+                self._put(socket_pb2.ChannelRequest(credit=grant))
+            except QuadsockError:
+                pass  # the stream ended: the next receive says why
+
+    def _raise_end(self):
+        if self.end is not None:
+            raise self.end
+        raise QuadsockError(grpc.StatusCode.CANCELLED, "the channel is closed")
+
+    def receive(self, timeout=None, count=None):
+        """Yields ChannelDatagrams of any of the channel's sockets as they arrive; stops after
+        `count` (None or 0: no limit) or when `timeout` seconds have passed in all (None:
+        never). Raises SendError for a failed send (in order; receiving again continues) and
+        the stream's error when it ends."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        seen = 0
+        while not count or seen < count:
+            if not self._ready:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    return
+                if not self._fill(left):
+                    self._raise_end()
+                if not self._ready:
+                    return  # the time is up
+            item = self._take()
+            self._grant()
+            yield item
+            seen += 1
+
+    def receive_batch(self, max_datagrams=1024, timeout=None):
+        """Up to `max_datagrams` ChannelDatagrams: waits up to `timeout` seconds (None:
+        forever) for the first, then takes what has already arrived. [] when the time is up.
+        Raises as receive() does (a SendError after the datagrams before it were returned)."""
+        if not self._fill(timeout):
+            self._raise_end()
+        out = []
+        try:
+            while self._ready and len(out) < max_datagrams:
+                if isinstance(self._ready[0], SendError) and out:
+                    break  # raised by the next call
+                out.append(self._take())
+                if not self._ready:
+                    self._fill(0)
+        finally:
+            self._grant()  # one grant for the batch
+        return out
+
+    def __iter__(self):
+        return self.receive()
+
+    # -- sending -----------------------------------------------------------------------------
+    def send(self, socket, payload, peer=None):
+        """Sends one datagram from `socket` (a Socket or its index) to `peer` (None: the
+        connected peer). Returns the request's number (a SendError names it)."""
+        return self.send_batch([(socket, payload, peer)])
+
+    def send_batch(self, datagrams):
+        """Sends (socket, payload) or (socket, payload, peer) tuples in order, in one request
+        (at most the server's batch limit, 1024 by default). Returns the request's number."""
+        request = socket_pb2.ChannelRequest()
+        for d in datagrams:
+            sock, payload = d[0], d[1]
+            peer = d[2] if len(d) > 2 else None
+            item = request.send.add(socket=sock.index if isinstance(sock, Socket) else int(sock),
+                                    payload=bytes(payload))
+            if peer is not None:
+                item.peer.CopyFrom(parse_endpoint(peer))
+        if not request.send:
+            raise ValueError("no datagrams to send")
+        return self._put(request)
+
+    def send_failures(self):
+        """The SendErrors that arrived and have not been raised by receive(), oldest first, for
+        an application that sends without receiving; taking them here, receive() no longer
+        raises them."""
+        self._fill(0)
+        kept, failures = collections.deque(), []
+        for item in self._ready:
+            (failures if isinstance(item, SendError) else kept).append(item)
+        self._ready = kept
+        return failures
+
+    # -- the end -----------------------------------------------------------------------------
+    def close(self, timeout=5.0):
+        """Half-closes the stream and waits (up to `timeout` s, then cancels) until the call
+        ends; datagrams not yet received are dropped. Returns the stream's error when it ended
+        with one (None: it ended OK)."""
+        with self._lock:
+            self._closing = True
+            self._ended = True  # no request after the half-close
+            self._requests.put(_END)
+        deadline = time.monotonic() + timeout
+        self._reader.join(timeout)
+        if self._reader.is_alive():
+            self._responses.cancel()
+            self._reader.join()
+        if self.end is None:
+            # The server takes the sockets off the channel as the call ends: wait for it, so
+            # that the session can have a channel again right away.
+            try:
+                while (any(s.on_channel for s in self._socket_states()) and
+                       time.monotonic() < deadline):
+                    time.sleep(0.01)
+            except QuadsockError:
+                pass  # the session ended meanwhile
+        return self.end
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
 _STATUS_CODES = {c.value[0]: c for c in grpc.StatusCode}
 
 _FAMILIES = {"ipv4": common_pb2.FAMILY_IPV4, "ipv6": common_pb2.FAMILY_IPV6,
@@ -220,6 +502,7 @@ class Client:
         self._health = health_pb2_grpc.HealthStub(self._channel)
         self._reflection = reflection_pb2_grpc.ServerReflectionStub(self._channel)
         self._holder = None
+        self._by_index = {}  # Socket objects this client opened, by their index in the session
         if not session:
             self.session, self.lease_seconds, self._metadata = None, 0, ()
             return
@@ -272,7 +555,31 @@ class Client:
         resp = self.call("Open", socket_pb2.OpenRequest(
             family=_FAMILIES[family], v6only=v6only, reuse_port=reuse_port,
             bound_device=bound_device, receive_queue_depth=receive_queue_depth))
-        return Socket(self, resp.socket)
+        sock = Socket(self, resp.socket, resp.index)
+        self._by_index[resp.index] = sock
+        return sock
+
+    def channel(self, sockets=None, credit=1024, ring_slots=0, attach_timeout=10.0):
+        """Opens the session's data channel as one StreamChannel stream: the datagrams of all
+        its sockets (or of `sockets`, Socket objects or handles; None: every socket of the
+        session, and those it opens later) on one stream, both ways. `credit` is the window:
+        at most that many datagrams are on their way to the application or waiting in the
+        client for it; more is granted as the application takes them. Datagrams that arrive
+        while the window is full wait in quadsockd's ring (`ring_slots` a poll thread, 0: the
+        server's default), and what overflows it is dropped and counted per socket
+        (rx_dropped). Returns when the sockets are on the channel; raises QuadsockError (e.g.
+        ALREADY_EXISTS: the session has a channel; PERMISSION_DENIED: another session's
+        socket). Use it as a context manager:
+
+            with client.channel() as ch:
+                for d in ch.receive(timeout=5):
+                    ch.send(d.index, b"echo: " + d.payload, d.peer)
+        """
+        return Channel(self, sockets, credit, ring_slots, attach_timeout)
+
+    def socket_by_index(self, index):
+        """The Socket this client opened with that index in the session, or None."""
+        return self._by_index.get(index)
 
     def list(self, state=0, local_port=0):
         """Every socket of this session (all pages)."""
@@ -329,12 +636,13 @@ class Client:
 class Socket:
     """A UDP socket of quadsockd; closes itself when the `with` block ends."""
 
-    def __init__(self, client, handle):
+    def __init__(self, client, handle, index=0):
         self._client = client
         self.handle = handle
+        self.index = index  # in the session: it tags the socket's datagrams on the data channel
 
     def __repr__(self):
-        return "Socket(%s)" % self.handle[:8]
+        return "Socket(#%d %s)" % (self.index, (self.handle or "closed")[:8])
 
     def bind(self, local="0.0.0.0:0"):
         resp = self._client.call("Bind", socket_pb2.BindRequest(
@@ -412,6 +720,9 @@ class Socket:
             self._client.call("Close", socket_pb2.CloseRequest(socket=self.handle))
         finally:
             self.handle = None
+            by_index = getattr(self._client, "_by_index", None)
+            if by_index is not None and by_index.get(self.index) is self:
+                del by_index[self.index]
 
     def __enter__(self):
         return self
