@@ -364,6 +364,12 @@ absl::StatusOr<std::unique_ptr<DataChannel>> Client::AttachChannel(
   return DataChannel::Claim(offer->path(), offer->token());
 }
 
+std::unique_ptr<grpc::ClientReaderWriter<v1::ChannelRequest, v1::ChannelResponse>>
+Client::StreamChannel(grpc::ClientContext* ctx) {
+  c_->Prepare(*ctx, /*deadline=*/false);
+  return c_->sockets->StreamChannel(ctx);
+}
+
 absl::StatusOr<std::vector<v1::Socket>> Client::List(ListOptions options) {
   std::vector<v1::Socket> out;
   v1::ListRequest req;

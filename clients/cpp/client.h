@@ -281,6 +281,11 @@ class Client {
   // when the side socket cannot be reached or refuses the token.
   absl::StatusOr<std::unique_ptr<DataChannel>> AttachChannel(
       const std::vector<std::string>& sockets = {}, uint32_t ring_slots = 0);
+  // The same channel over gRPC, for remote clients: the session's StreamChannel call (see
+  // socket.proto for the protocol: the first request names the sockets and grants credit), with
+  // this session's metadata and no deadline (set one on `ctx`, which outlives the stream).
+  std::unique_ptr<grpc::ClientReaderWriter<v1::ChannelRequest, v1::ChannelResponse>>
+  StreamChannel(grpc::ClientContext* ctx);
 
   // --- Administration (AdminService) and health. SetNeighbor and RemoveNeighbor need an
   // administrator: a Client of the administration listener (unix:/run/quadsock-admin/admin.sock by

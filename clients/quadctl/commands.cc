@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <functional>
 #include <iostream>
@@ -20,6 +21,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "clients/cpp/client.h"
+#include "common/status.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/message.h"
 #include "google/protobuf/util/json_util.h"
@@ -76,6 +78,7 @@ absl::Status Open(Context& c) {
   absl::StatusOr<RemoteSocket> s = c.client().Open(o);
   if (!s.ok()) return s.status();
   v1::OpenResponse r;
+  r.set_index(s->index());     // tags its datagrams on the data channel (watch)
   r.set_socket(s->Release());  // it lives on in the session
   if (c.json) {
     PrintJson(r);
@@ -242,6 +245,71 @@ absl::Status Recv(Context& c) {
   }
   s.Release();
   return result;
+}
+
+// watch: the datagrams of every socket of the session (or of those named) at once, on the
+// session's data channel as one StreamChannel stream, granting credit as they are printed.
+absl::Status Watch(Context& c) {
+  // Credit the server may use at once: what it sends beyond the printed lines is bounded.
+  constexpr uint64_t kWindow = 256;
+  const uint32_t count = c.args.GetUint("count", 0);
+  const absl::Duration wait = c.args.GetDuration("wait", absl::ZeroDuration());
+  Client& client = c.client();
+  grpc::ClientContext ctx;
+  if (wait > absl::ZeroDuration()) ctx.set_deadline(absl::ToChronoTime(absl::Now() + wait));
+  auto stream = client.StreamChannel(&ctx);
+  uint64_t printed = 0;
+  uint64_t granted = 0;
+  // The credit that keeps kWindow (with --count: no more than remain) on its way; when there
+  // is nothing worth a request yet (less than half the window), none.
+  auto grant = [&](bool first) -> uint32_t {
+    const uint64_t target = count > 0 ? std::min<uint64_t>(kWindow, count - printed) : kWindow;
+    const uint64_t more = target - std::min(target, granted - printed);
+    if (!first && more < kWindow / 2 && (count == 0 || more == 0)) return 0;
+    granted += more;
+    return static_cast<uint32_t>(more);
+  };
+  v1::ChannelRequest request;
+  for (const std::string& handle : c.args.positional) request.add_sockets(handle);
+  request.set_credit(grant(true));
+  bool open = stream->Write(request);
+  v1::ChannelResponse r;
+  while (open && (count == 0 || printed < count) && stream->Read(&r)) {
+    for (const v1::ChannelDatagram& d : r.datagrams()) {
+      if (c.json) {
+        PrintJson(d);
+      } else {
+        v1::Datagram line;
+        line.set_payload(d.payload());
+        *line.mutable_peer() = d.peer();
+        *line.mutable_local() = d.local();
+        line.set_sequence(d.sequence());
+        std::cout << "socket " << d.socket() << ": " << DatagramLine(line, c.args.Has("hex"))
+                  << "\n";
+      }
+      ++printed;
+    }
+    std::cout.flush();
+    request.Clear();
+    if (const uint32_t more = grant(false); more > 0) {
+      request.set_credit(more);
+      open = stream->Write(request);
+    }
+  }
+  if (count > 0 && printed >= count) {
+    // Done: half-close, and the server ends the call OK.
+    stream->WritesDone();
+    while (stream->Read(&r)) {
+    }
+  }
+  absl::Status status = FromGrpc(stream->Finish());
+  if (status.code() == absl::StatusCode::kDeadlineExceeded) {
+    // The --wait is up: the end of the watch, unless --count datagrams were due.
+    if (count == 0) return absl::OkStatus();
+    return absl::DeadlineExceededError(absl::StrCat(
+        "received ", printed, " of ", count, " datagram(s) within ", absl::FormatDuration(wait)));
+  }
+  return status;
 }
 
 absl::Status List(Context& c) {
@@ -516,6 +584,14 @@ const std::vector<Command>& Commands() {
         {"wait", true, "How long to wait in all (default 5s)"},
         {"hex", false, "Print payloads as hex"}},
        Recv},
+      {"watch", "[SOCKET...]",
+       "Print the datagrams of every socket of the session (or those named) at once, through "
+       "the session's data channel; fails if fewer than --count came in time",
+       0, 1024, S::kRequired,
+       {{"count", true, "Stop after this many (default 0: no limit)"},
+        {"wait", true, "How long to watch in all (default: until interrupted)"},
+        {"hex", false, "Print payloads as hex"}},
+       Watch},
       {"close", "SOCKET", "Close a socket", 1, 1, S::kRequired, {}, Close},
       {"list", "", "The session's sockets", 0, 0, S::kRequired,
        {{"state", true, "open, bound or connected"}, {"port", true, "Only this local port"}},

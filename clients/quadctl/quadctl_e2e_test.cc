@@ -12,10 +12,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -132,10 +134,12 @@ class QuadctlTest : public ::testing::Test {
 
   static int PeerShell(const std::string& command) { return net_->PeerShell(command, false); }
 
-  // Runs quadctl with `args`; stdout and stderr apart.
-  static Outcome Quadctl(const std::vector<std::string>& args) {
+  // Runs quadctl with `args`; stdout and stderr apart (in files named after `name`: another
+  // name for a quadctl that runs beside others).
+  static Outcome Quadctl(const std::vector<std::string>& args,
+                         const std::string& name = "quadctl") {
     const char* tmp = std::getenv("TEST_TMPDIR");
-    const std::string base = absl::StrCat(tmp ? tmp : "/tmp", "/quadctl");
+    const std::string base = absl::StrCat(tmp ? tmp : "/tmp", "/", name);
     std::string command = Runfile("clients/quadctl/quadctl");
     for (const std::string& a : args) absl::StrAppend(&command, " '", a, "'");
     Outcome r;
@@ -289,6 +293,99 @@ TEST_F(QuadctlTest, SocketsAgainstAKernelPeer) {
   EXPECT_TRUE(absl::StartsWith(r.err, "quadctl: UNAUTHENTICATED: ")) << r.err;
 }
 
+// quadctl watch: every socket of the session at once, on one StreamChannel stream.
+TEST_F(QuadctlTest, WatchPrintsTheDatagramsOfEverySocketAtOnce) {
+  setenv("QUADSOCK_SESSION", Ok({"session", "new", "--lease=60"}).c_str(), 1);
+  std::vector<v1::OpenResponse> socks;
+  for (int i = 0; i < 3; ++i) {
+    socks.push_back(ParseJson<v1::OpenResponse>(Ok({"--json", "open"})));
+    ASSERT_EQ(Ok({"bind", socks.back().socket(), absl::StrCat(kStackV4, ":", 4200 + i)}),
+              absl::StrCat(kStackV4, ":", 4200 + i));
+  }
+  auto on_channel = [](const v1::OpenResponse& s) {
+    return ParseJson<v1::Socket>(Ok({"--json", "get", s.socket()})).on_channel();
+  };
+  // Until every socket in `which` is on the channel (or, with false, off it again).
+  auto wait_for = [&](const std::vector<v1::OpenResponse>& which, bool on) {
+    const absl::Time deadline = absl::Now() + absl::Seconds(10);
+    auto done = [&] {
+      return std::all_of(which.begin(), which.end(),
+                         [&](const v1::OpenResponse& s) { return on_channel(s) == on; });
+    };
+    while (!done() && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(20));
+    return done();
+  };
+  const int peer = PeerUdp(kPeerV4, 5200);
+
+  // Every socket (none named), --json: two datagrams each, six in all, on one stream.
+  Outcome watched;
+  std::thread watch([&] {
+    watched = Quadctl({"--json", "watch", "--count=6", "--wait=20s"}, "watch");
+  });
+  ASSERT_TRUE(wait_for(socks, true));
+  for (int round = 0; round < 2; ++round) {
+    for (int i = 0; i < 3; ++i) PeerSend(peer, absl::StrCat(i, ".", round), kStackV4, 4200 + i);
+  }
+  watch.join();
+  ASSERT_EQ(watched.rc, 0) << watched.err;
+  std::vector<std::string> lines =
+      absl::StrSplit(absl::StripSuffix(watched.out, "\n"), '\n');
+  ASSERT_EQ(lines.size(), 6u) << watched.out;
+  std::map<uint32_t, std::vector<std::string>> by_socket;
+  for (const std::string& line : lines) {
+    const v1::ChannelDatagram d = ParseJson<v1::ChannelDatagram>(line);
+    EXPECT_EQ(d.peer().address(), kPeerV4);
+    EXPECT_EQ(d.local().port(), 4200 + (d.payload()[0] - '0'));
+    by_socket[d.socket()].push_back(d.payload());
+  }
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(by_socket[socks[i].index()],
+              (std::vector<std::string>{absl::StrCat(i, ".0"), absl::StrCat(i, ".1")}))
+        << watched.out;
+  }
+  // The watch ended its stream: the sockets are off the channel.
+  ASSERT_TRUE(wait_for(socks, false));
+
+  // One socket named, for people: only it is on the channel.
+  std::thread one([&] {
+    watched = Quadctl({"watch", socks[1].socket(), "--count=1", "--wait=20s"}, "watch");
+  });
+  ASSERT_TRUE(wait_for({socks[1]}, true));
+  EXPECT_FALSE(on_channel(socks[0]));
+  PeerSend(peer, "only", kStackV4, 4201);
+  one.join();
+  ASSERT_EQ(watched.rc, 0) << watched.err;
+  EXPECT_EQ(watched.out,
+            absl::StrCat("socket ", socks[1].index(), ": 10.8.0.1:5200 -> 10.8.0.2:4201 #3 4 ",
+                         "bytes: only\n"));
+  ASSERT_TRUE(wait_for(socks, false));
+
+  // --wait alone: watches that long, then ends well; with a --count that did not come, fails.
+  const absl::Time start = absl::Now();
+  EXPECT_EQ(Ok({"watch", "--wait=1s"}), "");
+  EXPECT_GE(absl::Now() - start, absl::Seconds(1));
+  ASSERT_TRUE(wait_for(socks, false));
+  Outcome r = Quadctl({"watch", "--count=1", "--wait=1s"});
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_TRUE(absl::StartsWith(r.err, "quadctl: DEADLINE_EXCEEDED: received 0 of 1")) << r.err;
+  ASSERT_TRUE(wait_for(socks, false));
+
+  // Another session's socket: refused.
+  const std::string other = Ok({"session", "new", "--lease=60"});
+  r = Quadctl({"watch", "--session=" + other, socks[0].socket(), "--wait=5s"});
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_TRUE(absl::StartsWith(r.err, "quadctl: PERMISSION_DENIED: ")) << r.err;
+
+  // The session's end ends the watch: NOT_FOUND.
+  std::thread ending([&] { watched = Quadctl({"watch", "--wait=20s"}, "watch"); });
+  ASSERT_TRUE(wait_for(socks, true));
+  Ok({"session", "end"});
+  ending.join();
+  EXPECT_EQ(watched.rc, 1);
+  EXPECT_TRUE(absl::StartsWith(watched.err, "quadctl: NOT_FOUND: ")) << watched.err;
+  Ok({"session", "end", "--session=" + other});
+}
+
 TEST_F(QuadctlTest, AdministrationAndHealth) {
   EXPECT_EQ(Ok({"health"}), "SERVING");
   EXPECT_EQ(Ok({"health", "--json", "--service=quadsock.v1.SocketService"}),
@@ -399,7 +496,7 @@ TEST_F(QuadctlTest, TheAdministrationListenerTakesNoSession) {
 TEST_F(QuadctlTest, UsageErrorsAndHelp) {
   for (const char* command :
        {"session new", "session keepalive", "session end", "open", "bind", "connect", "rehash",
-        "disconnect", "send", "recv", "close", "list", "get", "stats", "top", "neigh list",
+        "disconnect", "send", "recv", "watch", "close", "list", "get", "stats", "top", "neigh list",
         "neigh set", "neigh del", "route", "addr", "iface", "check", "health"}) {
     std::vector<std::string> args = absl::StrSplit(command, ' ');
     args.push_back("--help");
@@ -419,6 +516,7 @@ TEST_F(QuadctlTest, UsageErrorsAndHelp) {
            {"stats", "--bogus"},
            {"top", "--interval=soon"},
            {"recv", "--session=abc", "S", "--wait=soon"},
+           {"watch", "--session=abc", "--count=-1"},
            // 1200 datagrams: over the server's 1024 in one call, refused before connecting.
            {"send", "--session=abc", "S", "--repeat=600", "a", "b"}}) {
     r = Quadctl(bad);
