@@ -310,6 +310,7 @@ void ChannelBroker::Detach(const std::string& session, absl::string_view why,
   Attached a = std::move(it->second);
   attached_.erase(it);
   for (const auto& [index, id] : a.sockets) (void)stack_.PutOnChannel(id, nullptr, 0);
+  stack_.RemoveChannel(a.channel.get());  // its TX ring too
   if (a.fd >= 0) {
     Drop(a.fd);
   } else {

@@ -103,5 +103,60 @@ TEST_F(TwoStacksTest, PutOnChannelTakesAnyChannelWithARingPerPollThread) {
   EXPECT_EQ(b_->PutOnChannel(s, wide, 1), absl::OkStatus());
 }
 
+TEST_F(TwoStacksTest, WhatTheApplicationQueuesOnTheChannelIsSentFromItsSockets) {
+  const SocketId bound = b_->Open(net::Family::kV4).value();
+  ASSERT_TRUE(b_->Bind(bound, Ep("0.0.0.0:4000")).ok());
+  const SocketId connected = b_->Open(net::Family::kV4).value();
+  ASSERT_TRUE(b_->Connect(connected, Ep("10.1.0.1:5001")).ok());
+  const SocketId unbound = b_->Open(net::Family::kV4).value();
+  auto c = channel::Channel::Create({.rings = 1, .slots = 16}).value();
+  ASSERT_EQ(b_->PutOnChannel(bound, c, 1), absl::OkStatus());
+  ASSERT_EQ(b_->PutOnChannel(connected, c, 2), absl::OkStatus());
+  ASSERT_EQ(b_->PutOnChannel(unbound, c, 3), absl::OkStatus());
+  const SocketId peer = a_->Open(net::Family::kV4).value();
+  ASSERT_TRUE(a_->Bind(peer, Ep("0.0.0.0:5000")).ok());
+  const SocketId peer2 = a_->Open(net::Family::kV4).value();
+  ASSERT_TRUE(a_->Bind(peer2, Ep("0.0.0.0:5001")).ok());
+  channel::ChannelReader r = ReaderOf(*c);
+
+  ASSERT_TRUE(r.Send(1, Bytes("from 4000"), Ep("10.1.0.1:5000")));
+  ASSERT_TRUE(r.Send(2, Bytes("to my peer")));  // connected: no destination needed
+  ASSERT_TRUE(r.Send(1, Bytes("no destination")));       // not connected: dropped, counted
+  ASSERT_TRUE(r.Send(3, Bytes("unbound"), Ep("10.1.0.1:5000")));  // not bound: likewise
+  ASSERT_TRUE(r.Send(9, Bytes("no such index"), Ep("10.1.0.1:5000")));
+  ASSERT_TRUE(r.Send(1, Bytes("broadcast"), Ep("10.1.0.255:5000")));
+  Pump();
+  std::optional<ReceivedDatagram> d = a_->Receive(peer).value();
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->payload, "from 4000");
+  EXPECT_EQ(d->source, Ep("10.1.0.2:4000"));
+  EXPECT_FALSE(a_->Receive(peer).value().has_value());  // nothing else came
+  d = a_->Receive(peer2).value();
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->payload, "to my peer");
+  // Each datagram that could not go is counted where it belongs.
+  EXPECT_EQ(b_->Get(bound).value().counters.tx_datagrams, 1u);
+  EXPECT_EQ(b_->Get(bound).value().counters.tx_dropped, 2u);
+  EXPECT_EQ(b_->Get(unbound).value().counters.tx_dropped, 1u);
+  EXPECT_EQ(b_->Counters().tx_channel_no_socket, 1u);
+  EXPECT_EQ(c->counters().sends, 6u);
+  // The slots are the application's again.
+  for (int i = 0; i < 16; ++i) EXPECT_TRUE(r.Send(1, Bytes("again"), Ep("10.1.0.1:5000"))) << i;
+  b_->RemoveChannel(c.get());
+}
+
+TEST_F(TwoStacksTest, AClosedSocketsIndexSendsNothing) {
+  const SocketId s = b_->Open(net::Family::kV4).value();
+  ASSERT_TRUE(b_->Bind(s, Ep("0.0.0.0:4000")).ok());
+  auto c = channel::Channel::Create({.rings = 1, .slots = 4}).value();
+  ASSERT_EQ(b_->PutOnChannel(s, c, 1), absl::OkStatus());
+  ASSERT_EQ(b_->Close(s), absl::OkStatus());
+  channel::ChannelReader r = ReaderOf(*c);
+  ASSERT_TRUE(r.Send(1, Bytes("after close"), Ep("10.1.0.1:5000")));
+  Pump();
+  EXPECT_EQ(b_->Counters().tx_channel_no_socket, 1u);
+  b_->RemoveChannel(c.get());
+}
+
 }  // namespace
 }  // namespace quadsock::stack

@@ -18,15 +18,6 @@
 #include "stack/net/udp.h"
 
 namespace quadsock::stack {
-namespace {
-
-// The IP and UDP headers' bytes in a datagram's frame.
-size_t UdpHeadroom(net::Family f) {
-  return (f == net::Family::kV4 ? net::Ipv4Header::kMinSize : net::Ipv6Header::kSize) +
-         net::UdpHeader::kSize;
-}
-
-}  // namespace
 
 Stack::Stack(StackOptions options, RouteTable routes)
     : options_(std::move(options)),
@@ -76,7 +67,8 @@ absl::StatusOr<std::unique_ptr<Stack>> Stack::Create(
   stack->icmp_ = std::make_unique<IcmpProtocol>(
       stack->local_, *stack->table_,
       IcmpRateLimiter::Rate{o.icmp_errors_per_second, o.icmp_error_burst}, o.clock());
-  stack->udp_ = std::make_unique<UdpProtocol>(stack->routes_, *stack->neighbors_);
+  stack->udp_ = std::make_unique<UdpProtocol>(stack->routes_, *stack->neighbors_,
+                                              stack->local_, links[0]->info().mtu);
   const Protocols protocols{&stack->local_,          o.vlan,
                             o.clock,                 stack->table_.get(),
                             stack->udp_.get(),       stack->neighbors_.get(),
@@ -155,6 +147,9 @@ absl::StatusOr<SocketId> Stack::Open(net::Family family, const OpenOptions& opti
   o.cookie = reinterpret_cast<uintptr_t>(socket.get());
   absl::StatusOr<SocketId> id = table_->Open(o);
   if (!id.ok()) return id.status();
+  if (absl::StatusOr<demux::SocketInfo> info = table_->Get(*id); info.ok()) {
+    socket->PublishInfo(*info);
+  }
   sockets_.emplace(*id, std::move(socket));
   return *id;
 }
@@ -172,43 +167,40 @@ absl::Status Stack::CheckLocal(const net::IpAddress& address) const {
 
 absl::StatusOr<net::Endpoint> Stack::Bind(SocketId id, const net::Endpoint& local) {
   if (absl::Status s = CheckLocal(local.address); !s.ok()) return s;
-  return table_->Bind(id, local);  // NOT_FOUND for an unknown socket, as for Disconnect
+  absl::StatusOr<net::Endpoint> bound = table_->Bind(id, local);  // NOT_FOUND: no socket
+  if (bound.ok()) PublishInfo(id);
+  return bound;
 }
 
-absl::Status Stack::CheckPeer(const net::Endpoint& peer, const demux::SocketInfo& socket) const {
-  const net::IpAddress wire = peer.address.Unmapped();
-  const LocalAddresses& ours = local_;
-  std::string why;
-  if (peer.port == 0) {
-    why = "port 0";
-  } else if (const char* not_a_host = wire.NotAHostReason()) {
-    why = not_a_host;
-  } else if (const net::IpAddress local = socket.local.address.Unmapped();
-             !local.IsUnspecifiedInAnyForm() && local.family() != wire.family()) {
-    why = absl::StrCat("another IP version than the socket's address ", local.ToString());
-  } else if (const net::IpPrefix* network = ours.BroadcastOf(wire)) {
-    why = absl::StrCat("the broadcast address of ", network->ToString());
-  }
-  if (why.empty()) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(peer.ToString(), " is ", why));
-}
 
 absl::StatusOr<net::Endpoint> Stack::Connect(SocketId id, const net::Endpoint& peer) {
   absl::StatusOr<demux::SocketInfo> info = table_->Get(id);
   if (!info.ok()) return info.status();
-  if (absl::Status s = CheckPeer(peer, *info); !s.ok()) {
+  if (absl::Status s = udp_->CheckPeer(peer, *info); !s.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("the socket cannot connect to ", s.message()));
   }
   absl::StatusOr<net::Endpoint> local = table_->Connect(id, peer);
-  if (local.ok()) ForgetError(id);
+  if (local.ok()) {
+    ForgetError(id);
+    PublishInfo(id);
+  }
   return local;
 }
 
 absl::Status Stack::Disconnect(SocketId id) {
   absl::Status s = table_->Disconnect(id);
-  if (s.ok()) ForgetError(id);
+  if (s.ok()) {
+    ForgetError(id);
+    PublishInfo(id);
+  }
   return s;
+}
+
+void Stack::PublishInfo(SocketId id) {
+  absl::StatusOr<demux::SocketInfo> info = table_->Get(id);
+  absl::StatusOr<std::shared_ptr<UdpSocket>> socket = FindSocket(id);
+  if (info.ok() && socket.ok()) (*socket)->PublishInfo(*info);  // else closed meanwhile
 }
 
 void Stack::ForgetError(SocketId id) {
@@ -221,7 +213,9 @@ absl::StatusOr<net::Endpoint> Stack::Rehash(SocketId id, std::optional<net::IpAd
   if (address.has_value()) {
     if (absl::Status s = CheckLocal(*address); !s.ok()) return s;
   }
-  return table_->Rehash(id, address, port);
+  absl::StatusOr<net::Endpoint> moved = table_->Rehash(id, address, port);
+  if (moved.ok()) PublishInfo(id);
+  return moved;
 }
 
 absl::Status Stack::Close(SocketId id) {
@@ -235,6 +229,9 @@ absl::Status Stack::Close(SocketId id) {
     sockets_.erase(it);
   }
   socket->Shutdown();  // wakes a Receive waiting on it
+  if (const UdpSocket::ChannelBinding* b = socket->channel_binding()) {
+    (void)udp_->SetChannelSocket(b->channel.get(), b->index, nullptr);
+  }
   // A poll thread may still hold the socket from a lookup that started before the close.
   table_->WaitForReaders();
   return absl::OkStatus();
@@ -263,42 +260,17 @@ absl::Status Stack::Send(SocketId id, std::span<const uint8_t> payload,
                          std::optional<net::Endpoint> destination) {
   absl::StatusOr<demux::SocketInfo> info = table_->Get(id);
   if (!info.ok()) return info.status();
-  net::Endpoint dst;
-  if (destination.has_value()) {
-    dst = *destination;
-  } else if (info->state == demux::SocketState::kConnected) {
-    dst = info->remote;
-  } else {
-    return absl::FailedPreconditionError(
-        "the socket is not connected: give a destination");
-  }
-  if (absl::Status s = CheckPeer(dst, *info); !s.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("the socket cannot send to ", s.message()));
-  }
-  const bool v6_socket = info->options.family == net::Family::kV6;
-  // A dual-stack IPv6 socket may be given an IPv4 destination, as Linux's udpv6_sendmsg allows.
-  if (v6_socket && !info->options.v6only && dst.address.is_v4()) dst.address = dst.address.ToV6();
-  if ((!v6_socket && !dst.address.is_v4()) ||
-      (v6_socket && dst.address.is_v4()) ||
-      (v6_socket && info->options.v6only && dst.address.IsV4Mapped())) {
-    return absl::InvalidArgumentError(absl::StrCat("destination ", dst.ToString(),
-                                                   " is of the other IP version than the socket"));
-  }
-  const net::Family wire_family = dst.address.Unmapped().family();
-  const size_t mtu = engines_[0]->info().mtu;
-  if (payload.size() + UdpHeadroom(wire_family) > mtu) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "a %u-byte datagram does not fit the MTU of %u (no fragmentation): at most %u bytes",
-        payload.size(), mtu, mtu - UdpHeadroom(wire_family)));
-  }
+  absl::StatusOr<net::Endpoint> dst = udp_->Destination(*info, destination, payload.size());
+  if (!dst.ok()) return dst.status();
   if (info->state == demux::SocketState::kOpen) {
     // As sendto() on an unbound socket: bind to an ephemeral port first.
+    const bool v6_socket = info->options.family == net::Family::kV6;
     const net::Endpoint any{v6_socket ? net::IpAddress::AnyV6() : net::IpAddress::AnyV4(), 0};
     absl::StatusOr<net::Endpoint> bound = table_->Bind(id, any);
     if (!bound.ok() && bound.status().code() != absl::StatusCode::kFailedPrecondition) {
       return bound.status();
     }
+    PublishInfo(id);
     info = table_->Get(id);
     if (!info.ok()) return info.status();
   }
@@ -310,17 +282,14 @@ absl::Status Stack::Send(SocketId id, std::span<const uint8_t> payload,
   if (info->state == demux::SocketState::kConnected) {
     if (std::optional<IcmpError> e = socket->TakeError(info->remote)) {
       return absl::AbortedError(absl::StrCat("an ICMP error came back for an "
-                                             "earlier datagram to ", dst.ToString(), ": ",
+                                             "earlier datagram to ", dst->ToString(), ": ",
                                              e->ToString(), "; this one was not sent"));
     }
   }
-  net::Endpoint src = info->local;
-  if (src.address.IsV4Mapped() && src.address.Unmapped().IsUnspecified()) {
-    src.address = net::IpAddress::AnyV6();
-  }
   PollEngine& engine = *engines_[id % engines_.size()];
-  if (!engine.QueueSend(std::make_unique<SendRequest>(SendRequest{
-          std::move(socket), src, dst, std::string(payload.begin(), payload.end())}))) {
+  if (!engine.QueueSend(std::make_unique<SendRequest>(
+          SendRequest{std::move(socket), UdpProtocol::Source(*info), *dst,
+                      std::string(payload.begin(), payload.end())}))) {
     return absl::ResourceExhaustedError(absl::StrFormat(
         "the send queue is full (%u datagrams): try again", engine.send_queue_capacity()));
   }
@@ -358,8 +327,15 @@ absl::Status Stack::PutOnChannel(SocketId id, std::shared_ptr<channel::Channel> 
   }
   absl::StatusOr<std::shared_ptr<UdpSocket>> s = FindSocket(id);
   if (!s.ok()) return s.status();
+  const channel::Channel* const now_on = channel.get();
   std::unique_ptr<const UdpSocket::ChannelBinding> binding;
   if (channel != nullptr) {
+    // Its TX ring is drained by the first poll thread, woken by its eventfd.
+    if (udp_->AddChannel(channel)) engines_[0]->AddWaitFd(channel->tx_event_fd());
+    if (!udp_->SetChannelSocket(channel.get(), index, *s)) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("socket index ", index, " is over a channel's limit"));
+    }
     binding.reset(new UdpSocket::ChannelBinding{std::move(channel), index});
   }
   std::unique_ptr<const UdpSocket::ChannelBinding> old;
@@ -367,9 +343,17 @@ absl::Status Stack::PutOnChannel(SocketId id, std::shared_ptr<channel::Channel> 
     std::lock_guard<std::mutex> lock(mu_);  // bindings change under the control-plane lock
     old = (*s)->SwapChannel(std::move(binding));
   }
+  if (old != nullptr && (old->channel.get() != now_on || old->index != index)) {
+    (void)udp_->SetChannelSocket(old->channel.get(), old->index, nullptr);
+  }
   // A poll thread may still be delivering through the old binding.
   if (old != nullptr) table_->WaitForReaders();
   return absl::OkStatus();
+}
+
+void Stack::RemoveChannel(const channel::Channel* channel) {
+  udp_->RemoveChannel(channel);
+  engines_[0]->RemoveWaitFd(channel->tx_event_fd());
 }
 
 absl::Status Stack::StartReading(SocketId id, absl::Duration grace) {

@@ -147,6 +147,9 @@ class Stack {
   // the channel has fewer rings than the stack has poll threads; NOT_FOUND for no socket.
   absl::Status PutOnChannel(SocketId id, std::shared_ptr<channel::Channel> channel,
                             uint32_t index);
+  // Stops sending what the channel's application queues (after PutOnChannel(..., null) for its
+  // sockets), and lets go of it once the poll threads have.
+  void RemoveChannel(const channel::Channel* channel);
   // How many poll threads (links) the stack has: a data channel needs a ring for each.
   size_t poll_threads() const { return engines_.size(); }
   // A socket has one reader at a time (in quadsockd, a Receive or Exchange stream). StartReading
@@ -180,9 +183,8 @@ class Stack {
   // After a connect or disconnect: the socket's kept ICMP error was about another peer.
   void ForgetError(SocketId id);
   absl::Status CheckLocal(const net::IpAddress& address) const;
-  // Whether `peer` can be sent to (or connected to) from `socket`: a unicast address, a port,
-  // and the IP version of the socket's address if it has one. INVALID_ARGUMENT saying why.
-  absl::Status CheckPeer(const net::Endpoint& peer, const demux::SocketInfo& socket) const;
+  // Publishes the socket's addresses for sends from its data channel (UdpSocket::PublishInfo).
+  void PublishInfo(SocketId id);
 
   const StackOptions options_;
   // Our addresses and routes: fixed at Create, so every thread reads them without a lock.

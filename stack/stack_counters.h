@@ -39,7 +39,9 @@ namespace quadsock::stack {
                                "(a multicast, broadcast or loopback address, or one of ours) " \
                                "or carry a non-unicast MAC.")                                \
   X(tx_no_route, "Datagrams not sent: no route to the destination.")                         \
-  X(tx_no_buffer, "Frames not sent: no free transmit buffer.")
+  X(tx_no_buffer, "Frames not sent: no free transmit buffer.")                              \
+  X(tx_channel_no_socket, "Datagrams an application queued on a data channel for a socket "  \
+                          "index that is not on the channel (dropped).")
 
 // Counted elsewhere: by Send's callers, the receive budget and the neighbour table.
 #define QUADSOCK_OTHER_STACK_COUNTERS(X)                                                     \

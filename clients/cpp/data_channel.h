@@ -10,6 +10,7 @@
 //     for (size_t i = 0; i < n; ++i) Handle(batch[i].socket, batch[i].peer, batch[i].payload);
 //     ch->Release();                                          // the views end here
 //   }
+//   ch->Send(socket.index(), payload, peer);                  // sends go through it too
 //
 // For an event loop: add wait_fd() to epoll; when it fires, Receive with a zero timeout. The
 // channel ends when this object is destroyed (quadsockd puts the sockets back on their queues)
@@ -20,6 +21,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 
@@ -46,6 +48,16 @@ class DataChannel {
   }
   // Ends the views Receive handed out and gives their memory back to quadsockd.
   void Release() { reader_.Release(); }
+  // Queues a datagram on the socket of session index `socket` (RemoteSocket::index()), to
+  // `peer` (none: the connected peer); quadsockd's poll thread sends it without an RPC. False
+  // when the channel's TX ring is full (try again after a moment) or the payload is over
+  // max_payload(). quadsockd counts what it cannot send (the socket's tx_dropped: not bound, a
+  // bad destination; Counters.stack.tx_channel_no_socket: an index not on the channel).
+  bool Send(uint32_t socket, std::span<const uint8_t> payload,
+            const std::optional<net::Endpoint>& peer = std::nullopt) {
+    return reader_.Send(socket, payload, peer);
+  }
+  uint32_t max_payload() const { return reader_.buffer_bytes(); }
   int wait_fd() const { return reader_.wait_fd(); }
   int side_fd() const { return side_fd_; }
   uint32_t rings() const { return reader_.rings(); }

@@ -201,5 +201,35 @@ TEST_F(DataChannelTest, AClientThatScribblesOverItsRingsEndsOnlyItsOwnChannel) {
   EXPECT_TRUE(good_socket.Get()->on_channel());
 }
 
+TEST_F(DataChannelTest, AnEchoServerAnswersThroughTheChannelBothWays) {
+  RemoteSocket server = Bound(*client_, 4000);
+  std::unique_ptr<DataChannel> ch = client_->AttachChannel().value();
+  ASSERT_TRUE(OnChannelBecomes(server, true));
+  const stack::SocketId peer = t_->PeerSocket(5000).value();
+  // Each round: the peer sends, the application (waiting on the channel's eventfd) answers
+  // through the TX ring, and the poll thread (asleep between rounds) sends the answer.
+  for (int round = 0; round < 20; ++round) {
+    ASSERT_EQ(t_->PeerSend(peer, absl::StrCat("ping ", round), 4000), absl::OkStatus());
+    channel::ReceivedView v[4];
+    size_t n = 0;
+    const absl::Time deadline = absl::Now() + absl::Seconds(20);
+    while (n == 0 && absl::Now() < deadline) n = ch->Receive(v, absl::Seconds(1));
+    ASSERT_EQ(n, 1u);
+    const std::string answer =
+        "pong" + std::string(v[0].payload.begin() + 4, v[0].payload.end());
+    ASSERT_TRUE(ch->Send(v[0].socket,
+                         {reinterpret_cast<const uint8_t*>(answer.data()), answer.size()},
+                         v[0].peer));
+    ch->Release();
+    std::optional<stack::ReceivedDatagram> back;
+    while (!(back = t_->peer->Receive(peer).value()).has_value() && absl::Now() < deadline) {
+      absl::SleepFor(absl::Milliseconds(1));
+    }
+    ASSERT_TRUE(back.has_value());
+    EXPECT_EQ(back->payload, absl::StrCat("pong ", round));
+  }
+  EXPECT_EQ(server.Get()->counters().tx_datagrams(), 20u);
+}
+
 }  // namespace
 }  // namespace quadsock

@@ -27,7 +27,7 @@ absl::StatusOr<std::shared_ptr<Channel>> Channel::Create(const ChannelOptions& o
   h.slots = o.slots;
   h.buffer_bytes = static_cast<uint32_t>(RoundUp(o.buffer_bytes, kLine));
   h.ring_bytes = RingBytes(h.slots, h.buffer_bytes);
-  h.total_bytes = kHeaderBytes + h.rings * h.ring_bytes;
+  h.total_bytes = kHeaderBytes + (h.rings + 1) * h.ring_bytes;
   if (absl::Status s = CheckHeader(h, h.total_bytes); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "channel of ", o.rings, " rings of ", o.slots, " slots of ", o.buffer_bytes,
@@ -58,6 +58,10 @@ absl::StatusOr<std::shared_ptr<Channel>> Channel::Create(const ChannelOptions& o
     p.ring = RingAt(c->base_, h, r);
     p.event_fd = fd;
   }
+  const int tx_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (tx_fd < 0) return absl::ErrnoToStatus(errno, "eventfd for a channel's TX ring");
+  c->event_fds_.push_back(tx_fd);
+  c->tx_ = RingAt(c->base_, h, h.rings);
   return c;
 }
 
@@ -118,6 +122,56 @@ bool Channel::Push(uint32_t ring, uint32_t socket, const net::Endpoint& source,
   return true;
 }
 
+std::optional<OutgoingDatagram> Channel::NextSend() {
+  if (broken_.load(std::memory_order_relaxed)) return std::nullopt;
+  for (;;) {
+    // Acquire: the application wrote the slots up to producer before it published them.
+    const uint32_t producer = tx_.control->producer.load(std::memory_order_acquire);
+    if (producer == tx_next_) return std::nullopt;
+    // Never behind what we took, never more than a ring ahead of what we gave back.
+    if (producer - tx_released_ > header_.slots ||
+        producer - tx_released_ < tx_next_ - tx_released_) {
+      Break(absl::StrCat("TX ring: the application's producer index ", producer,
+                         " is outside [", tx_next_, ", ", tx_released_ + header_.slots, "]"));
+      return std::nullopt;
+    }
+    // The descriptor is the application's memory: copy it, then check the copy.
+    ChannelDescriptor d;
+    std::memcpy(&d, &tx_.descriptor(tx_next_), sizeof(d));
+    const uint8_t* buffer = tx_.buffer(tx_next_);
+    ++tx_next_;
+    if (d.length > header_.buffer_bytes) {
+      bad_sends_.store(bad_sends_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+      continue;
+    }
+    OutgoingDatagram out{d.socket, std::nullopt, {buffer, d.length}};
+    if ((d.flags & kHasPeer) != 0) {
+      const net::IpAddress a = net::IpAddress::V6Bytes(d.peer);
+      out.peer = net::Endpoint{(d.flags & kIpv4) != 0 ? a.Unmapped() : a, d.peer_port};
+    }
+    sends_.store(sends_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    return out;
+  }
+}
+
+void Channel::FinishSends() {
+  // Release: we are done with the slots (their payloads are in frames now) before the
+  // application may write them again.
+  tx_.control->consumer.store(tx_next_, std::memory_order_release);
+  tx_released_ = tx_next_;
+}
+
+void Channel::DisarmSends() { tx_.control->sleeping.store(0, std::memory_order_relaxed); }
+
+bool Channel::ArmSends() {
+  // As the application does on its RX rings (layout.h): `sleeping`, then one more look, both
+  // sequentially consistent.
+  tx_.control->sleeping.store(1, std::memory_order_seq_cst);
+  const bool more = tx_.control->producer.load(std::memory_order_seq_cst) != tx_next_;
+  if (more) tx_.control->sleeping.store(0, std::memory_order_relaxed);
+  return more;
+}
+
 void Channel::Break(std::string reason) {
   std::lock_guard<std::mutex> lock(reason_mu_);
   if (broken_.load()) return;
@@ -138,6 +192,8 @@ ChannelCounters Channel::counters() const {
     c.ring_full += p.ring_full.load(std::memory_order_relaxed);
     c.wakeups += p.wakeups.load(std::memory_order_relaxed);
   }
+  c.sends = sends_.load(std::memory_order_relaxed);
+  c.bad_sends = bad_sends_.load(std::memory_order_relaxed);
   return c;
 }
 

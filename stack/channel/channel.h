@@ -19,6 +19,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <mutex>
 #include <span>
 #include <string>
@@ -39,9 +40,19 @@ struct ChannelOptions {
 };
 
 struct ChannelCounters {
-  uint64_t delivered = 0;  // datagrams put into a ring
-  uint64_t ring_full = 0;  // dropped: the application had not made room
-  uint64_t wakeups = 0;    // eventfd writes
+  uint64_t delivered = 0;   // datagrams put into an RX ring
+  uint64_t ring_full = 0;   // dropped: the application had not made room
+  uint64_t wakeups = 0;     // eventfd writes
+  uint64_t sends = 0;       // datagrams taken from the TX ring
+  uint64_t bad_sends = 0;   // TX descriptors that were no datagram (dropped)
+};
+
+// A datagram the application queued on the TX ring, checked. The payload is in the channel's
+// memory, which the application may still scribble over: use it as bytes only.
+struct OutgoingDatagram {
+  uint32_t socket;  // the socket's session index
+  std::optional<net::Endpoint> peer;  // none: the socket's connected peer
+  std::span<const uint8_t> payload;
 };
 
 class Channel {
@@ -54,7 +65,9 @@ class Channel {
   Channel& operator=(const Channel&) = delete;
 
   int memfd() const { return memfd_; }
+  // The RX rings' eventfds (quadsockd writes them), then the TX ring's (the application does).
   const std::vector<int>& event_fds() const { return event_fds_; }
+  int tx_event_fd() const { return event_fds_.back(); }
   size_t bytes() const { return header_.total_bytes; }
   uint32_t rings() const { return header_.rings; }
   uint32_t buffer_bytes() const { return header_.buffer_bytes; }
@@ -65,6 +78,18 @@ class Channel {
   bool Push(uint32_t ring, uint32_t socket, const net::Endpoint& source,
             const net::Endpoint& destination, std::span<const uint8_t> payload,
             absl::Time arrival, uint64_t sequence);
+
+  // ---- The TX ring: one poll thread at a time ----
+  // The next datagram the application queued, if any; its slot stays the application's until
+  // FinishSends. A descriptor that is no datagram (a length over a buffer) is skipped and counted.
+  std::optional<OutgoingDatagram> NextSend();
+  // Gives the slots of the datagrams NextSend returned back to the application.
+  void FinishSends();
+  // Before the poll thread sleeps: marks the TX ring sleeping (so that the application's next
+  // datagram writes tx_event_fd) and looks once more: true when a datagram came meanwhile.
+  bool ArmSends();
+  // The poll thread is awake again: the application need not write tx_event_fd.
+  void DisarmSends();
 
   // Why the channel was ended by what the application wrote ("" while it is whole).
   bool broken() const { return broken_.load(std::memory_order_acquire); }
@@ -88,6 +113,11 @@ class Channel {
   uint8_t* base_ = nullptr;
   std::vector<int> event_fds_;
   std::unique_ptr<Producer[]> producers_;
+  // The TX ring's consumer: our index, and the ring as computed at Create.
+  RingView tx_{};
+  uint32_t tx_next_ = 0;      // the next slot to take
+  uint32_t tx_released_ = 0;  // the consumer index published last
+  std::atomic<uint64_t> sends_{0}, bad_sends_{0};
   std::atomic<bool> broken_{false};
   mutable std::mutex reason_mu_;  // std::mutex: Debian's Abseil is not built for TSan
   std::string reason_ ABSL_GUARDED_BY(reason_mu_);

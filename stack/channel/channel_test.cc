@@ -140,6 +140,13 @@ TEST(ChannelTest, RandomBytesOverTheWholeChannelNeverHurtTheProducer) {
     for (int i = 0; i < 20; ++i) (void)c->Push(i % 2, 1, kPeer, kLocal, Bytes("x"), kWhen, i);
     const ChannelCounters n = c->counters();
     EXPECT_LE(n.delivered + n.ring_full, 20u);
+    // The TX ring's garbage is dropped, or ends the channel: at most a ring's worth of sends,
+    // each within a buffer.
+    int taken = 0;
+    while (std::optional<OutgoingDatagram> d = c->NextSend()) {
+      EXPECT_LE(d->payload.size(), c->buffer_bytes());
+      ASSERT_LE(++taken, 8);
+    }
     // And a reader refuses memory whose header is not a channel's.
     std::vector<int> events;
     for (int fd : c->event_fds()) events.push_back(dup(fd));
@@ -180,6 +187,74 @@ TEST(ChannelTest, AProducerAndAConsumerThreadLoseNothingUncounted) {
   EXPECT_EQ(n.delivered, received);
   EXPECT_EQ(n.delivered + n.ring_full, kDatagrams);
   EXPECT_FALSE(c->broken());
+}
+
+TEST(ChannelTest, TheApplicationsSendsComeOutInOrderWithTheirDestinations) {
+  auto c = Channel::Create({.rings = 2, .slots = 4}).value();
+  ChannelReader r = ReaderOf(*c);
+  EXPECT_TRUE(r.Send(3, Bytes("to peer"), kPeer));
+  EXPECT_TRUE(r.Send(4, Bytes("connected")));
+  const net::Endpoint peer6 = *net::Endpoint::Parse("[fd00:1::1]:6000");
+  EXPECT_TRUE(r.Send(5, Bytes("six"), peer6));
+  std::optional<OutgoingDatagram> d = c->NextSend();
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->socket, 3u);
+  EXPECT_EQ(Text(d->payload), "to peer");
+  EXPECT_EQ(d->peer, kPeer);
+  d = c->NextSend();
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->socket, 4u);
+  EXPECT_FALSE(d->peer.has_value());
+  d = c->NextSend();
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->peer, peer6);
+  EXPECT_FALSE(c->NextSend().has_value());
+  // 3 of 4 slots are still quadsockd's until FinishSends: one more fits, then none.
+  EXPECT_TRUE(r.Send(6, Bytes("d"), kPeer));
+  EXPECT_FALSE(r.Send(7, Bytes("e"), kPeer));
+  ASSERT_TRUE(c->NextSend().has_value());
+  c->FinishSends();
+  EXPECT_TRUE(r.Send(7, Bytes("e"), kPeer));
+  EXPECT_FALSE(r.Send(8, std::vector<uint8_t>(r.buffer_bytes() + 1), kPeer));  // too big
+  EXPECT_EQ(c->counters().sends, 4u);
+}
+
+TEST(ChannelTest, ASleepingPollThreadIsWokenByTheApplicationsSend) {
+  auto c = Channel::Create({.rings = 1, .slots = 4}).value();
+  ChannelReader r = ReaderOf(*c);
+  uint64_t kicks = 0;
+  EXPECT_FALSE(c->ArmSends());  // nothing to send: the poll thread may sleep
+  ASSERT_TRUE(r.Send(1, Bytes("wake up"), kPeer));
+  ASSERT_EQ(read(c->tx_event_fd(), &kicks, sizeof(kicks)), 8);
+  EXPECT_EQ(kicks, 1u);
+  c->DisarmSends();
+  ASSERT_TRUE(r.Send(1, Bytes("awake"), kPeer));  // the ring was not empty: no write
+  EXPECT_EQ(read(c->tx_event_fd(), &kicks, sizeof(kicks)), -1);
+  // And a datagram that came before the thread armed itself is seen by ArmSends.
+  EXPECT_TRUE(c->ArmSends());
+}
+
+TEST(ChannelTest, ABadTxDescriptorIsDroppedAndAnImpossibleProducerEndsTheChannel) {
+  auto c = Channel::Create({.rings = 1, .slots = 8}).value();
+  ChannelReader r = ReaderOf(*c);
+  ASSERT_TRUE(r.Send(1, Bytes("fine"), kPeer));
+  ASSERT_TRUE(r.Send(1, Bytes("bad length"), kPeer));
+  // The application rewrites the second descriptor's length past a buffer.
+  const off_t tx_ring = kHeaderBytes + RingBytes(8, c->buffer_bytes());  // after 1 RX ring
+  const off_t second_length = tx_ring + sizeof(RingControl) + sizeof(ChannelDescriptor) + 4;
+  const uint32_t huge = 1 << 30;
+  ASSERT_EQ(pwrite(c->memfd(), &huge, 4, second_length), 4);
+  ASSERT_TRUE(c->NextSend().has_value());
+  EXPECT_FALSE(c->NextSend().has_value());
+  EXPECT_EQ(c->counters().bad_sends, 1u);
+  EXPECT_FALSE(c->broken());
+  // Then a producer index more than a ring ahead.
+  const uint32_t far = 1000;
+  ASSERT_EQ(pwrite(c->memfd(), &far, 4, tx_ring), 4);
+  EXPECT_FALSE(c->NextSend().has_value());
+  EXPECT_TRUE(c->broken());
+  EXPECT_NE(c->broken_reason().find("producer index 1000"), std::string::npos)
+      << c->broken_reason();
 }
 
 TEST(ChannelTest, CreateRefusesImpossibleSizes) {

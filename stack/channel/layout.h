@@ -7,9 +7,15 @@
 //   ChannelHeader                   written once by quadsockd before the memfd is passed
 //   RX ring 0 .. rings-1            stack -> application, one per poll thread (single producer,
 //                                   single consumer: several RX queues need no lock)
+//   TX ring (ring number `rings`)   application -> stack: datagrams to send (one producer, the
+//                                   application; one consumer, a poll thread)
 // Each ring: RingControl (the two indexes and the consumer's "sleeping" flag, a cache line
 // each), `slots` ChannelDescriptors, then `slots` buffers of `buffer_bytes`. Slot i's buffer is
 // buffer i, always: a descriptor names no buffer, so there is no buffer index to check.
+//
+// The eventfds that come with the memfd: one per RX ring (quadsockd writes it to wake the
+// application), then one for the TX ring (the application writes it to wake the poll thread,
+// under the same rule with the roles turned round).
 //
 // Indexes run freely (uint32, wrapping); slot = index & (slots - 1). The producer writes slots
 // in [consumer + (producer - consumer) ...) and publishes them by a release store of producer;
@@ -20,9 +26,11 @@
 // four accesses are sequentially consistent: one side always sees the other's.) So the eventfd is written only when a ring goes from empty to non-empty under a
 // sleeping consumer, never per datagram.
 //
-// Everything the application can write (consumer, sleeping) is untrusted input to quadsockd:
-// a consumer index outside [its last value, producer] ends the channel; `sleeping` only decides
-// whether an eventfd is written.
+// Everything the application can write (RX consumer and sleeping, the TX ring's producer,
+// descriptors and buffers) is untrusted input to quadsockd: an index it could not have written
+// ends the channel; a TX descriptor is copied before it is checked (socket index, length,
+// destination), and a bad one is dropped and counted; `sleeping` only decides whether an
+// eventfd is written.
 //
 //   const ChannelHeader& h = *reinterpret_cast<const ChannelHeader*>(base);
 //   if (absl::Status s = CheckHeader(h, memfd_size); !s.ok()) ...
@@ -47,7 +55,7 @@ inline constexpr size_t kLine = 64;
 struct ChannelHeader {
   uint64_t magic;
   uint32_t version;
-  uint32_t rings;         // RX rings, one per poll thread
+  uint32_t rings;         // RX rings, one per poll thread (the TX ring comes after them)
   uint32_t slots;         // per ring, a power of two
   uint32_t buffer_bytes;  // per slot, a multiple of 64
   uint64_t ring_bytes;    // each ring's part: control, descriptors, buffers
@@ -63,8 +71,9 @@ struct RingControl {
 static_assert(sizeof(RingControl) == 3 * kLine);
 static_assert(std::atomic<uint32_t>::is_always_lock_free, "atomics in shared memory");
 
-// One received datagram. Addresses are 16 bytes: IPv4 ones v4-mapped (::ffff:a.b.c.d), with
-// kIpv4 set in flags.
+// One datagram: received (RX rings) or to send (the TX ring: `peer` is the destination, with
+// kHasPeer; without it the connected peer; `local`, arrival and sequence unused). Addresses are
+// 16 bytes: IPv4 ones v4-mapped (::ffff:a.b.c.d), with kIpv4 set in flags.
 struct ChannelDescriptor {
   uint32_t socket;          // the socket's index in its session (OpenResponse.index)
   uint32_t length;          // payload bytes, at the start of the slot's buffer
@@ -78,6 +87,7 @@ struct ChannelDescriptor {
 };
 static_assert(sizeof(ChannelDescriptor) == kLine);
 inline constexpr uint32_t kIpv4 = 1;
+inline constexpr uint32_t kHasPeer = 2;
 
 inline constexpr size_t kHeaderBytes = 4096;  // the header's page
 
@@ -102,14 +112,15 @@ inline absl::Status CheckHeader(const ChannelHeader& h, size_t size) {
     return absl::FailedPreconditionError("the channel's header has impossible sizes");
   }
   if (h.ring_bytes != RingBytes(h.slots, h.buffer_bytes) ||
-      h.total_bytes != kHeaderBytes + h.rings * h.ring_bytes || h.total_bytes > size) {
+      h.total_bytes != kHeaderBytes + (h.rings + 1) * h.ring_bytes || h.total_bytes > size) {
     return absl::FailedPreconditionError(absl::StrCat(
         "the channel's header says ", h.total_bytes, " bytes; the memory has ", size));
   }
   return absl::OkStatus();
 }
 
-// One ring inside a mapped channel whose header was checked.
+// One ring inside a mapped channel whose header was checked: RX rings 0..rings-1, the TX ring
+// `rings`.
 struct RingView {
   RingControl* control;
   ChannelDescriptor* descriptors;

@@ -35,10 +35,13 @@ absl::StatusOr<ChannelReader> ChannelReader::Map(int memfd, std::vector<int> eve
   if (absl::Status s = CheckHeader(h, size); !s.ok()) return s;
   r.header_ = h;
   r.header_.total_bytes = size;
-  if (r.event_fds_.size() != h.rings) {
-    return absl::InvalidArgumentError(absl::StrCat("the channel has ", h.rings, " rings and ",
+  if (r.event_fds_.size() != h.rings + 1) {
+    return absl::InvalidArgumentError(absl::StrCat("the channel has ", h.rings, " RX rings and ",
                                                    r.event_fds_.size(), " eventfds"));
   }
+  r.tx_ = RingAt(r.base_, h, h.rings);
+  r.tx_next_ = r.tx_.control->producer.load(std::memory_order_relaxed);
+  r.tx_event_fd_ = r.event_fds_.back();
   r.epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
   if (r.epoll_fd_ < 0) return absl::ErrnoToStatus(errno, "epoll_create1");
   for (uint32_t i = 0; i < h.rings; ++i) {
@@ -66,6 +69,9 @@ ChannelReader& ChannelReader::operator=(ChannelReader&& other) noexcept {
   event_fds_ = std::move(other.event_fds_);
   rings_ = std::move(other.rings_);
   taken_ = std::move(other.taken_);
+  tx_ = other.tx_;
+  tx_next_ = other.tx_next_;
+  tx_event_fd_ = std::exchange(other.tx_event_fd_, -1);
   next_ring_ = other.next_ring_;
   other.event_fds_.clear();
   return *this;
@@ -138,6 +144,39 @@ size_t ChannelReader::ReceiveOrArm(std::span<ReceivedView> out) {
     for (const RingView& ring : rings_) ring.control->sleeping.store(0, std::memory_order_relaxed);
   }
   return n;
+}
+
+bool ChannelReader::Send(uint32_t socket, std::span<const uint8_t> payload,
+                         const std::optional<net::Endpoint>& peer) {
+  // Acquire: quadsockd has copied the slots it gave back.
+  const uint32_t consumer = tx_.control->consumer.load(std::memory_order_acquire);
+  const uint32_t in_use = tx_next_ - consumer;
+  if (in_use >= tx_.mask + 1 || payload.size() > tx_.buffer_bytes) return false;
+  ChannelDescriptor& d = tx_.descriptor(tx_next_);
+  d.socket = socket;
+  d.length = static_cast<uint32_t>(payload.size());
+  d.flags = 0;
+  if (peer.has_value()) {
+    const net::IpAddress::Bytes b = peer->address.bytes16();
+    std::memcpy(d.peer, b.data(), 16);
+    d.peer_port = peer->port;
+    d.flags = kHasPeer | (peer->address.is_v4() ? kIpv4 : 0);
+  }
+  std::memcpy(tx_.buffer(tx_next_), payload.data(), payload.size());
+  ++tx_next_;
+  if (in_use != 0) {
+    // Release: the descriptor and payload are written first. The ring was not empty: the poll
+    // thread is awake, or was woken for an earlier datagram.
+    tx_.control->producer.store(tx_next_, std::memory_order_release);
+    return true;
+  }
+  // The ring was empty: the poll thread may be asleep (layout.h's rule, roles turned round).
+  tx_.control->producer.store(tx_next_, std::memory_order_seq_cst);
+  if (tx_.control->sleeping.load(std::memory_order_seq_cst) != 0) {
+    const uint64_t one = 1;
+    (void)!write(tx_event_fd_, &one, sizeof(one));
+  }
+  return true;
 }
 
 void ChannelReader::Release() {

@@ -11,6 +11,7 @@
 #define QUADSOCK_STACK_CHANNEL_READER_H_
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -33,8 +34,9 @@ struct ReceivedView {
 
 class ChannelReader {
  public:
-  // Takes ownership of the fds. FAILED_PRECONDITION when the memory is no channel (or one of
-  // another version), INVALID_ARGUMENT when the eventfds do not match its rings.
+  // Takes ownership of the fds: the memfd, then the eventfds as they came (one per RX ring, then
+  // the TX ring's). FAILED_PRECONDITION when the memory is no channel (or one of another
+  // version), INVALID_ARGUMENT when the eventfds do not match its rings.
   static absl::StatusOr<ChannelReader> Map(int memfd, std::vector<int> event_fds);
   ChannelReader(ChannelReader&& other) noexcept;
   ChannelReader& operator=(ChannelReader&& other) noexcept;
@@ -44,6 +46,16 @@ class ChannelReader {
   // is there (zero: never waits; busy polling is calling it with zero). The views stay valid,
   // and their slots taken, until Release().
   size_t Receive(std::span<ReceivedView> out, absl::Duration timeout = absl::ZeroDuration());
+  // Queues a datagram to send from the socket of session index `socket`, to `peer` (none: the
+  // socket's connected peer), and wakes quadsockd's poll thread if it sleeps. False when the TX
+  // ring is full or the payload is larger than a buffer. quadsockd checks it as it sends: a
+  // datagram it refuses (no such socket, a bad destination) is counted on the socket or the
+  // channel, not reported here.
+  bool Send(uint32_t socket, std::span<const uint8_t> payload,
+            const std::optional<net::Endpoint>& peer = std::nullopt);
+  // The largest payload a buffer takes.
+  uint32_t buffer_bytes() const { return header_.buffer_bytes; }
+
   // Receive without waiting, for a reader whose eventfds someone else watches (quadsockd's own
   // StreamChannel): when there is nothing, it marks the rings as sleeping (and looks once more),
   // so that the next datagram writes an eventfd.
@@ -69,6 +81,9 @@ class ChannelReader {
   std::vector<int> event_fds_;
   std::vector<RingView> rings_;
   std::vector<uint32_t> taken_;  // per ring: the consumer index Release() will publish
+  RingView tx_{};
+  uint32_t tx_next_ = 0;  // the TX ring's next slot (the published producer index)
+  int tx_event_fd_ = -1;
   uint32_t next_ring_ = 0;       // where the next Receive starts: rings take turns
 };
 

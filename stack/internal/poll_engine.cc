@@ -1,6 +1,6 @@
 #include "stack/internal/poll_engine.h"
 
-#include <poll.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -18,6 +18,8 @@ constexpr absl::Duration kTimerPeriod = absl::Milliseconds(100);
 constexpr int kIdleWaitMs = 10;
 // A busy-polling link is polled this long after its last frame before the thread sleeps.
 constexpr absl::Duration kBusyPollLinger = absl::Milliseconds(1);
+// The epoll tag of the link's own fd (every other tag is an eventfd of ours).
+constexpr uint64_t kLinkTag = uint64_t{1} << 32;
 // How long CheckFrameAccounting waits for a running poll thread to answer.
 constexpr auto kCheckTimeout = std::chrono::seconds(2);
 
@@ -34,12 +36,30 @@ PollEngine::PollEngine(uint32_t index, std::unique_ptr<link::Link> link, Protoco
       link_(std::move(link)),
       p_(std::move(protocols)),
       sends_(send_queue_depth),
-      wake_fd_(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {}
+      wake_fd_(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)),
+      epoll_fd_(epoll_create1(EPOLL_CLOEXEC)) {
+  // Tagged: the link's fd is not ours to read; the eventfds are drained on wakeup.
+  epoll_event e{};
+  e.events = EPOLLIN;
+  e.data.u64 = kLinkTag;
+  epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, link_->wait_fd(), &e);
+  AddWaitFd(wake_fd_);
+}
 
 PollEngine::~PollEngine() {
   while (std::optional<SendRequest*> r = sends_.TryPop()) delete *r;
+  close(epoll_fd_);
   close(wake_fd_);
 }
+
+void PollEngine::AddWaitFd(int fd) {
+  epoll_event e{};
+  e.events = EPOLLIN;
+  e.data.u64 = static_cast<uint32_t>(fd);
+  epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &e);
+}
+
+void PollEngine::RemoveWaitFd(int fd) { epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr); }
 
 // ---- The loop -------------------------------------------------------------------------------
 
@@ -60,8 +80,9 @@ demux::LookupContext& PollEngine::manual_lookup() {
 void PollEngine::Run(const std::atomic<bool>& running) {
   demux::RcuReaderThread reader;
   demux::LookupContext ctx(*p_.table);
-  pollfd fds[2] = {{link_->wait_fd(), POLLIN, 0}, {wake_fd_, POLLIN, 0}};
   absl::Time last_frame = absl::InfinitePast();
+  // The first engine sends what applications queue on data channels.
+  const bool channel_sends = index_ == 0;
   while (running.load(std::memory_order_relaxed)) {
     const size_t n = Turn(ctx);
     reader.Quiescent();
@@ -79,22 +100,25 @@ void PollEngine::Run(const std::atomic<bool>& running) {
       if (turn_time_ - last_frame < kBusyPollLinger) continue;
     }
     if (n > 0) continue;
-    // Idle: sleep until frames arrive, a send is queued, or the timers are due. Offline, so that
-    // writers' grace periods do not wait for a sleeping thread.
+    // Idle: sleep until frames arrive, a send is queued (here or on a data channel), or the
+    // timers are due. Offline, so that writers' grace periods do not wait for a sleeping thread.
     sleeping_.exchange(1, std::memory_order_acq_rel);  // see QueueSend
-    fds[1].revents = 0;
-    if (sends_.SizeApprox() == 0) {
+    const bool channel_work = channel_sends && p_.udp->ArmChannelSends();
+    if (sends_.SizeApprox() == 0 && !channel_work) {
       reader.Offline();
-      poll(fds, 2, kIdleWaitMs);
+      epoll_event events[8];
+      const int ready = epoll_wait(epoll_fd_, events, 8, kIdleWaitMs);
       reader.Online();
+      // A sender or an application woke us: drain its eventfd. (Only then: a read of an empty
+      // eventfd is a system call per wakeup for nothing.)
+      for (int i = 0; i < ready; ++i) {
+        if (events[i].data.u64 == kLinkTag) continue;
+        uint64_t drain;
+        (void)!read(static_cast<int>(events[i].data.u64), &drain, sizeof(drain));
+      }
     }
     sleeping_.store(0, std::memory_order_relaxed);
-    if (fds[1].revents & POLLIN) {
-      // A sender woke us. (Only then: a read of an empty eventfd is a system call per wakeup
-      // for nothing; a wakeup that comes later keeps the fd readable and the next poll short.)
-      uint64_t drain;
-      (void)!read(wake_fd_, &drain, sizeof(drain));
-    }
+    if (channel_sends) p_.udp->DisarmChannelSends();
   }
   link_->Poll();
 }
@@ -108,6 +132,7 @@ size_t PollEngine::Turn(demux::LookupContext& ctx) {
   if (n > 0) ReceiveBatch(ctx, {frames, n}, now);
   link_->Release({frames, n});
   p_.udp->SendQueued(*this, now);
+  if (index_ == 0) p_.udp->SendFromChannels(*this, now);
   FlushTx();
   link_->Poll();
   if (now >= next_timer_) {

@@ -102,6 +102,9 @@ class PollEngine {
   // send queue is full (counted as tx_queue_full; the request is freed).
   bool QueueSend(std::unique_ptr<SendRequest> request);
   size_t send_queue_capacity() const { return sends_.capacity(); }
+  // More fds the idle poll thread wakes for (a data channel's TX eventfd); any thread.
+  void AddWaitFd(int fd);
+  void RemoveWaitFd(int fd);
   // The link's frame accounting: checked between two turns by the poll thread when it runs.
   absl::Status CheckFrameAccounting();
   // Adds this engine's counters to `c`.
@@ -139,6 +142,7 @@ class PollEngine {
   RxBatch rx_;
   BoundedQueue<SendRequest*> sends_;
   const int wake_fd_;
+  const int epoll_fd_;  // the link's wait fd, wake_fd_, and AddWaitFd's
   std::atomic<uint32_t> sleeping_{0};  // 1 while the poll thread sleeps (see QueueSend)
   std::thread thread_;
   std::unique_ptr<demux::LookupContext> manual_lookup_;

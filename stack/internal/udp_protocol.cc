@@ -1,8 +1,13 @@
 #include "stack/internal/udp_protocol.h"
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "stack/demux/rcu.h"
 #include "stack/internal/neighbor_resolution.h"
 #include "stack/internal/poll_engine.h"
 #include "stack/net/frame_builder.h"
+#include "stack/net/ip.h"
+#include "stack/net/udp.h"
 
 namespace quadsock::stack {
 namespace {
@@ -15,6 +20,74 @@ std::span<const uint8_t> AsBytes(const std::string& s) {
 
 }  // namespace
 
+UdpProtocol::~UdpProtocol() { delete channel_snapshot_.load(); }
+
+// ---- Checks ---------------------------------------------------------------------------------
+
+size_t UdpProtocol::Headroom(net::Family f) {
+  return (f == net::Family::kV4 ? net::Ipv4Header::kMinSize : net::Ipv6Header::kSize) +
+         net::UdpHeader::kSize;
+}
+
+absl::Status UdpProtocol::CheckPeer(const net::Endpoint& peer,
+                                    const demux::SocketInfo& socket) const {
+  const net::IpAddress wire = peer.address.Unmapped();
+  std::string why;
+  if (peer.port == 0) {
+    why = "port 0";
+  } else if (const char* not_a_host = wire.NotAHostReason()) {
+    why = not_a_host;
+  } else if (const net::IpAddress local = socket.local.address.Unmapped();
+             !local.IsUnspecifiedInAnyForm() && local.family() != wire.family()) {
+    why = absl::StrCat("another IP version than the socket's address ", local.ToString());
+  } else if (const net::IpPrefix* network = local_.BroadcastOf(wire)) {
+    why = absl::StrCat("the broadcast address of ", network->ToString());
+  }
+  if (why.empty()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(peer.ToString(), " is ", why));
+}
+
+absl::StatusOr<net::Endpoint> UdpProtocol::Destination(const demux::SocketInfo& info,
+                                                       std::optional<net::Endpoint> destination,
+                                                       size_t payload_bytes) const {
+  net::Endpoint dst;
+  if (destination.has_value()) {
+    dst = *destination;
+  } else if (info.state == demux::SocketState::kConnected) {
+    dst = info.remote;
+  } else {
+    return absl::FailedPreconditionError("the socket is not connected: give a destination");
+  }
+  if (absl::Status s = CheckPeer(dst, info); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("the socket cannot send to ", s.message()));
+  }
+  const bool v6_socket = info.options.family == net::Family::kV6;
+  // A dual-stack IPv6 socket may be given an IPv4 destination, as Linux's udpv6_sendmsg allows.
+  if (v6_socket && !info.options.v6only && dst.address.is_v4()) dst.address = dst.address.ToV6();
+  if ((!v6_socket && !dst.address.is_v4()) || (v6_socket && dst.address.is_v4()) ||
+      (v6_socket && info.options.v6only && dst.address.IsV4Mapped())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "destination ", dst.ToString(), " is of the other IP version than the socket"));
+  }
+  const net::Family wire_family = dst.address.Unmapped().family();
+  if (payload_bytes + Headroom(wire_family) > mtu_) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "a %u-byte datagram does not fit the MTU of %u (no fragmentation): at most %u bytes",
+        payload_bytes, mtu_, mtu_ - Headroom(wire_family)));
+  }
+  return dst;
+}
+
+net::Endpoint UdpProtocol::Source(const demux::SocketInfo& socket) {
+  net::Endpoint src = socket.local;
+  if (src.address.IsV4Mapped() && src.address.Unmapped().IsUnspecified()) {
+    src.address = net::IpAddress::AnyV6();
+  }
+  return src;
+}
+
+// ---- Sends queued by Stack::Send --------------------------------------------------------------
+
 void UdpProtocol::SendQueued(PollEngine& engine, absl::Time now) {
   for (size_t i = 0; i < kSendsPerTurn; ++i) {
     std::optional<SendRequest*> r = engine.PopSend();
@@ -25,24 +98,30 @@ void UdpProtocol::SendQueued(PollEngine& engine, absl::Time now) {
 }
 
 void UdpProtocol::SendDatagram(PollEngine& engine, SendRequest& request, absl::Time now) {
+  Route(engine, std::move(request.socket), request.src, request.dst, AsBytes(request.payload),
+        now, [&] { return std::move(request.payload); });
+}
+
+void UdpProtocol::Route(PollEngine& engine, std::shared_ptr<UdpSocket> socket,
+                        net::Endpoint src, net::Endpoint dst, std::span<const uint8_t> payload,
+                        absl::Time now, absl::FunctionRef<std::string()> owned) {
   // On the wire a v4-mapped IPv6 socket speaks IPv4.
-  const net::Endpoint dst{request.dst.address.Unmapped(), request.dst.port};
-  net::Endpoint src{request.src.address.Unmapped(), request.src.port};
-  absl::StatusOr<Route> route = routes_.Lookup(dst.address);
+  dst.address = dst.address.Unmapped();
+  src.address = src.address.Unmapped();
+  absl::StatusOr<stack::Route> route = routes_.Lookup(dst.address);
   if (!route.ok()) {
     engine.Bump(EngineCounter::tx_no_route);
-    request.socket->CountSendDrop();
+    socket->CountSendDrop();
     return;
   }
   if (src.address.IsUnspecified()) src.address = route->source;
   // No MAC yet: the datagram waits for the neighbour (and is counted there if it cannot).
   const std::optional<net::MacAddress> mac =
       neighbors_.Resolve(engine, route->next_hop, now, [&] {
-        return PendingDatagram{src, dst, route->next_hop, std::move(request.payload),
-                               request.socket};
+        return PendingDatagram{src, dst, route->next_hop, owned(), socket};
       });
   if (!mac.has_value()) return;
-  TransmitUdp(engine, src, dst, *mac, AsBytes(request.payload), std::move(request.socket));
+  TransmitUdp(engine, src, dst, *mac, payload, std::move(socket));
 }
 
 void TransmitUdp(PollEngine& engine, const net::Endpoint& src, const net::Endpoint& dst,
@@ -56,6 +135,109 @@ void TransmitUdp(PollEngine& engine, const net::Endpoint& src, const net::Endpoi
   std::optional<size_t> n = net::BuildUdp(engine.LinkTo(dst_mac), {src, dst}, payload,
                                           {out->data, out->capacity});
   engine.QueueTx(*out, n, {std::move(socket), payload.size()});
+}
+
+// ---- Data channels' sends ---------------------------------------------------------------------
+
+bool UdpProtocol::AddChannel(std::shared_ptr<channel::Channel> c) {
+  std::lock_guard<std::mutex> lock(channels_mu_);
+  for (const auto& e : channels_) {
+    if (e->channel == c) return false;
+  }
+  channels_.push_back(std::make_unique<ChannelEntry>());
+  channels_.back()->channel = std::move(c);
+  auto* snapshot = new std::vector<ChannelEntry*>();
+  for (const auto& e : channels_) snapshot->push_back(e.get());
+  const auto* old = channel_snapshot_.exchange(snapshot, std::memory_order_acq_rel);
+  if (old != nullptr) demux::RcuDefer([old] { delete old; });
+  return true;
+}
+
+void UdpProtocol::RemoveChannel(const channel::Channel* c) {
+  std::unique_ptr<ChannelEntry> gone;
+  const std::vector<ChannelEntry*>* old;
+  {
+    std::lock_guard<std::mutex> lock(channels_mu_);
+    auto it = std::find_if(channels_.begin(), channels_.end(),
+                           [c](const auto& e) { return e->channel.get() == c; });
+    if (it == channels_.end()) return;
+    gone = std::move(*it);
+    channels_.erase(it);
+    auto* snapshot = new std::vector<ChannelEntry*>();
+    for (const auto& e : channels_) snapshot->push_back(e.get());
+    old = channel_snapshot_.exchange(snapshot, std::memory_order_acq_rel);
+  }
+  // A poll thread may be draining the channel from the old snapshot.
+  demux::RcuSynchronize();
+  delete old;
+}
+
+bool UdpProtocol::SetChannelSocket(const channel::Channel* c, uint32_t index,
+                                   std::shared_ptr<UdpSocket> socket) {
+  std::lock_guard<std::mutex> lock(channels_mu_);
+  for (const auto& e : channels_) {
+    if (e->channel.get() == c) return e->sockets.Set(index, std::move(socket));
+  }
+  return false;
+}
+
+void UdpProtocol::SendFromChannels(PollEngine& engine, absl::Time now) {
+  const std::vector<ChannelEntry*>* channels =
+      channel_snapshot_.load(std::memory_order_acquire);
+  if (channels == nullptr) return;
+  size_t budget = kSendsPerTurn;
+  for (ChannelEntry* e : *channels) {
+    bool took = false;
+    for (; budget > 0; --budget) {
+      std::optional<channel::OutgoingDatagram> d = e->channel->NextSend();
+      if (!d.has_value()) break;
+      took = true;
+      SendFromChannel(engine, *e, *d, now);
+    }
+    // Every payload taken is in a frame (or copied to wait for its neighbour): the slots can go
+    // back to the application.
+    if (took) e->channel->FinishSends();
+  }
+}
+
+void UdpProtocol::SendFromChannel(PollEngine& engine, ChannelEntry& entry,
+                                  const channel::OutgoingDatagram& d, absl::Time now) {
+  const std::shared_ptr<UdpSocket>* found = entry.sockets.Find(d.socket);
+  if (found == nullptr) {
+    engine.Bump(EngineCounter::tx_channel_no_socket);
+    return;
+  }
+  UdpSocket* socket = found->get();
+  // What the control plane last published; a socket that is not bound cannot send from a
+  // channel (Stack::Send binds it first).
+  const demux::SocketInfo* info = socket->info();
+  absl::StatusOr<net::Endpoint> dst =
+      info == nullptr || info->state == demux::SocketState::kOpen
+          ? absl::FailedPreconditionError("not bound")
+          : Destination(*info, d.peer, d.payload.size());
+  if (!dst.ok()) {
+    socket->CountSendDrop();
+    return;
+  }
+  Route(engine, *found, Source(*info), *dst, d.payload, now,
+        [&] { return std::string(d.payload.begin(), d.payload.end()); });
+}
+
+bool UdpProtocol::ArmChannelSends() {
+  const std::vector<ChannelEntry*>* channels =
+      channel_snapshot_.load(std::memory_order_acquire);
+  bool more = false;
+  if (channels != nullptr) {
+    for (ChannelEntry* e : *channels) more |= e->channel->ArmSends();
+  }
+  return more;
+}
+
+void UdpProtocol::DisarmChannelSends() {
+  const std::vector<ChannelEntry*>* channels =
+      channel_snapshot_.load(std::memory_order_acquire);
+  if (channels == nullptr) return;
+  for (ChannelEntry* e : *channels) e->channel->DisarmSends();
 }
 
 }  // namespace quadsock::stack

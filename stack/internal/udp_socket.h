@@ -33,6 +33,8 @@
 #include "absl/time/time.h"
 #include "stack/bounded_queue.h"
 #include "stack/channel/channel.h"
+#include "stack/demux/rcu.h"
+#include "stack/demux/socket_table.h"
 #include "stack/icmp_error.h"
 #include "stack/net/address.h"
 #include "stack/receive_budget.h"
@@ -64,6 +66,7 @@ class alignas(64) UdpSocket {
     }
     if (event_fd_ >= 0) close(event_fd_);
     delete channel_.load();
+    delete info_.load();
   }
 
   // A data channel that takes the socket's datagrams instead of its queue, and the socket's
@@ -178,6 +181,20 @@ class alignas(64) UdpSocket {
         channel_.exchange(b.release(), std::memory_order_acq_rel));
   }
   bool on_channel() const { return channel_.load(std::memory_order_acquire) != nullptr; }
+  const ChannelBinding* channel_binding() const {
+    return channel_.load(std::memory_order_acquire);
+  }
+
+  // The socket's addresses and state as the control plane last set them, for a poll thread
+  // that sends from a data channel without the socket table's lock. Control plane: Publish (the
+  // old copy is freed after an RCU grace period). Poll thread: info(), valid until its next
+  // quiescent state; null before the first Publish.
+  void PublishInfo(const demux::SocketInfo& info) {
+    const demux::SocketInfo* old =
+        info_.exchange(new demux::SocketInfo(info), std::memory_order_acq_rel);
+    if (old != nullptr) demux::RcuDefer([old] { delete old; });
+  }
+  const demux::SocketInfo* info() const { return info_.load(std::memory_order_acquire); }
 
   void CountSent(size_t bytes) {
     tx_datagrams_.fetch_add(1, std::memory_order_relaxed);
@@ -307,6 +324,7 @@ class alignas(64) UdpSocket {
   std::atomic<uint64_t> icmp_errors_{0};
   // The kept error: PeerTag() << 32 | IcmpError::Pack(), or 0.
   std::atomic<uint64_t> pending_error_{0};
+  std::atomic<const demux::SocketInfo*> info_{nullptr};
 };
 
 }  // namespace quadsock::stack
