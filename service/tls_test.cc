@@ -1,11 +1,12 @@
 // The TCP listener: TLS is required, and with a client CA, mutual TLS ties each session to the
-// client certificate's identity. Certificates are made for the test with openssl(1).
+// client certificate's identity. Certificates are the test PKI of clients/testing, made with
+// openssl(1) when the test runs.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
+#include "clients/testing/test_pki.h"
 #include "common/protocol.h"
 #include "quadsock/v1/admin.grpc.pb.h"
 #include "quadsock/v1/socket.grpc.pb.h"
@@ -25,18 +26,9 @@ std::string Read(const std::string& path) {
 class TlsTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = new std::string(std::string(getenv("TEST_TMPDIR")) + "/pki");
-    const std::string d = *dir_;
-    const std::string script =
-        "set -e; mkdir -p " + d + "; cd " + d + ";"
-        "openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 1 "
-        "  -subj /CN=quadsock-test-ca 2>/dev/null;"
-        "make() { openssl req -newkey rsa:2048 -nodes -keyout $1.key -out $1.csr -subj /CN=$1 "
-        "  2>/dev/null; printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\\n' > $1.ext;"
-        "  openssl x509 -req -in $1.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out $1.pem "
-        "  -days 1 -extfile $1.ext 2>/dev/null; };"
-        "make server; make alice; make bob";
-    ASSERT_EQ(std::system(script.c_str()), 0) << "openssl failed";
+    absl::StatusOr<quadsock::testing::TestPki> pki = quadsock::testing::MakeTestPki();
+    ASSERT_TRUE(pki.ok()) << pki.status();
+    pki_ = new quadsock::testing::TestPki(*std::move(pki));
   }
 
   void SetUp() override {
@@ -52,19 +44,19 @@ class TlsTest : public ::testing::Test {
   ServerOptions Tls(bool mutual) {
     ServerOptions o;
     o.listen = "127.0.0.1:0";
-    o.tls_cert = *dir_ + "/server.pem";
-    o.tls_key = *dir_ + "/server.key";
-    if (mutual) o.tls_client_ca = *dir_ + "/ca.pem";
+    o.tls_cert = pki_->Cert("server");
+    o.tls_key = pki_->Key("server");
+    if (mutual) o.tls_client_ca = pki_->Cert("ca");
     return o;
   }
 
   // A channel to `server` with `who`'s certificate ("": none).
   std::shared_ptr<grpc::Channel> Channel(const Server& server, const std::string& who) {
     grpc::SslCredentialsOptions ssl;
-    ssl.pem_root_certs = Read(*dir_ + "/ca.pem");
+    ssl.pem_root_certs = Read(pki_->Cert("ca"));
     if (!who.empty()) {
-      ssl.pem_private_key = Read(*dir_ + "/" + who + ".key");
-      ssl.pem_cert_chain = Read(*dir_ + "/" + who + ".pem");
+      ssl.pem_private_key = Read(pki_->Key(who));
+      ssl.pem_cert_chain = Read(pki_->Cert(who));
     }
     const std::string port = server.listening_on().substr(server.listening_on().rfind(':') + 1);
     // An IP literal: "localhost" would go through c-ares, whose allocations LeakSanitizer flags.
@@ -74,11 +66,23 @@ class TlsTest : public ::testing::Test {
     return v1::SocketService::NewStub(Channel(server, who));
   }
 
-  static std::string* dir_;
+  // A session of `client`, and an IPv4 socket opened in it.
+  void OpenInNewSession(v1::SocketService::Stub& client, v1::CreateSessionResponse& session,
+                        v1::OpenResponse& opened) {
+    grpc::ClientContext create;
+    ASSERT_TRUE(client.CreateSession(&create, v1::CreateSessionRequest(), &session).ok());
+    grpc::ClientContext open_ctx;
+    open_ctx.AddMetadata(kSessionHeader, session.session());
+    v1::OpenRequest open;
+    open.set_family(v1::FAMILY_IPV4);
+    ASSERT_TRUE(client.Open(&open_ctx, open, &opened).ok());
+  }
+
+  static const quadsock::testing::TestPki* pki_;  // clients/testing's throwaway PKI
   std::unique_ptr<link::MemoryLink::TestEnd> wire_;
   std::unique_ptr<stack::Stack> stack_;
 };
-std::string* TlsTest::dir_ = nullptr;
+const quadsock::testing::TestPki* TlsTest::pki_ = nullptr;
 
 TEST_F(TlsTest, TcpWithoutTlsIsRefused) {
   ServerOptions o;
@@ -95,15 +99,9 @@ TEST_F(TlsTest, MutualTlsTiesSessionsToTheCertificate) {
   absl::StatusOr<std::unique_ptr<Server>> server = Server::Start(Tls(true), *stack_);
   ASSERT_TRUE(server.ok()) << server.status();
   auto alice = Connect(**server, "alice");
-  grpc::ClientContext c1;
   v1::CreateSessionResponse session;
-  ASSERT_TRUE(alice->CreateSession(&c1, v1::CreateSessionRequest(), &session).ok());
-  grpc::ClientContext c2;
-  c2.AddMetadata(kSessionHeader, session.session());
-  v1::OpenRequest open;
-  open.set_family(v1::FAMILY_IPV4);
   v1::OpenResponse opened;
-  ASSERT_TRUE(alice->Open(&c2, open, &opened).ok());
+  ASSERT_NO_FATAL_FAILURE(OpenInNewSession(*alice, session, opened));
 
   // Bob has a valid certificate, and Alice's token: not enough.
   auto bob = Connect(**server, "bob");
@@ -171,27 +169,15 @@ TEST_F(TlsTest, ServerOnlyTlsServesAnyClient) {
   (*server)->Shutdown(absl::Seconds(1));
 }
 
-}  // namespace
-}  // namespace quadsock::service
-
 // Over TLS too, every frame the stack used (here: an ARP request for a datagram's peer) is back
 // where it belongs: AdminService's frame accounting check, asked over the TLS listener.
-namespace quadsock::service {
-namespace {
-
 TEST_F(TlsTest, FrameAccountingHoldsAfterTlsTraffic) {
   absl::StatusOr<std::unique_ptr<Server>> server = Server::Start(Tls(true), *stack_);
   ASSERT_TRUE(server.ok()) << server.status();
   auto alice = Connect(**server, "alice");
-  grpc::ClientContext c1;
   v1::CreateSessionResponse session;
-  ASSERT_TRUE(alice->CreateSession(&c1, v1::CreateSessionRequest(), &session).ok());
-  grpc::ClientContext c2;
-  c2.AddMetadata(kSessionHeader, session.session());
-  v1::OpenRequest open;
-  open.set_family(v1::FAMILY_IPV4);
   v1::OpenResponse opened;
-  ASSERT_TRUE(alice->Open(&c2, open, &opened).ok());
+  ASSERT_NO_FATAL_FAILURE(OpenInNewSession(*alice, session, opened));
   grpc::ClientContext c3;
   c3.AddMetadata(kSessionHeader, session.session());
   v1::SendRequest send;

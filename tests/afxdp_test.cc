@@ -29,7 +29,7 @@
 #include "stack/link/xsk_link.h"
 #include "stack/net/frame.h"
 #include "stack/net/frame_builder.h"
-#include "tests/peer_netns.h"
+#include "stack/testing/netns.h"
 
 namespace quadsock {
 namespace {
@@ -677,10 +677,8 @@ TEST_F(AfXdpTest, KernelTcpOnTheSameInterfaceKeepsWorking) {
 // Two RX queues: the second AF_XDP socket shares the UMEM (xsk_socket__create_shared) with
 // fill and completion rings of its own, and each queue has its own poll thread.
 TEST(AfXdpQueuesTest, TwoQueuesShareOneUmem) {
-  ASSERT_EQ(Shell("ip link add qs4 numrxqueues 2 numtxqueues 2 type veth peer name qs5 "
-                  "numrxqueues 2 numtxqueues 2"), 0);
-  ASSERT_EQ(Shell("ip link set qs4 up && ip link set qs5 up && ip addr add 10.7.1.1/24 dev qs5 "
-                  "&& ethtool -K qs5 tx off >/dev/null"), 0);
+  testing::TestVeth veth("qs4", "qs5", /*queues=*/2);
+  ASSERT_EQ(Shell("ip addr add 10.7.1.1/24 dev qs5 && ethtool -K qs5 tx off >/dev/null"), 0);
   {
     stack::AfXdpOptions o;
     o.interface = "qs4";
@@ -701,15 +699,12 @@ TEST(AfXdpQueuesTest, TwoQueuesShareOneUmem) {
     EXPECT_GE(st.Counters().icmp_echo_replies, 3u);
     EXPECT_EQ(st.CheckFrameAccounting(), absl::OkStatus());
   }
-  EXPECT_EQ(Shell("ip link del qs4"), 0);
 }
 
 // A queue that fails to open (another socket holds it) leaves the port's other queues as they
 // were: queue 0, open, is still refused a second time.
 TEST(AfXdpQueuesTest, AQueueThatFailsToOpenLeavesTheOpenOnesHeld) {
-  ASSERT_EQ(Shell("ip link add qs6 numrxqueues 2 numtxqueues 2 type veth peer name qs7 "
-                  "numrxqueues 2 numtxqueues 2 && ip link set qs6 up && ip link set qs7 up"),
-            0);
+  testing::TestVeth veth("qs6", "qs7", /*queues=*/2);
   {
     const link::XskPort::Options o{.interface = "qs6", .frames = 2048, .ring_size = 512,
                                    .queues = 2, .bind_mode = link::XskBindMode::kCopy};
@@ -722,7 +717,6 @@ TEST(AfXdpQueuesTest, AQueueThatFailsToOpenLeavesTheOpenOnesHeld) {
     EXPECT_FALSE(port->OpenQueue(1).ok());  // the kernel: busy
     EXPECT_EQ(port->OpenQueue(0).status().code(), absl::StatusCode::kAlreadyExists);
   }
-  EXPECT_EQ(Shell("ip link del qs6"), 0);
 }
 
 // Without the fixture's stack: a process holds one and is killed with SIGKILL.

@@ -32,7 +32,7 @@
 #include "google/protobuf/util/json_util.h"
 #include "quadsock/v1/admin.pb.h"
 #include "quadsock/v1/socket.pb.h"
-#include "tests/peer_netns.h"
+#include "stack/testing/netns.h"
 
 namespace quadsock {
 namespace {

@@ -1,5 +1,6 @@
-// Test and benchmark plumbing: a quadsockd server in-process, its stack over MemoryLink, and a
-// second stack on the same in-memory wire playing the remote host (10.1.0.1). No root needed.
+// Test and benchmark plumbing: a quadsockd server in-process over the first stack of a
+// StackPair (stack/testing), the second playing the remote host (10.1.0.1); both stacks run
+// their own poll threads. No root needed.
 //
 //   absl::StatusOr<std::unique_ptr<TwoStacks>> t = TwoStacks::Start(server_options);
 //   stack::SocketId peer = (*t)->PeerSocket(5000);
@@ -14,10 +15,13 @@
 #include <atomic>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "absl/status/statusor.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "service/server.h"
-#include "stack/link/memory_link.h"
+#include "stack/testing/stack_pair.h"
 
 namespace quadsock::service::testing {
 
@@ -40,23 +44,21 @@ struct TwoStacks {
   static absl::StatusOr<std::unique_ptr<TwoStacks>> Start(ServerOptions server_options,
                                                           Options options) {
     auto t = std::make_unique<TwoStacks>();
-    auto [server_link, peer_link] = link::MemoryLink::CreatePair(
-        {.name = "mem0", .mac = kServerMac, .frames = options.frames, .rx_queue = options.rx_queue},
-        {.name = "peer0", .mac = kPeerMac, .frames = options.frames});
-    std::vector<std::unique_ptr<link::Link>> ls, lp;
-    ls.push_back(std::move(server_link));
-    lp.push_back(std::move(peer_link));
     stack::StackOptions so;
     so.addresses = {*net::IpPrefix::Parse("10.1.0.2/24"), *net::IpPrefix::Parse("fd00:1::2/64")};
     so.receive_queue_depth = options.receive_queue_depth;
-    absl::StatusOr<std::unique_ptr<stack::Stack>> s = stack::Stack::Create(so, std::move(ls));
-    if (!s.ok()) return s.status();
-    t->stack = std::move(*s);
     stack::StackOptions po;
     po.addresses = {*net::IpPrefix::Parse("10.1.0.1/24")};
-    absl::StatusOr<std::unique_ptr<stack::Stack>> p = stack::Stack::Create(po, std::move(lp));
-    if (!p.ok()) return p.status();
-    t->peer = std::move(*p);
+    using stack::testing_fixtures::StackPair;
+    absl::StatusOr<StackPair> pair = StackPair::Create(
+        {.link = {.name = "mem0", .mac = kServerMac, .frames = options.frames,
+                  .rx_queue = options.rx_queue},
+         .options = std::move(so)},
+        {.link = {.name = "peer0", .mac = kPeerMac, .frames = options.frames},
+         .options = std::move(po)});
+    if (!pair.ok()) return pair.status();
+    t->stack = std::move(pair->a);
+    t->peer = std::move(pair->b);
     if (options.known_neighbors) {
       (void)t->stack->SetNeighbor(*net::IpAddress::Parse("10.1.0.1"), kPeerMac);
       (void)t->peer->SetNeighbor(*net::IpAddress::Parse("10.1.0.2"), kServerMac);
@@ -95,6 +97,23 @@ struct TwoStacks {
   absl::Status PeerSend(stack::SocketId s, const std::string& payload, uint16_t port) {
     return peer->Send(s, {reinterpret_cast<const uint8_t*>(payload.data()), payload.size()},
                       net::Endpoint{*net::IpAddress::Parse("10.1.0.2"), port});
+  }
+
+  // Waits up to `timeout` until the server's stack has no socket bound to local `port` (its
+  // session lapsed, say): whether it went. Asks the stack, below the service, so that the
+  // waiting renews no session's lease.
+  bool WaitUntilPortFree(uint16_t port, absl::Duration timeout = absl::Seconds(10)) const {
+    const absl::Time deadline = absl::Now() + timeout;
+    for (;;) {
+      bool taken = false;
+      for (stack::SocketId id : stack->List()) {
+        absl::StatusOr<stack::SocketStatus> s = stack->Get(id);
+        taken = taken || (s.ok() && s->info.local.port == port);
+      }
+      if (!taken) return true;
+      if (absl::Now() > deadline) return false;
+      absl::SleepFor(absl::Milliseconds(10));
+    }
   }
 
   // Shuts the server down, stops both stacks, and checks the server stack's frame accounting.

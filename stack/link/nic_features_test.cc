@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "tests/peer_netns.h"
+#include "stack/testing/netns.h"
 
 namespace quadsock::link {
 namespace {

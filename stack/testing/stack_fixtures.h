@@ -19,6 +19,7 @@
 #include "stack/net/frame.h"
 #include "stack/net/frame_builder.h"
 #include "stack/stack.h"
+#include "stack/testing/stack_pair.h"
 
 namespace quadsock::stack::testing_fixtures {
 
@@ -51,17 +52,19 @@ inline StackOptions Options(FakeClock& clock, const char* v4, const char* v6) {
   return o;
 }
 
-// Two stacks, A and B, on one in-memory wire.
+// Two stacks, A and B, on one in-memory wire (a StackPair), polled by the test.
 class TwoStacksTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto [la, lb] = link::MemoryLink::CreatePair({.name = "a", .mac = kMacA},
-                                                 {.name = "b", .mac = kMacB});
-    std::vector<std::unique_ptr<link::Link>> links_a, links_b;
-    links_a.push_back(std::move(la));
-    links_b.push_back(std::move(lb));
-    a_ = Stack::Create(Options(clock_, "10.1.0.1/24", "fd00:1::1/64"), std::move(links_a)).value();
-    b_ = Stack::Create(Options(clock_, "10.1.0.2/24", "fd00:1::2/64"), std::move(links_b)).value();
+    StackPair pair =
+        StackPair::Create(
+            {.link = {.name = "a", .mac = kMacA},
+             .options = Options(clock_, "10.1.0.1/24", "fd00:1::1/64")},
+            {.link = {.name = "b", .mac = kMacB},
+             .options = Options(clock_, "10.1.0.2/24", "fd00:1::2/64")})
+            .value();
+    a_ = std::move(pair.a);
+    b_ = std::move(pair.b);
   }
   void TearDown() override {
     EXPECT_EQ(a_->CheckFrameAccounting(), absl::OkStatus());

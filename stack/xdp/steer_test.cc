@@ -17,8 +17,8 @@
 #include "stack/net/ethernet.h"
 #include "stack/net/frame_builder.h"
 #include "stack/net/icmp.h"
+#include "stack/testing/netns.h"
 #include "stack/xdp/xdp_program.h"
-#include "tests/peer_netns.h"
 
 namespace quadsock::xdp {
 namespace {

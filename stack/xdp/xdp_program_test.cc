@@ -29,8 +29,8 @@
 #include "absl/strings/match.h"
 #include "stack/link/xsk_link.h"
 #include "stack/net/address.h"
+#include "stack/testing/netns.h"
 #include "stack/xdp/steer_common.h"
-#include "tests/peer_netns.h"
 
 namespace quadsock::xdp {
 namespace {

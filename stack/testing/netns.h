@@ -1,12 +1,16 @@
-// Test plumbing for privileged tests: this process in a private network namespace of its own
-// (the stack's side), veth pairs inside it (TestVeth), or a second named namespace for the
+// Network namespaces and veth pairs for privileged tests of every layer (stack/, tests/,
+// clients/), the one C++ helper for them: this process in a private network namespace of its
+// own (the stack's side), veth pairs inside it (TestVeth), or a second named namespace for the
 // kernel peer with a veth pair between (PeerNetwork), and kernel sockets made inside it.
+// (Python tests have tests/netns.py.)
 //
+//   ::testing::AddGlobalTestEnvironment(new PrivateNamespaceEnvironment);
+//   TestVeth veth("qsx0", "qsx1");                 // both ends here, up
 //   PeerNetwork net("qs0", "qs1");                 // veth qs0 here, qs1 in the peer namespace
 //   net.PeerShell("ip addr add 10.7.0.1/24 dev qs1");
 //   int fd = net.PeerSocket(AF_INET, SOCK_DGRAM);  // a kernel socket on the peer's side
-#ifndef QUADSOCK_TESTS_PEER_NETNS_H_
-#define QUADSOCK_TESTS_PEER_NETNS_H_
+#ifndef QUADSOCK_STACK_TESTING_NETNS_H_
+#define QUADSOCK_STACK_TESTING_NETNS_H_
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -78,12 +82,17 @@ class PrivateNamespaceEnvironment : public ::testing::Environment {
   void SetUp() override { EnterPrivateNamespace(); }
 };
 
-// A veth pair with both ends up in this namespace, deleted at the end of the scope.
+// A veth pair with both ends up in this namespace, deleted at the end of the scope; with
+// `queues` RX and TX queues on each end (veth has one unless told).
 class TestVeth {
  public:
-  TestVeth(std::string name, std::string peer) : name_(std::move(name)), peer_(std::move(peer)) {
-    const std::string command = "ip link add " + name_ + " type veth peer name " + peer_ +
-                                " && ip link set " + name_ + " up && ip link set " + peer_ + " up";
+  TestVeth(std::string name, std::string peer, int queues = 1)
+      : name_(std::move(name)), peer_(std::move(peer)) {
+    const std::string q = queues == 1 ? "" : " numrxqueues " + std::to_string(queues) +
+                                                 " numtxqueues " + std::to_string(queues);
+    const std::string command = "ip link add " + name_ + q + " type veth peer name " + peer_ +
+                                q + " && ip link set " + name_ + " up && ip link set " + peer_ +
+                                " up";
     EXPECT_EQ(Shell(command), 0) << command;
   }
   ~TestVeth() {
@@ -182,4 +191,4 @@ class PeerNetwork {
 
 }  // namespace quadsock::testing
 
-#endif  // QUADSOCK_TESTS_PEER_NETNS_H_
+#endif  // QUADSOCK_STACK_TESTING_NETNS_H_
