@@ -54,19 +54,28 @@ TEST_F(KeepaliveTest, TheStreamOfAClientThatStoppedAnsweringEnds) {
 // A client's own keepalive, as often as min_client_interval allows, is not taken for abuse
 // (gRPC's default takes one ping in 5 minutes, and answers more with GOAWAY "too_many_pings").
 TEST_F(KeepaliveTest, ClientPingsAtTheAllowedRateAreTaken) {
+  // Through the relay, which counts the pings the server answered.
+  FreezableRelay relay(server_->listening_on());
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 150);
   args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
   args.SetInt(GRPC_ARG_HTTP2_MIN_SENT_PING_INTERVAL_WITHOUT_DATA_MS, 150);
+  args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);  // every ping the client sends is a keepalive ping
   std::shared_ptr<grpc::Channel> channel = grpc::CreateCustomChannel(
-      server_->listening_on(), grpc::InsecureChannelCredentials(), args);
+      relay.target(), grpc::InsecureChannelCredentials(), args);
   std::unique_ptr<v1::SocketService::Stub> stub = v1::SocketService::NewStub(channel);
   const std::string held = NewSession("pinging", 1);
   OpenBound(held, "10.1.0.2", 4901);
-  TestStream<SessionStream> stream = OpenSession(held, absl::Seconds(30), stub.get());
+  TestStream<SessionStream> stream = OpenSession(held, absl::Seconds(60), stub.get());
   v1::SessionEvent hello;
   ASSERT_TRUE(stream->Read(&hello));
-  absl::SleepFor(absl::Seconds(5));  // several pings (gRPC sends at most one a second)
+  // Five answered pings: more than gRPC's default policy takes (two strikes) before GOAWAY.
+  constexpr int kPings = 5;
+  const absl::Time deadline = absl::Now() + absl::Seconds(40);
+  while (relay.ping_acks() < kPings && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  ASSERT_GE(relay.ping_acks(), kPings) << "the server stopped answering the client's pings";
   // A GOAWAY leaves the open stream be, but takes the connection from the channel.
   EXPECT_EQ(channel->GetState(false), GRPC_CHANNEL_READY)
       << "the server sent GOAWAY for the client's keepalive pings";

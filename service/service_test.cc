@@ -212,9 +212,12 @@ TEST_F(ServiceTest, ShutdownEndsStreamsWithUnavailable) {
   v1::ReceiveRequest req;
   req.set_socket(s);
   std::unique_ptr<grpc::ClientReader<v1::Datagram>> reader = stub->Receive(&ctx, req);
-  absl::SleepFor(absl::Milliseconds(200));  // the stream is up
-  std::thread stopper([&] { server_->Shutdown(absl::Seconds(2)); });
+  // The stream is up: it has delivered a datagram.
+  PeerSend(PeerSocket(5600), "before the shutdown", 4600);
   v1::Datagram d;
+  ASSERT_TRUE(reader->Read(&d));
+  EXPECT_EQ(d.payload(), "before the shutdown");
+  std::thread stopper([&] { server_->Shutdown(absl::Seconds(2)); });
   while (reader->Read(&d)) {
   }
   const grpc::Status st = reader->Finish();
@@ -389,9 +392,12 @@ TEST_F(ServiceTest, ClosingTheSessionStreamClosesItsSockets) {
   v1::SessionEvent hello;
   ASSERT_TRUE(stream->Read(&hello));
   OpenBound(held, "10.1.0.2", 4200);
-  clock_offset_ = 10;  // a held session does not lapse
-  absl::SleepFor(absl::Milliseconds(1500));
-  EXPECT_EQ(stack_->List().size(), 1u);
+  // A witness with the same lease, made after the held session's last call and held by
+  // nothing: once the reaper has ended it, the reaper has seen the held one lapsed too.
+  OpenBound(NewSession("witness", 1), "10.1.0.2", 4201);
+  clock_offset_ = 10;  // both leases are over; a held session does not lapse
+  ASSERT_TRUE(t_->WaitUntilPortFree(4201)) << "the reaper did not end the witness session";
+  EXPECT_EQ(stack_->List().size(), 1u) << "the held session lapsed";
   ctx->TryCancel();
   stream->Finish();
   const absl::Time deadline = absl::Now() + absl::Seconds(5);

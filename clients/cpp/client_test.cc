@@ -59,6 +59,18 @@ class ClientTest : public ::testing::Test {
     }
     return std::nullopt;
   }
+  // A witness of the reaper: a session with a one-second lease that nothing renews, made after
+  // the test's last call in the session under test, with a socket bound to `port`. Once the
+  // reaper has ended it (t_->WaitUntilPortFree(port)), it has seen that session's lease over.
+  void OpenWitness(uint16_t port) {
+    std::unique_ptr<Client> witness =
+        Client::Create(server_->InProcessChannel(),
+                       {.lease_seconds = 1, .keep = ClientOptions::KeepSession::kNone})
+            .value();
+    RemoteSocket s = witness->Open(v1::FAMILY_IPV4).value();
+    ASSERT_TRUE(s.Bind({"10.1.0.2", port}).ok());
+    (void)s.Release();
+  }
   // Waits until the server stack has exactly `n` sockets.
   bool StackHasSockets(size_t n) {
     const absl::Time deadline = absl::Now() + absl::Seconds(5);
@@ -322,9 +334,10 @@ TEST_F(ClientTest, HeldSessionEndsWithTheClient) {
   RemoteSocket s = other->Open(v1::FAMILY_IPV4).value();
   ASSERT_TRUE(s.Bind({"10.1.0.2", 4600}).ok());
   (void)s.Release();
-  clock_offset_ = 3600;  // a held session does not lapse
-  absl::SleepFor(absl::Milliseconds(1200));  // the reaper runs every second
-  EXPECT_EQ(stack_->List().size(), 1u);
+  OpenWitness(4601);
+  clock_offset_ = 3600;  // both leases are over; a held session does not lapse
+  ASSERT_TRUE(t_->WaitUntilPortFree(4601)) << "the reaper did not end the witness session";
+  EXPECT_EQ(stack_->List().size(), 1u) << "the held session lapsed";
   other.reset();
   EXPECT_TRUE(StackHasSockets(0));
   absl::StatusOr<std::unique_ptr<Client>> attach =
@@ -360,8 +373,9 @@ TEST_F(ClientTest, KeepAliveThreadRenewsTheLease) {
       server_->InProcessChannel(), {.lease_seconds = 1, .keep = ClientOptions::KeepSession::kKeepAlive})
       .value();
   (void)kept->Open(v1::FAMILY_IPV4).value().Release();
-  absl::SleepFor(absl::Milliseconds(2500));  // over twice the lease
-  EXPECT_EQ(stack_->List().size(), 1u);
+  OpenWitness(4801);
+  ASSERT_TRUE(t_->WaitUntilPortFree(4801)) << "the reaper did not end the witness session";
+  EXPECT_EQ(stack_->List().size(), 1u) << "the kept session lapsed";
   EXPECT_EQ(kept->KeepAlive(), absl::OkStatus());
   absl::StatusOr<uint32_t> closed = kept->EndSession();
   ASSERT_TRUE(closed.ok()) << closed.status();

@@ -6,6 +6,9 @@
 //   auto channel = grpc::CreateChannel(relay.target(), grpc::InsecureChannelCredentials());
 //   ...                                               // calls pass through
 //   relay.Freeze();                                   // now only keepalive notices
+//
+// It also counts the HTTP/2 PING acknowledgements the server sends its clients (ping_acks()):
+// a keepalive test waits for answered pings instead of sleeping.
 #ifndef QUADSOCK_SERVICE_TESTING_FREEZABLE_RELAY_H_
 #define QUADSOCK_SERVICE_TESTING_FREEZABLE_RELAY_H_
 
@@ -15,8 +18,10 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -58,8 +63,40 @@ class FreezableRelay {
   }
   std::string target() const { return "unix:" + path_; }
   void Freeze() { frozen_ = true; }
+  // PING frames with the ACK flag that passed from the server to a client: the client's pings
+  // the server answered.
+  int ping_acks() const { return ping_acks_.load(); }
 
  private:
+  // Follows the frames of one server-to-client byte stream (HTTP/2: a 9-byte header, then
+  // `length` bytes of payload; the server's side has no connection preface of its own).
+  struct FrameScanner {
+    uint8_t header[9];
+    size_t have = 0;  // header bytes so far
+    size_t skip = 0;  // payload bytes left of the current frame
+    // The PING ACK frames that end in `data`.
+    int Scan(const char* data, size_t n) {
+      int acks = 0;
+      while (n > 0) {
+        if (skip > 0) {
+          const size_t k = std::min(skip, n);
+          skip -= k;
+          data += k;
+          n -= k;
+          continue;
+        }
+        header[have++] = static_cast<uint8_t>(*data++);
+        --n;
+        if (have < sizeof(header)) continue;
+        have = 0;
+        skip = size_t{header[0]} << 16 | size_t{header[1]} << 8 | header[2];
+        constexpr uint8_t kPing = 6, kAck = 1;
+        if (header[3] == kPing && (header[4] & kAck) != 0) ++acks;
+      }
+      return acks;
+    }
+  };
+
   void Run() {
     while (!stop_) {
       if (frozen_) {
@@ -72,12 +109,14 @@ class FreezableRelay {
       if (p[0].revents & POLLIN) {
         fds_.push_back(accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC));
         fds_.push_back(UnixSocket(server_path_, false));
+        scanners_.emplace_back();
       }
       char buf[16384];
       for (size_t i = 1; i < p.size(); ++i) {
         if ((p[i].revents & POLLIN) == 0) continue;
         const ssize_t n = read(p[i].fd, buf, sizeof(buf));
         const int to = fds_[(i - 1) ^ 1];  // fds_ holds (client, server) pairs
+        if (n > 0 && (i - 1) % 2 == 1) ping_acks_ += scanners_[(i - 1) / 2].Scan(buf, n);
         for (ssize_t done = 0; n > 0 && done < n;) {
           const ssize_t w = write(to, buf + done, n - done);
           if (w <= 0) break;
@@ -91,6 +130,8 @@ class FreezableRelay {
   const std::string path_;
   int listen_fd_ = -1;
   std::vector<int> fds_;
+  std::vector<FrameScanner> scanners_;  // one a (client, server) pair, for the server's side
+  std::atomic<int> ping_acks_{0};
   std::atomic<bool> stop_{false};
   std::atomic<bool> frozen_{false};
   std::thread thread_;
