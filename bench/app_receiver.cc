@@ -86,7 +86,8 @@ class AppReceiver : public Receiver {
     r->client_ = std::move(*client);
     if (absl::Status s = r->OpenSockets(); !s.ok()) return s;
     absl::StatusOr<std::unique_ptr<DataChannel>> ch =
-        r->client_->AttachChannel({}, c.ring_slots);
+        r->client_->AttachChannel(
+            {.ring_slots = c.ring_slots, .transport = ChannelTransport::kSharedMemory});
     if (!ch.ok()) return ch.status();
     r->channel_ = std::move(*ch);
     if (absl::Status s = r->WaitOnChannel(absl::Seconds(60)); !s.ok()) return s;

@@ -1,6 +1,7 @@
 #include "clients/cpp/client.h"
 
 #include "clients/cpp/data_channel.h"
+#include "clients/cpp/internal/stream_channel.h"
 
 #include <grpcpp/generic/generic_stub.h>
 
@@ -354,16 +355,21 @@ absl::StatusOr<RemoteSocket> Client::Open(OpenOptions options) {
 
 RemoteSocket Client::Attach(const std::string& handle) { return RemoteSocket(c_, handle); }
 
-absl::StatusOr<std::unique_ptr<DataChannel>> Client::AttachChannel(
-    const std::vector<std::string>& sockets, uint32_t ring_slots) {
-  v1::AttachChannelRequest req;
-  for (const std::string& s : sockets) req.add_sockets(s);
-  req.set_ring_slots(ring_slots);
-  absl::StatusOr<v1::AttachChannelResponse> offer = c_->Call(&SocketStub::AttachChannel, req);
-  if (!offer.ok()) return offer.status();
-  return DataChannel::Claim(offer->path(), offer->token());
+absl::StatusOr<std::unique_ptr<DataChannel>> Client::AttachChannel(AttachOptions options) {
+  if (options.transport != ChannelTransport::kGrpcStream) {
+    v1::AttachChannelRequest req;
+    for (const std::string& s : options.sockets) req.add_sockets(s);
+    req.set_ring_slots(options.ring_slots);
+    absl::StatusOr<v1::AttachChannelResponse> offer = c_->Call(&SocketStub::AttachChannel, req);
+    if (offer.ok()) return DataChannel::Claim(offer->path(), offer->token());
+    // Shared memory is not offered (a TCP listener): the stream, unless it was asked for.
+    if (options.transport == ChannelTransport::kSharedMemory ||
+        offer.status().code() != absl::StatusCode::kFailedPrecondition) {
+      return offer.status();
+    }
+  }
+  return client_internal::OpenStreamChannel(c_, options);
 }
-
 std::unique_ptr<grpc::ClientReaderWriter<v1::ChannelRequest, v1::ChannelResponse>>
 Client::StreamChannel(grpc::ClientContext* ctx) {
   c_->Prepare(*ctx, /*deadline=*/false);

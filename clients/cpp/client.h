@@ -36,6 +36,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "clients/cpp/data_channel.h"
 #include "common/protocol.h"
 #include "quadsock/v1/admin.grpc.pb.h"
 #include "quadsock/v1/socket.grpc.pb.h"
@@ -47,7 +48,6 @@ struct Connection;
 class ReceiveStream;
 }  // namespace client_internal
 class ExchangeStream;
-class DataChannel;
 
 // A UDP endpoint as text and port: {"10.1.0.2", 4000}, {"fd00:1::2", 53}.
 struct Endpoint {
@@ -274,13 +274,12 @@ class Client {
   // Every matching socket of the session, following the pages.
   absl::StatusOr<std::vector<v1::Socket>> List(ListOptions options = {});
 
-  // --- The session's data channel (data_channel.h): shared memory with quadsockd, for a client
-  // on the same host over its Unix listener. `sockets`: the handles to put on it; empty: every
-  // socket of the session, and every one it opens later. `ring_slots`: 0 for the server's
-  // default. The server's error for AttachChannel (FAILED_PRECONDITION over TCP); UNAVAILABLE
-  // when the side socket cannot be reached or refuses the token.
-  absl::StatusOr<std::unique_ptr<DataChannel>> AttachChannel(
-      const std::vector<std::string>& sockets = {}, uint32_t ring_slots = 0);
+  // --- The session's data channel (data_channel.h): the datagrams of many sockets, both ways,
+  // without an RPC per datagram; over shared memory with quadsockd on this host (its Unix
+  // listener), or a gRPC stream. The server's error for AttachChannel or StreamChannel
+  // (ALREADY_EXISTS: the session has one); UNAVAILABLE when the side socket cannot be reached
+  // or refuses the token. kAuto falls back to the stream where shared memory is not offered.
+  absl::StatusOr<std::unique_ptr<DataChannel>> AttachChannel(AttachOptions options = {});
   // The same channel over gRPC, for remote clients: the session's StreamChannel call (see
   // socket.proto for the protocol: the first request names the sockets and grants credit), with
   // this session's metadata and no deadline (set one on `ctx`, which outlives the stream).

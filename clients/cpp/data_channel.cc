@@ -22,6 +22,39 @@ void CloseAll(const std::vector<int>& fds) {
   for (int fd : fds) close(fd);
 }
 
+// Shared memory: the rings themselves, and the side connection that is the channel's life.
+class SharedMemoryChannel final : public DataChannel {
+ public:
+  SharedMemoryChannel(channel::ChannelReader reader, int side_fd)
+      : reader_(std::move(reader)), side_fd_(side_fd) {}
+  ~SharedMemoryChannel() override { close(side_fd_); }
+
+  size_t Receive(std::span<channel::ReceivedView> out, absl::Duration timeout) override {
+    return reader_.Receive(out, timeout);
+  }
+  void Release() override { reader_.Release(); }
+  bool Send(uint32_t socket, std::span<const uint8_t> payload,
+            const std::optional<net::Endpoint>& peer) override {
+    return reader_.Send(socket, payload, peer);
+  }
+  int wait_fd() const override { return reader_.wait_fd(); }
+  ChannelTransport transport() const override { return ChannelTransport::kSharedMemory; }
+  uint32_t max_payload() const override { return reader_.buffer_bytes(); }
+  int memfd() const override { return reader_.memfd(); }
+  absl::Status ended() const override {
+    // quadsockd closes the side connection when it ends the channel.
+    pollfd p{side_fd_, POLLIN | POLLRDHUP, 0};
+    if (poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLRDHUP | POLLIN)) != 0) {
+      return absl::UnavailableError("quadsockd ended the data channel");
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  channel::ChannelReader reader_;
+  int side_fd_;
+};
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<DataChannel>> DataChannel::Claim(const std::string& path,
@@ -77,9 +110,7 @@ absl::StatusOr<std::unique_ptr<DataChannel>> DataChannel::Claim(const std::strin
   absl::StatusOr<channel::ChannelReader> reader =
       channel::ChannelReader::Map(memfd, std::vector<int>(fds.begin() + 1, fds.end()));
   if (!reader.ok()) return fail(reader.status());  // the reader closed the fds
-  return std::unique_ptr<DataChannel>(new DataChannel(std::move(*reader), fd));
+  return std::unique_ptr<DataChannel>(new SharedMemoryChannel(std::move(*reader), fd));
 }
-
-DataChannel::~DataChannel() { close(side_fd_); }
 
 }  // namespace quadsock

@@ -1,7 +1,11 @@
 // The session's data channel in the C++ client: datagrams of all the session's sockets on it,
-// from shared memory quadsockd writes (stack/channel/layout.h), a batch at a time, with no RPC
-// and no allocation per datagram. Client::AttachChannel makes one (quadsockd's Unix listener,
-// same host). Each datagram names its socket by index (RemoteSocket::index()).
+// a batch at a time, and sends, without an RPC per datagram. Each datagram names its socket by
+// index (RemoteSocket::index()). Client::AttachChannel makes one, over either transport:
+//   - shared memory (quadsockd's Unix listener, same host): rings quadsockd writes and this
+//     process maps (stack/channel/layout.h); no copy but the one into the ring, no allocation;
+//   - a gRPC stream (StreamChannel; TCP with TLS, or where shared memory is not wanted): the
+//     same batches in messages, with credit-based flow control.
+// kAuto takes shared memory when the server offers it and the gRPC stream otherwise.
 //
 //   std::unique_ptr<DataChannel> ch = client->AttachChannel().value();   // every socket
 //   channel::ReceivedView batch[64];
@@ -14,8 +18,8 @@
 //
 // For an event loop: add wait_fd() to epoll; when it fires, Receive with a zero timeout. The
 // channel ends when this object is destroyed (quadsockd puts the sockets back on their queues)
-// or when quadsockd ends it (the session ended, or it stopped): side_fd() hangs up then, and
-// Receive returns what is left and then nothing. One thread at a time.
+// or when quadsockd ends it (the session ended, or it stopped): ended() says so, and Receive
+// returns what is left and then nothing. One thread at a time.
 #ifndef QUADSOCK_CLIENTS_CPP_DATA_CHANNEL_H_
 #define QUADSOCK_CLIENTS_CPP_DATA_CHANNEL_H_
 
@@ -24,51 +28,63 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "stack/channel/reader.h"
+#include "stack/net/address.h"
 
 namespace quadsock {
 
+enum class ChannelTransport { kAuto, kSharedMemory, kGrpcStream };
+
+struct AttachOptions {
+  // The handles of the sockets to put on the channel; empty: every socket of the session, and
+  // every one it opens later.
+  std::vector<std::string> sockets;
+  uint32_t ring_slots = 0;  // datagrams each ring holds; 0: the server's default
+  ChannelTransport transport = ChannelTransport::kAuto;
+  // The gRPC stream: datagrams the server may send before the client has taken them (credit).
+  uint32_t stream_window = 4096;
+};
+
 class DataChannel {
  public:
-  // Connects to quadsockd's side socket at `path`, presents `token` and maps what comes back.
-  // UNAVAILABLE when the socket cannot be reached, or quadsockd refuses the token (its reason).
+  virtual ~DataChannel() = default;
+
+  // Up to out.size() datagrams; waits up to `timeout` when there are none (zero: never). The
+  // views stay valid until Release().
+  virtual size_t Receive(std::span<channel::ReceivedView> out,
+                         absl::Duration timeout = absl::ZeroDuration()) = 0;
+  // Ends the views Receive handed out and gives their memory back (to quadsockd's rings, or as
+  // credit on the stream).
+  virtual void Release() = 0;
+  // Queues a datagram on the socket of session index `socket`, to `peer` (none: the connected
+  // peer). False when it could not be queued: shared memory's TX ring is full (try again after
+  // a moment) or the payload is over max_payload(); the stream has ended. quadsockd counts what
+  // it cannot send: on shared memory the socket's tx_dropped (not bound, a bad destination)
+  // and Counters.stack.tx_channel_no_socket; on the stream it reports it (last_send_error()).
+  virtual bool Send(uint32_t socket, std::span<const uint8_t> payload,
+                    const std::optional<net::Endpoint>& peer = std::nullopt) = 0;
+  // Readable when datagrams may be there.
+  virtual int wait_fd() const = 0;
+  virtual ChannelTransport transport() const = 0;
+  virtual uint32_t max_payload() const = 0;
+  // OK while the channel runs; then why it ended.
+  virtual absl::Status ended() const = 0;
+  // Shared memory only: the memfd (e.g. to hand to another process of the application); -1 on
+  // the stream.
+  virtual int memfd() const { return -1; }
+  // The stream only: the last SendResult the server reported for a request that did not all go.
+  virtual absl::Status last_send_error() const { return absl::OkStatus(); }
+
+  // Shared memory: connects to quadsockd's side socket at `path`, presents `token` (from
+  // AttachChannel) and maps what comes back. UNAVAILABLE when the socket cannot be reached, or
+  // quadsockd refuses the token (its reason).
   static absl::StatusOr<std::unique_ptr<DataChannel>> Claim(const std::string& path,
                                                             const std::string& token);
-  ~DataChannel();
-  DataChannel(const DataChannel&) = delete;
-  DataChannel& operator=(const DataChannel&) = delete;
-
-  // Up to out.size() datagrams; waits up to `timeout` when there are none (zero: never).
-  size_t Receive(std::span<channel::ReceivedView> out,
-                 absl::Duration timeout = absl::ZeroDuration()) {
-    return reader_.Receive(out, timeout);
-  }
-  // Ends the views Receive handed out and gives their memory back to quadsockd.
-  void Release() { reader_.Release(); }
-  // Queues a datagram on the socket of session index `socket` (RemoteSocket::index()), to
-  // `peer` (none: the connected peer); quadsockd's poll thread sends it without an RPC. False
-  // when the channel's TX ring is full (try again after a moment) or the payload is over
-  // max_payload(). quadsockd counts what it cannot send (the socket's tx_dropped: not bound, a
-  // bad destination; Counters.stack.tx_channel_no_socket: an index not on the channel).
-  bool Send(uint32_t socket, std::span<const uint8_t> payload,
-            const std::optional<net::Endpoint>& peer = std::nullopt) {
-    return reader_.Send(socket, payload, peer);
-  }
-  uint32_t max_payload() const { return reader_.buffer_bytes(); }
-  int wait_fd() const { return reader_.wait_fd(); }
-  int side_fd() const { return side_fd_; }
-  uint32_t rings() const { return reader_.rings(); }
-  // The shared memory itself (layout.h), e.g. to hand to a process of the application's own.
-  int memfd() const { return reader_.memfd(); }
-
- private:
-  DataChannel(channel::ChannelReader reader, int side_fd)
-      : reader_(std::move(reader)), side_fd_(side_fd) {}
-  channel::ChannelReader reader_;
-  int side_fd_;
 };
 
 }  // namespace quadsock

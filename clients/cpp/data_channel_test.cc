@@ -125,7 +125,7 @@ TEST_F(DataChannelTest, EverySocketOfTheSessionDeliversThroughOneChannel) {
 TEST_F(DataChannelTest, NamedSocketsOnlyAndTheQueueAgainWhenTheChannelCloses) {
   RemoteSocket a = Bound(*client_, 4000);
   RemoteSocket b = Bound(*client_, 4001);
-  std::unique_ptr<DataChannel> ch = client_->AttachChannel({a.handle()}).value();
+  std::unique_ptr<DataChannel> ch = client_->AttachChannel({.sockets = {a.handle()}}).value();
   ASSERT_TRUE(OnChannelBecomes(a, true));
   EXPECT_FALSE(b.Get()->on_channel());
   EXPECT_FALSE(Bound(*client_, 4002).Get()->on_channel());  // not "all": later ones are not
@@ -147,16 +147,16 @@ TEST_F(DataChannelTest, OneChannelPerSessionAndTokensAreOneTime) {
             StatusCode::kUnavailable);
   // Another session's socket is not this one's to put on a channel.
   other_ = NewClient("other");
-  EXPECT_EQ(other_->AttachChannel({a.handle()}).status().code(),
+  EXPECT_EQ(other_->AttachChannel({.sockets = {a.handle()}}).status().code(),
             StatusCode::kPermissionDenied);
 }
 
 TEST_F(DataChannelTest, ASlowReaderDropsAndCountsWhileAnotherSessionKeepsItsDatagrams) {
   RemoteSocket slow_socket = Bound(*client_, 4000);
-  std::unique_ptr<DataChannel> slow = client_->AttachChannel({}, 16).value();
+  std::unique_ptr<DataChannel> slow = client_->AttachChannel({.ring_slots = 16}).value();
   other_ = NewClient("other");
   RemoteSocket fast_socket = Bound(*other_, 4100);
-  std::unique_ptr<DataChannel> fast = other_->AttachChannel({}, 1024).value();
+  std::unique_ptr<DataChannel> fast = other_->AttachChannel({.ring_slots = 1024}).value();
   ASSERT_TRUE(OnChannelBecomes(slow_socket, true));
   ASSERT_TRUE(OnChannelBecomes(fast_socket, true));
   const stack::SocketId peer = t_->PeerSocket(5000).value();
@@ -229,6 +229,60 @@ TEST_F(DataChannelTest, AnEchoServerAnswersThroughTheChannelBothWays) {
     EXPECT_EQ(back->payload, absl::StrCat("pong ", round));
   }
   EXPECT_EQ(server.Get()->counters().tx_datagrams(), 20u);
+}
+
+// The same channel over the gRPC stream (a remote client's, or one that asks for it).
+TEST_F(DataChannelTest, TheGrpcStreamCarriesTheSameDatagramsAndSends) {
+  RemoteSocket a = Bound(*client_, 4000);
+  RemoteSocket b = Bound(*client_, 4001);
+  std::unique_ptr<DataChannel> ch =
+      client_->AttachChannel({.transport = ChannelTransport::kGrpcStream, .stream_window = 8})
+          .value();
+  EXPECT_EQ(ch->transport(), ChannelTransport::kGrpcStream);
+  ASSERT_TRUE(OnChannelBecomes(a, true));
+  const stack::SocketId peer = t_->PeerSocket(5000).value();
+  // More than the window: the credit comes back as the application releases.
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_EQ(t_->PeerSend(peer, absl::StrCat("a", i), 4000), absl::OkStatus());
+    ASSERT_EQ(t_->PeerSend(peer, absl::StrCat("b", i), 4001), absl::OkStatus());
+  }
+  const std::multimap<uint32_t, std::string> got = ReceiveN(*ch, 40);
+  ASSERT_EQ(got.size(), 40u);
+  EXPECT_EQ(got.count(a.index()), 20u);
+  EXPECT_EQ(got.count(b.index()), 20u);
+  EXPECT_EQ(a.Get()->counters().rx_dropped(), 0u);
+  // A send through the stream, and one the server refuses (no destination, not connected).
+  const std::string hello = "hello";
+  const std::span<const uint8_t> bytes(reinterpret_cast<const uint8_t*>(hello.data()),
+                                       hello.size());
+  ASSERT_TRUE(ch->Send(a.index(), bytes, *net::Endpoint::Parse("10.1.0.1:5000")));
+  std::optional<stack::ReceivedDatagram> d;
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (!(d = t_->peer->Receive(peer).value()).has_value() && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(2));
+  }
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->payload, "hello");
+  ASSERT_TRUE(ch->Send(a.index(), bytes));
+  while (ch->last_send_error().ok() && absl::Now() < deadline) {
+    channel::ReceivedView v[1];
+    (void)ch->Receive(v, absl::Milliseconds(20));
+  }
+  EXPECT_EQ(ch->last_send_error().code(), StatusCode::kFailedPrecondition)
+      << ch->last_send_error();
+}
+
+TEST_F(DataChannelTest, SharedMemoryWhenOfferedAndTheStreamWhenAskedOnlyOnePerSession) {
+  RemoteSocket a = Bound(*client_, 4000);
+  std::unique_ptr<DataChannel> shm = client_->AttachChannel().value();
+  EXPECT_EQ(shm->transport(), ChannelTransport::kSharedMemory);
+  std::unique_ptr<DataChannel> stream =
+      client_->AttachChannel({.transport = ChannelTransport::kGrpcStream}).value();
+  // The server refuses the second channel: the stream ends ALREADY_EXISTS.
+  channel::ReceivedView v[1];
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (stream->ended().ok() && absl::Now() < deadline) (void)stream->Receive(v, absl::Milliseconds(20));
+  EXPECT_EQ(stream->ended().code(), StatusCode::kAlreadyExists);
 }
 
 }  // namespace

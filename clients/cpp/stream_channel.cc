@@ -1,0 +1,181 @@
+#include "clients/cpp/internal/stream_channel.h"
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+
+namespace quadsock::client_internal {
+namespace {
+
+// An endpoint the server wrote: it is trusted, and a malformed one reads as unset.
+net::Endpoint EndpointOf(const v1::Endpoint& e) {
+  absl::StatusOr<net::IpAddress> a = net::IpAddress::Parse(e.address());
+  return a.ok() ? net::Endpoint{*a, static_cast<uint16_t>(e.port())} : net::Endpoint{};
+}
+
+class StreamChannel final : public DataChannel {
+ public:
+  StreamChannel(std::shared_ptr<Connection> c, uint32_t window)
+      : c_(std::move(c)), window_(window), event_fd_(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {}
+
+  absl::Status Start(const AttachOptions& o) {
+    c_->Prepare(ctx_, /*deadline=*/false);
+    stream_ = c_->sockets->StreamChannel(&ctx_);
+    v1::ChannelRequest first;
+    for (const std::string& s : o.sockets) first.add_sockets(s);
+    first.set_ring_slots(o.ring_slots);
+    first.set_credit(window_);
+    if (!stream_->Write(first)) {
+      return absl::UnavailableError("the data channel stream could not be opened");
+    }
+    reader_ = std::thread([this] { Read(); });
+    return absl::OkStatus();
+  }
+
+  ~StreamChannel() override {
+    {
+      std::lock_guard<std::mutex> lock(write_mu_);
+      (void)stream_->WritesDone();
+    }
+    ctx_.TryCancel();
+    if (reader_.joinable()) reader_.join();
+    close(event_fd_);
+  }
+
+  size_t Receive(std::span<channel::ReceivedView> out, absl::Duration timeout) override {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (timeout > absl::ZeroDuration()) {
+      ready_.wait_for(lock, absl::ToChronoMilliseconds(timeout),
+                      [this] { return !queue_.empty() || !ended_.ok(); });
+    }
+    size_t n = 0;
+    while (n < out.size() && !queue_.empty()) {
+      v1::ChannelResponse& r = queue_.front();
+      for (; next_ < r.datagrams_size() && n < out.size(); ++next_) {
+        const v1::ChannelDatagram& d = r.datagrams(next_);
+        channel::ReceivedView& v = out[n++];
+        v.socket = d.socket();
+        v.peer = EndpointOf(d.peer());
+        v.local = EndpointOf(d.local());
+        v.arrival = absl::FromUnixNanos(d.arrival_unix_nanos());
+        v.sequence = d.sequence();
+        v.payload = {reinterpret_cast<const uint8_t*>(d.payload().data()), d.payload().size()};
+      }
+      if (next_ < r.datagrams_size()) break;
+      held_.push_back(std::move(r));  // the views point into it until Release
+      queue_.pop_front();
+      next_ = 0;
+    }
+    taken_ += n;
+    if (queue_.empty()) {
+      uint64_t drain;
+      (void)!read(event_fd_, &drain, sizeof(drain));
+    }
+    return n;
+  }
+
+  void Release() override {
+    uint64_t grant;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      // A partly taken response stays queued; only whole ones are held.
+      held_.clear();
+      if (taken_ < window_ / 2) return;  // grant in chunks, not per datagram
+      grant = taken_;
+      taken_ = 0;
+    }
+    v1::ChannelRequest more;
+    more.set_credit(static_cast<uint32_t>(grant));
+    std::lock_guard<std::mutex> lock(write_mu_);
+    (void)stream_->Write(more);
+  }
+
+  bool Send(uint32_t socket, std::span<const uint8_t> payload,
+            const std::optional<net::Endpoint>& peer) override {
+    v1::ChannelRequest req;
+    v1::ChannelDatagram* d = req.add_send();
+    d->set_socket(socket);
+    d->set_payload(payload.data(), payload.size());
+    if (peer.has_value()) {
+      d->mutable_peer()->set_address(peer->address.ToString());
+      d->mutable_peer()->set_port(peer->port);
+    }
+    std::lock_guard<std::mutex> lock(write_mu_);
+    return stream_->Write(req);
+  }
+
+  int wait_fd() const override { return event_fd_; }
+  ChannelTransport transport() const override { return ChannelTransport::kGrpcStream; }
+  uint32_t max_payload() const override { return 65507; }  // the server checks the MTU
+  absl::Status ended() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return ended_;
+  }
+  absl::Status last_send_error() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return last_send_error_;
+  }
+
+ private:
+  void Read() {
+    v1::ChannelResponse r;
+    while (stream_->Read(&r)) {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (const v1::SendResult& s : r.send_results()) {
+        last_send_error_ = absl::Status(
+            static_cast<absl::StatusCode>(s.code()),
+            absl::StrCat("request ", s.request(), " (", s.queued(), " queued): ", s.message()));
+      }
+      if (r.datagrams_size() == 0) continue;
+      queue_.push_back(std::move(r));
+      r = v1::ChannelResponse();
+      const uint64_t one = 1;
+      (void)!write(event_fd_, &one, sizeof(one));
+      ready_.notify_all();
+    }
+    const grpc::Status finish = stream_->Finish();
+    std::lock_guard<std::mutex> lock(mu_);
+    ended_ = finish.ok() ? absl::CancelledError("the data channel stream ended")
+                         : absl::Status(static_cast<absl::StatusCode>(finish.error_code()),
+                                        finish.error_message());
+    const uint64_t one = 1;
+    (void)!write(event_fd_, &one, sizeof(one));
+    ready_.notify_all();
+  }
+
+  const std::shared_ptr<Connection> c_;
+  const uint32_t window_;
+  const int event_fd_;
+  grpc::ClientContext ctx_;
+  std::unique_ptr<grpc::ClientReaderWriter<v1::ChannelRequest, v1::ChannelResponse>> stream_;
+  std::mutex write_mu_;  // one Write at a time (sends and credit)
+  std::thread reader_;
+  mutable std::mutex mu_;
+  std::condition_variable ready_;
+  std::deque<v1::ChannelResponse> queue_;  // received, not yet handed out
+  int next_ = 0;                           // the front response's next datagram
+  std::vector<v1::ChannelResponse> held_;  // handed out, until Release
+  uint64_t taken_ = 0;                     // datagrams handed out since the last grant
+  absl::Status ended_;
+  absl::Status last_send_error_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<DataChannel>> OpenStreamChannel(std::shared_ptr<Connection> c,
+                                                               const AttachOptions& options) {
+  if (options.stream_window == 0) {
+    return absl::InvalidArgumentError("stream_window: the server may send nothing with 0");
+  }
+  auto ch = std::make_unique<StreamChannel>(std::move(c), options.stream_window);
+  if (absl::Status s = ch->Start(options); !s.ok()) return s;
+  return ch;
+}
+
+}  // namespace quadsock::client_internal
