@@ -104,20 +104,17 @@ bool Channel::Push(uint32_t ring, uint32_t socket, const net::Endpoint& source,
   std::memcpy(p.ring.buffer(p.next), payload.data(), payload.size());
   ++p.next;
   p.delivered.store(p.delivered.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-  if (in_use != 0) {
-    // Release: the descriptor and the payload are written before the application sees them.
-    // The ring was not empty, so the application is awake or was woken for an earlier one.
-    p.ring.control->producer.store(p.next, std::memory_order_release);
-  } else {
-    // The ring was empty: the application may be going to sleep. Sequentially consistent
-    // store and load here, and store of `sleeping` and load of producer on its side: in the
-    // single order of the four, either it sees this datagram or we see it sleeping.
-    p.ring.control->producer.store(p.next, std::memory_order_seq_cst);
-    if (p.ring.control->sleeping.load(std::memory_order_seq_cst) != 0) {
-      const uint64_t one = 1;
-      (void)!write(p.event_fd, &one, sizeof(one));
-      p.wakeups.store(p.wakeups.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-    }
+  // The application may be going to sleep, even when the ring does not look empty here: it
+  // gives slots back (consumer) only after it has taken them, so it may have taken all of them
+  // and be arming while `in_use` still counts them. Sequentially consistent store and load
+  // here, and store of `sleeping` and load of producer on its side: in the single order of the
+  // four, either it sees this datagram or we see it sleeping. (The release store of producer
+  // included: the descriptor and the payload are written before the application sees them.)
+  p.ring.control->producer.store(p.next, std::memory_order_seq_cst);
+  if (p.ring.control->sleeping.load(std::memory_order_seq_cst) != 0) {
+    const uint64_t one = 1;
+    (void)!write(p.event_fd, &one, sizeof(one));
+    p.wakeups.store(p.wakeups.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   }
   return true;
 }

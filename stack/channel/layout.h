@@ -21,10 +21,12 @@
 // in [consumer + (producer - consumer) ...) and publishes them by a release store of producer;
 // the consumer reads slots up to producer (acquire) and gives them back by a release store of
 // consumer. Wakeups: a consumer that wants to sleep sets `sleeping`, then looks at producer once
-// more, and only then waits on the ring's eventfd; a producer that puts a datagram into an empty
-// ring publishes it and then looks at `sleeping`, and writes the eventfd if it is set. (Those
-// four accesses are sequentially consistent: one side always sees the other's.) So the eventfd is written only when a ring goes from empty to non-empty under a
-// sleeping consumer, never per datagram.
+// more, and only then waits on the ring's eventfd, and clears `sleeping` once awake; a producer
+// publishes each datagram and then looks at `sleeping`, and writes the eventfd if it is set
+// (not only into a ring that looks empty: the consumer gives slots back after taking them, so
+// it may be going to sleep on a ring whose consumer index still counts them). Those four
+// accesses are sequentially consistent: one side always sees the other's. So the eventfd is
+// written when a ring becomes non-empty under a sleeping consumer, never per datagram.
 //
 // Everything the application can write (RX consumer and sleeping, the TX ring's producer,
 // descriptors and buffers) is untrusted input to quadsockd: an index it could not have written

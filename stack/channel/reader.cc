@@ -136,7 +136,11 @@ size_t ChannelReader::Receive(std::span<ReceivedView> out, absl::Duration timeou
 }
 
 size_t ChannelReader::ReceiveOrArm(std::span<ReceivedView> out) {
-  if (const size_t n = Take(out); n > 0) return n;
+  if (const size_t n = Take(out); n > 0) {
+    // Awake: no wake-ups wanted (quadsockd looks at `sleeping` on every datagram).
+    for (const RingView& ring : rings_) ring.control->sleeping.store(0, std::memory_order_relaxed);
+    return n;
+  }
   // As in Receive: `sleeping`, then one more look, both sequentially consistent.
   for (const RingView& ring : rings_) ring.control->sleeping.store(1, std::memory_order_seq_cst);
   const size_t n = Take(out);
