@@ -2,9 +2,11 @@
 # quadsock's main job, end to end: sets the machine up, builds quadsockd and the Python client,
 # makes two private network namespaces joined by a veth pair, starts quadsockd on one end with
 # addresses of its own (IPv4 and IPv6), and drives it over gRPC: 500 sockets connected to 500
-# kernel peer sockets, datagrams both ways, IPv6, ping and ping -6, a live rehash, and a report
-# (datagrams each way, hash4 hit ratio, XDP mode, per-queue counters). Then it stops quadsockd
-# with SIGTERM and removes everything it made. Run as root:  scripts/demo.sh [--sockets N]
+# kernel peer sockets, all of them received at once on the session's data channel (one
+# StreamChannel stream), datagrams both ways, IPv6, ping and ping -6, a live rehash, and a report
+# (datagrams each way, the rate received on the channel, every datagram accounted for, hash4 hit
+# ratio, XDP mode, per-queue counters). Then it stops quadsockd with SIGTERM and removes
+# everything it made. Run as root:  scripts/demo.sh [--sockets N]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

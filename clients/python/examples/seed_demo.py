@@ -2,10 +2,13 @@
 ways, ping, a live rehash, and a report with hash4's share of the lookups.
 
     seed_demo.py --target unix:/tmp/q.sock --peer-netns NS --stack 10.9.0.2 --peer 10.9.0.1 \\
-                 --stack6 fd00:9::2 --peer6 fd00:9::1 [--sockets 500]
+                 --stack6 fd00:9::2 --peer6 fd00:9::1 [--sockets 500] [--rounds 200]
 
-Kernel peer sockets are made inside --peer-netns (root). Exits 1 unless every datagram is
-accounted for.
+Every datagram of every socket comes to the demo on one stream, the session's data channel
+(StreamChannel), and the replies go out on it too; a burst of --rounds datagrams from each peer
+measures the rate at which the demo receives through it. Kernel peer sockets are made inside
+--peer-netns (root). Exits 1 unless every datagram is accounted for: what the demo received
+plus what the sockets counted as dropped is what reached the sockets (their counters).
 """
 
 import argparse
@@ -45,6 +48,32 @@ def in_netns(ns, fn):
     return out["value"]
 
 
+class Receiver:
+    """What the demo takes off the channel: every datagram counted, each checked to have come to
+    the socket it was meant for."""
+
+    def __init__(self, channel, problems):
+        self.channel = channel
+        self.problems = problems
+        self.total = 0
+        self.last = time.monotonic()  # when the last batch came
+
+    def take(self, want, timeout, check):
+        """Receives until `want` datagrams came or `timeout` seconds passed without one; `check`
+        gets each. Returns how many came."""
+        got = 0
+        while got < want:
+            batch = self.channel.receive_batch(want - got, timeout=timeout)
+            if not batch:
+                break
+            for d in batch:
+                check(d)
+            got += len(batch)
+            self.total += len(batch)
+            self.last = time.monotonic()
+        return got
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--target", required=True)
@@ -54,6 +83,8 @@ def main():
     p.add_argument("--stack6", required=True)
     p.add_argument("--peer6", required=True)
     p.add_argument("--sockets", type=int, default=500)
+    p.add_argument("--rounds", type=int, default=200,
+                   help="datagrams each peer sends for the rate (default 200)")
     args = p.parse_args()
     n = args.sockets
     problems = []
@@ -75,27 +106,45 @@ def main():
             s.bind("%s:4000" % args.stack)
             s.connect((args.peer, 20000 + i))
             socks.append(s)
+        number = {s.index: i for i, s in enumerate(socks)}
         print("opened %d sockets on %s:4000, each connected to its own kernel peer" % (n, args.stack))
         subprocess.run(["ip", "netns", "exec", args.peer_netns, "ping", "-c", "1", "-W", "2",
                         args.stack], stdout=subprocess.DEVNULL, check=False)
+
+        # One stream for every socket of the session, those opened later too. The ring holds a
+        # burst of the rate test; the window bounds what is on its way to the demo.
+        channel = client.channel(credit=4096, ring_slots=16384)
+        print("all %d sockets on one data channel (a StreamChannel stream)" % n)
+        rx = Receiver(channel, problems)
+
+        def own(payload_of):
+            """A check that a datagram came to the socket whose peer sent it."""
+            def check(d):
+                i = number.get(d.index)
+                if i is None or d.payload != payload_of(i, d):
+                    problems.append("socket #%d received %r, another flow's datagram" %
+                                    (d.index, d.payload[:32]))
+            return check
 
         # Kernel -> quadsock: each peer sends its number; each socket must get exactly its own.
         for i, k in enumerate(peers):
             k.send(b"%d" % i)
             if i % 100 == 99:
                 time.sleep(0.01)
-        to_quadsock = 0
-        for i, s in enumerate(socks):
-            d = s.receive_one(timeout=3)
-            if d is None:
-                problems.append("socket %d received nothing" % i)
-            elif d.payload != b"%d" % i:
-                problems.append("socket %d received %r, another flow's datagram" % (i, d.payload))
-            else:
-                to_quadsock += 1
-        # quadsock -> kernel: each socket answers its peer.
-        for i, s in enumerate(socks):
-            s.send(b"reply %d" % i)
+        seen = set()
+
+        def first(i, d):
+            seen.add(i)
+            return b"%d" % i
+        to_quadsock = rx.take(n, 3, own(first))
+        to_quadsock = len(seen) if to_quadsock == n else to_quadsock
+        if to_quadsock != n:
+            problems.append("%d of %d sockets received their peer's datagram" % (to_quadsock, n))
+
+        # quadsock -> kernel: each socket answers its peer, all on the channel, 1024 a request.
+        replies = [(s, b"reply %d" % i) for i, s in enumerate(socks)]
+        for at in range(0, n, 1024):
+            channel.send_batch(replies[at:at + 1024])
         to_kernel = 0
         for i, k in enumerate(peers):
             try:
@@ -106,23 +155,52 @@ def main():
             except socket.timeout:
                 problems.append("peer %d got no reply" % i)
 
-        # IPv6 both ways, and ping both families.
+        # The rate: every peer sends --rounds datagrams, a round at a time, while the demo
+        # receives them all on the channel. The senders stay a little ahead of the receiver (the
+        # offered load follows it, within what quadsockd's AF_XDP ring holds), so the rate is
+        # the channel's to the demo.
+        rounds, burst = args.rounds, n * args.rounds
+        sent = [0]
+
+        def send_rounds():
+            for r in range(rounds):
+                give_up = time.monotonic() + 3  # the receiver stopped: the round goes anyway
+                while sent[0] - (rx.total - base) > 1024 and time.monotonic() < give_up:
+                    time.sleep(0.001)
+                for i, k in enumerate(peers):
+                    k.send(b"%d %d" % (i, r))
+                sent[0] += n
+        base = rx.total
+        sender = threading.Thread(target=send_rounds)
+        t0 = time.monotonic()
+        sender.start()
+        rate_got = rx.take(burst, 3, own(lambda i, d: b"%d %d" % (i, int(d.payload.split()[1]))))
+        elapsed = rx.last - t0
+        sender.join()
+        rate = rate_got / elapsed if elapsed > 0 else 0.0
+
+        # IPv6 both ways (its socket joins the channel as it opens), and ping both families.
         k6 = in_netns(args.peer_netns, lambda: socket.socket(socket.AF_INET6, socket.SOCK_DGRAM))
         k6.bind((args.peer6, 6000))
         k6.settimeout(3)
         with client.open("ipv6") as s6:
             s6.bind("[::]:6000")
+            deadline = time.monotonic() + 5
+            while not s6.get().on_channel and time.monotonic() < deadline:
+                time.sleep(0.01)
             k6.sendto(b"over ipv6", (args.stack6, 6000))
-            d = s6.receive_one(timeout=3)
-            if d is None or d.payload != b"over ipv6":
+            got6 = []
+            rx.take(1, 3, got6.append)
+            if [(d.socket, d.payload) for d in got6] != [(s6, b"over ipv6")]:
                 problems.append("IPv6 datagram to quadsock lost")
-            s6.send(b"ipv6 reply", (args.peer6, 6000))
+            channel.send(s6, b"ipv6 reply", (args.peer6, 6000))
             try:
                 ok6 = k6.recv(2048) == b"ipv6 reply"
             except socket.timeout:
                 ok6 = False
             if not ok6:
                 problems.append("IPv6 datagram from quadsock lost")
+            counted = [s6.get().counters]
         pings = {}
         for fam, addr in (("-4", args.stack), ("-6", args.stack6)):
             r = subprocess.run(["ip", "netns", "exec", args.peer_netns, "ping", fam, "-c", "3",
@@ -133,15 +211,34 @@ def main():
 
         # A live rehash: socket 0 moves to port 4001 while its peer streams at it.
         k0, s0 = peers[0], socks[0]
-        sent_new, got_new = 0, 0
+        sent_new = 200
         s0.rehash(port=4001)
-        for j in range(200):
+        for j in range(sent_new):
             k0.sendto(b"after %d" % j, (args.stack, 4001))
-            sent_new += 1
-        for d in s0.receive(timeout=3, count=sent_new):
-            got_new += 1
+        got_new = rx.take(sent_new, 3, own(lambda i, d: b"after %d" % int(d.payload.split()[1])
+                                           if i == 0 else None))
         if got_new != sent_new:
             problems.append("rehashed socket got %d of %d datagrams" % (got_new, sent_new))
+
+        # Every datagram accounted for: what reached the sockets (their counters) is what the
+        # demo received plus what they dropped. A datagram still on its way is waited for.
+        def delivered():
+            cs = [x.counters for x in client.list()] + counted
+            return (sum(c.rx_datagrams for c in cs), sum(c.rx_dropped for c in cs))
+        deadline = time.monotonic() + 5
+        reached, dropped = delivered()
+        while rx.total != reached and time.monotonic() < deadline:
+            rx.take(reached - rx.total, 0.5, own(lambda i, d: d.payload))
+            reached, dropped = delivered()
+        if rx.total != reached:
+            problems.append("the sockets took %d datagrams; %d reached the demo" %
+                            (reached, rx.total))
+        failures = channel.send_failures()
+        for f in failures:
+            problems.append("a send on the channel failed: %s" % f)
+        end = channel.close()
+        if end is not None:
+            problems.append("the channel ended with %s" % end)
 
         c = client.counters()
         t = c.table
@@ -150,6 +247,13 @@ def main():
         print("report")
         print("  datagrams kernel -> quadsock   %d of %d, each to its own socket" % (to_quadsock, n))
         print("  datagrams quadsock -> kernel   %d of %d" % (to_kernel, n))
+        print("  received on the channel        %d of %d (%d sockets x %d) in %.2f s: %.0f datagrams/s" % (
+            rate_got, burst, n, rounds, elapsed, rate))
+        print("  accounted for                  %d reached the sockets = %d received + %d dropped" % (
+            reached + dropped, rx.total, dropped))
+        lost = sum(q.counters.rx_dropped for q in c.queues)
+        if lost:
+            print("  before the sockets             %d frames dropped by quadsockd's queues (counted)" % lost)
         print("  IPv6 both ways                 %s" % ("ok" if not any("IPv6" in x for x in problems) else "FAILED"))
         print("  ping / ping -6                 %s" % ", ".join("%s %s" % (a, "ok" if v else "FAILED") for a, v in pings.items()))
         print("  rehash to port 4001 live       %d of %d datagrams after the switch" % (got_new, sent_new))
