@@ -2,6 +2,8 @@
 // ring, tagged with their index, and none is lost uncounted.
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "stack/channel/channel.h"
 #include "stack/channel/reader.h"
 #include "stack/stack.h"
@@ -101,6 +103,56 @@ TEST_F(TwoStacksTest, PutOnChannelTakesAnyChannelWithARingPerPollThread) {
   auto wide = channel::Channel::Create({.rings = 2, .slots = 4}).value();
   const SocketId s = b_->Open(net::Family::kV4).value();
   EXPECT_EQ(b_->PutOnChannel(s, wide, 1), absl::OkStatus());
+}
+
+TEST_F(TwoStacksTest, EveryDatagramIsAccountedForWhileSocketsAreRehashedReconnectedAndClosed) {
+  const SocketId moved = b_->Open(net::Family::kV4).value();
+  ASSERT_TRUE(b_->Bind(moved, Ep("10.1.0.2:4000")).ok());
+  const SocketId reconnected = b_->Open(net::Family::kV4).value();
+  ASSERT_TRUE(b_->Bind(reconnected, Ep("10.1.0.2:4001")).ok());
+  ASSERT_TRUE(b_->Connect(reconnected, Ep("10.1.0.1:5001")).ok());
+  const SocketId closed = b_->Open(net::Family::kV4).value();
+  ASSERT_TRUE(b_->Bind(closed, Ep("10.1.0.2:4002")).ok());
+  auto c = channel::Channel::Create({.rings = 1, .slots = 1024}).value();
+  ASSERT_EQ(b_->PutOnChannel(moved, c, 1), absl::OkStatus());
+  ASSERT_EQ(b_->PutOnChannel(reconnected, c, 2), absl::OkStatus());
+  ASSERT_EQ(b_->PutOnChannel(closed, c, 3), absl::OkStatus());
+  channel::ChannelReader r = ReaderOf(*c);
+  SocketId from[3];
+  for (int i = 0; i < 3; ++i) {
+    from[i] = a_->Open(net::Family::kV4).value();
+    ASSERT_TRUE(a_->Bind(from[i], Endpoint{Ip("10.1.0.1"), static_cast<uint16_t>(5000 + i)}).ok());
+  }
+  // A round: each peer port sends to each of our ports it targets, 5 times.
+  auto round = [&](const std::vector<std::pair<int, const char*>>& flows) {
+    for (const auto& [peer, to] : flows) {
+      for (int k = 0; k < 5; ++k) ASSERT_EQ(a_->Send(from[peer], Bytes("x"), Ep(to)), absl::OkStatus());
+    }
+    Pump();
+  };
+  round({{0, "10.1.0.2:4000"}, {1, "10.1.0.2:4001"}, {0, "10.1.0.2:4002"}});
+  ASSERT_TRUE(b_->Rehash(moved, std::nullopt, 4100).ok());
+  ASSERT_TRUE(b_->Connect(reconnected, Ep("10.1.0.1:5002")).ok());
+  ASSERT_EQ(b_->Close(closed), absl::OkStatus());
+  // The old port, the old peer and the closed socket take nothing now; the new ones do.
+  round({{0, "10.1.0.2:4000"}, {0, "10.1.0.2:4100"}, {1, "10.1.0.2:4001"},
+         {2, "10.1.0.2:4001"}, {0, "10.1.0.2:4002"}});
+  std::map<uint32_t, int> got;
+  channel::ReceivedView v[64];
+  for (size_t n; (n = r.Receive(v)) > 0; r.Release()) {
+    for (size_t i = 0; i < n; ++i) ++got[v[i].socket];
+  }
+  EXPECT_EQ(got[1], 10);  // 5 on 4000, then 5 on 4100
+  EXPECT_EQ(got[2], 10);  // 5 from 5001, then 5 from 5002
+  EXPECT_EQ(got[3], 5);   // until it closed
+  // Everything the stack delivered, the application has; the rest had no socket.
+  const StackCounters n = b_->Counters();
+  EXPECT_EQ(n.udp_delivered, 25u);
+  EXPECT_EQ(c->counters().delivered, 25u);
+  EXPECT_EQ(c->counters().ring_full, 0u);
+  EXPECT_EQ(n.udp_no_socket, 15u);  // the old port, the old peer (5001), the closed socket
+  for (SocketId s : {moved, reconnected}) (void)b_->PutOnChannel(s, nullptr, 0);
+  b_->RemoveChannel(c.get());
 }
 
 TEST_F(TwoStacksTest, WhatTheApplicationQueuesOnTheChannelIsSentFromItsSockets) {
