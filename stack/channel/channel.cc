@@ -111,7 +111,10 @@ bool Channel::Push(uint32_t ring, uint32_t socket, const net::Endpoint& source,
   // four, either it sees this datagram or we see it sleeping. (The release store of producer
   // included: the descriptor and the payload are written before the application sees them.)
   p.ring.control->producer.store(p.next, std::memory_order_seq_cst);
-  if (p.ring.control->sleeping.load(std::memory_order_seq_cst) != 0) {
+  // Once per sleep: a later datagram into the same sleep finds the eventfd written already.
+  if (const uint32_t epoch = p.ring.control->sleeping.load(std::memory_order_seq_cst);
+      epoch != 0 && epoch != p.woken_epoch) {
+    p.woken_epoch = epoch;
     const uint64_t one = 1;
     (void)!write(p.event_fd, &one, sizeof(one));
     p.wakeups.store(p.wakeups.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
@@ -163,7 +166,8 @@ void Channel::DisarmSends() { tx_.control->sleeping.store(0, std::memory_order_r
 bool Channel::ArmSends() {
   // As the application does on its RX rings (layout.h): `sleeping`, then one more look, both
   // sequentially consistent.
-  tx_.control->sleeping.store(1, std::memory_order_seq_cst);
+  if (++tx_epoch_ == 0) ++tx_epoch_;  // a new sleep: non-zero
+  tx_.control->sleeping.store(tx_epoch_, std::memory_order_seq_cst);
   const bool more = tx_.control->producer.load(std::memory_order_seq_cst) != tx_next_;
   if (more) tx_.control->sleeping.store(0, std::memory_order_relaxed);
   return more;

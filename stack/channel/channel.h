@@ -103,6 +103,7 @@ class Channel {
     uint32_t next = 0;           // the next index to write (the published producer index)
     uint32_t last_consumer = 0;  // the consumer index seen last: it only moves forward
     int event_fd = -1;
+    uint32_t woken_epoch = 0;  // the application's sleep we wrote the eventfd for last
     std::atomic<uint64_t> delivered{0}, ring_full{0}, wakeups{0};
   };
   Channel() = default;
@@ -117,6 +118,7 @@ class Channel {
   RingView tx_{};
   uint32_t tx_next_ = 0;      // the next slot to take
   uint32_t tx_released_ = 0;  // the consumer index published last
+  uint32_t tx_epoch_ = 0;     // our sleeps on the TX ring
   std::atomic<uint64_t> sends_{0}, bad_sends_{0};
   std::atomic<bool> broken_{false};
   mutable std::mutex reason_mu_;  // std::mutex: Debian's Abseil is not built for TSan

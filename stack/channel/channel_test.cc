@@ -108,6 +108,24 @@ TEST(ChannelTest, ASleepingReaderIsWokenWhenItsRingGetsADatagram) {
   EXPECT_EQ(c->counters().wakeups, 1u);
 }
 
+// The reader took everything but has not given it back, and goes to sleep: the ring does not
+// look empty to the producer, which must still wake it, and only once for that sleep.
+TEST(ChannelTest, AReaderAsleepOnSlotsItHasNotGivenBackIsWokenOncePerSleep) {
+  auto c = Channel::Create({.rings = 1, .slots = 16}).value();
+  ChannelReader r = ReaderOf(*c);
+  ASSERT_TRUE(c->Push(0, 1, kPeer, kLocal, Bytes("a"), kWhen, 1));
+  ASSERT_TRUE(c->Push(0, 1, kPeer, kLocal, Bytes("b"), kWhen, 2));
+  ReceivedView v[8];
+  ASSERT_EQ(r.ReceiveOrArm(v), 2u);   // taken, not released
+  ASSERT_EQ(r.ReceiveOrArm(v), 0u);   // nothing more: armed
+  ASSERT_TRUE(c->Push(0, 1, kPeer, kLocal, Bytes("c"), kWhen, 3));
+  ASSERT_TRUE(c->Push(0, 1, kPeer, kLocal, Bytes("d"), kWhen, 4));
+  EXPECT_EQ(c->counters().wakeups, 1u);
+  ASSERT_EQ(r.ReceiveOrArm(v), 2u);   // awake again: no more writes
+  ASSERT_TRUE(c->Push(0, 1, kPeer, kLocal, Bytes("e"), kWhen, 5));
+  EXPECT_EQ(c->counters().wakeups, 1u);
+}
+
 TEST(ChannelTest, AScribbledConsumerIndexEndsTheChannelAndNothingElse) {
   auto c = Channel::Create({.rings = 1, .slots = 8}).value();
   ChannelReader r = ReaderOf(*c);

@@ -20,13 +20,14 @@
 // Indexes run freely (uint32, wrapping); slot = index & (slots - 1). The producer writes slots
 // in [consumer + (producer - consumer) ...) and publishes them by a release store of producer;
 // the consumer reads slots up to producer (acquire) and gives them back by a release store of
-// consumer. Wakeups: a consumer that wants to sleep sets `sleeping`, then looks at producer once
-// more, and only then waits on the ring's eventfd, and clears `sleeping` once awake; a producer
-// publishes each datagram and then looks at `sleeping`, and writes the eventfd if it is set
-// (not only into a ring that looks empty: the consumer gives slots back after taking them, so
-// it may be going to sleep on a ring whose consumer index still counts them). Those four
-// accesses are sequentially consistent: one side always sees the other's. So the eventfd is
-// written when a ring becomes non-empty under a sleeping consumer, never per datagram.
+// consumer. Wakeups: a consumer that wants to sleep sets `sleeping` to a new non-zero epoch (a
+// counter of its sleeps), then looks at producer once more, and only then waits on the ring's
+// eventfd, and clears `sleeping` once awake; a producer publishes each datagram and then looks
+// at `sleeping`, and writes the eventfd if it holds an epoch it has not woken yet (not only
+// into a ring that looks empty: the consumer gives slots back after taking them, so it may be
+// going to sleep on a ring whose consumer index still counts them). Those four accesses are
+// sequentially consistent: one side always sees the other's. So the eventfd is written once
+// per sleep of the consumer, never per datagram.
 //
 // Everything the application can write (RX consumer and sleeping, the TX ring's producer,
 // descriptors and buffers) is untrusted input to quadsockd: an index it could not have written
@@ -68,7 +69,7 @@ static_assert(sizeof(ChannelHeader) <= kLine);
 struct RingControl {
   alignas(kLine) std::atomic<uint32_t> producer;  // written by the producer only
   alignas(kLine) std::atomic<uint32_t> consumer;  // written by the consumer only
-  alignas(kLine) std::atomic<uint32_t> sleeping;  // 1: the consumer waits on the eventfd
+  alignas(kLine) std::atomic<uint32_t> sleeping;  // non-zero: the consumer's sleep epoch
 };
 static_assert(sizeof(RingControl) == 3 * kLine);
 static_assert(std::atomic<uint32_t>::is_always_lock_free, "atomics in shared memory");

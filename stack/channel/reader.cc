@@ -72,6 +72,8 @@ ChannelReader& ChannelReader::operator=(ChannelReader&& other) noexcept {
   tx_ = other.tx_;
   tx_next_ = other.tx_next_;
   tx_event_fd_ = std::exchange(other.tx_event_fd_, -1);
+  tx_woken_epoch_ = other.tx_woken_epoch_;
+  sleep_epoch_ = other.sleep_epoch_;
   next_ring_ = other.next_ring_;
   other.event_fds_.clear();
   return *this;
@@ -120,7 +122,7 @@ size_t ChannelReader::Receive(std::span<ReceivedView> out, absl::Duration timeou
   // Going to sleep: say so in every ring, then look once more. Both sequentially consistent,
   // as the producer's store of producer and load of `sleeping`: either it sees `sleeping`, or
   // we see its datagram.
-  for (const RingView& ring : rings_) ring.control->sleeping.store(1, std::memory_order_seq_cst);
+  Arm();
   n = Take(out);
   if (n == 0) {
     epoll_event events[kMaxRings];
@@ -135,6 +137,13 @@ size_t ChannelReader::Receive(std::span<ReceivedView> out, absl::Duration timeou
   return n > 0 ? n : Take(out);
 }
 
+void ChannelReader::Arm() {
+  if (++sleep_epoch_ == 0) ++sleep_epoch_;  // a new sleep: non-zero
+  for (const RingView& ring : rings_) {
+    ring.control->sleeping.store(sleep_epoch_, std::memory_order_seq_cst);
+  }
+}
+
 size_t ChannelReader::ReceiveOrArm(std::span<ReceivedView> out) {
   if (const size_t n = Take(out); n > 0) {
     // Awake: no wake-ups wanted (quadsockd looks at `sleeping` on every datagram).
@@ -142,7 +151,7 @@ size_t ChannelReader::ReceiveOrArm(std::span<ReceivedView> out) {
     return n;
   }
   // As in Receive: `sleeping`, then one more look, both sequentially consistent.
-  for (const RingView& ring : rings_) ring.control->sleeping.store(1, std::memory_order_seq_cst);
+  Arm();
   const size_t n = Take(out);
   if (n > 0) {
     for (const RingView& ring : rings_) ring.control->sleeping.store(0, std::memory_order_relaxed);
@@ -168,15 +177,12 @@ bool ChannelReader::Send(uint32_t socket, std::span<const uint8_t> payload,
   }
   std::memcpy(tx_.buffer(tx_next_), payload.data(), payload.size());
   ++tx_next_;
-  if (in_use != 0) {
-    // Release: the descriptor and payload are written first. The ring was not empty: the poll
-    // thread is awake, or was woken for an earlier datagram.
-    tx_.control->producer.store(tx_next_, std::memory_order_release);
-    return true;
-  }
-  // The ring was empty: the poll thread may be asleep (layout.h's rule, roles turned round).
+  // The poll thread may be going to sleep (layout.h's rule, roles turned round): publish, then
+  // look at its sleep epoch; write the eventfd once per sleep.
   tx_.control->producer.store(tx_next_, std::memory_order_seq_cst);
-  if (tx_.control->sleeping.load(std::memory_order_seq_cst) != 0) {
+  if (const uint32_t epoch = tx_.control->sleeping.load(std::memory_order_seq_cst);
+      epoch != 0 && epoch != tx_woken_epoch_) {
+    tx_woken_epoch_ = epoch;
     const uint64_t one = 1;
     (void)!write(tx_event_fd_, &one, sizeof(one));
   }

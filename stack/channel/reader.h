@@ -72,6 +72,8 @@ class ChannelReader {
  private:
   ChannelReader() = default;
   size_t Take(std::span<ReceivedView> out);
+  // Marks every RX ring sleeping, with a new epoch (layout.h).
+  void Arm();
   void Close();
 
   ChannelHeader header_{};
@@ -84,6 +86,8 @@ class ChannelReader {
   RingView tx_{};
   uint32_t tx_next_ = 0;  // the TX ring's next slot (the published producer index)
   int tx_event_fd_ = -1;
+  uint32_t tx_woken_epoch_ = 0;  // the poll thread's sleep we wrote tx_event_fd_ for last
+  uint32_t sleep_epoch_ = 0;     // our sleeps
   uint32_t next_ring_ = 0;       // where the next Receive starts: rings take turns
 };
 
