@@ -6,6 +6,9 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <sys/wait.h>
+
+#include <filesystem>
 #include <map>
 #include <random>
 
@@ -283,6 +286,52 @@ TEST_F(DataChannelTest, SharedMemoryWhenOfferedAndTheStreamWhenAskedOnlyOnePerSe
   const absl::Time deadline = absl::Now() + absl::Seconds(10);
   while (stream->ended().ok() && absl::Now() < deadline) (void)stream->Receive(v, absl::Milliseconds(20));
   EXPECT_EQ(stream->ended().code(), StatusCode::kAlreadyExists);
+}
+
+// The channel memfds this process holds (quadsockd's side of every channel, in this test).
+int ChannelMemfds() {
+  int n = 0;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) {
+    std::error_code ec;
+    const std::filesystem::path target = std::filesystem::read_symlink(e.path(), ec);
+    if (!ec && target.string().find("memfd:quadsock-channel") != std::string::npos) ++n;
+  }
+  return n;
+}
+
+TEST_F(DataChannelTest, AClientKilledWithItsChannelOpenLeavesNothingBehind) {
+  const int memfds_before = ChannelMemfds();
+  const std::string holder = std::string(std::getenv("TEST_SRCDIR")) + "/" +
+                             std::getenv("TEST_WORKSPACE") + "/clients/cpp/channel_holder";
+  int out[2];
+  ASSERT_EQ(pipe(out), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    dup2(out[1], 1);
+    execl(holder.c_str(), holder.c_str(), t_->server->listening_on().c_str(), "4700", nullptr);
+    _exit(127);
+  }
+  close(out[1]);
+  std::string said;
+  char c;
+  while (said.find("attached") == std::string::npos && read(out[0], &c, 1) == 1) said += c;
+  close(out[0]);
+  ASSERT_NE(said.find("attached"), std::string::npos) << "the holder did not attach";
+  ASSERT_EQ(t_->stack->List().size(), 1u);
+  EXPECT_EQ(ChannelMemfds(), memfds_before + 1);
+  ASSERT_EQ(kill(child, SIGKILL), 0);
+  int status;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  // Its side connection and its session go with it: the channel, its memory and its socket.
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while ((ChannelMemfds() != memfds_before || !t_->stack->List().empty()) &&
+         absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  EXPECT_EQ(ChannelMemfds(), memfds_before);
+  EXPECT_TRUE(t_->stack->List().empty());
+  EXPECT_TRUE(Logged("data channel ended (the client closed its side connection)"));
 }
 
 }  // namespace
