@@ -9,6 +9,7 @@
 // leaves nothing behind: the program is attached as a bpf_link and dies with the process.
 #include <signal.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <limits>
 #include <string>
@@ -73,6 +74,11 @@ ABSL_FLAG(uint32_t, max_receive_queue_depth, 65536, "The most a client may ask f
 ABSL_FLAG(uint32_t, max_receive_mib, 512,
           "MiB that all sockets' receive queues may hold together (payloads and their records); "
           "past it datagrams are dropped and counted (receive_budget_full), like a full queue.");
+ABSL_FLAG(uint32_t, channel_ring_slots, 1024,
+          "Datagrams each ring of a session's data channel holds (AttachChannel, StreamChannel) "
+          "unless the client asks; a power of two. Past it datagrams are dropped and counted.");
+ABSL_FLAG(uint32_t, max_channel_mib, 256,
+          "Memory a session's data channel may take, in MiB (its rings: one per queue).");
 ABSL_FLAG(uint32_t, max_message_bytes, 4 << 20, "Largest gRPC message, in bytes.");
 ABSL_FLAG(uint32_t, lease_seconds, 30,
           "Seconds without a call before a client's session and sockets are closed (an open "
@@ -176,6 +182,14 @@ absl::Status CheckFlags() {
   }
   if (absl::GetFlag(FLAGS_max_receive_mib) == 0) {
     return absl::InvalidArgumentError("--max_receive_mib must be at least 1");
+  }
+  if (const uint32_t slots = absl::GetFlag(FLAGS_channel_ring_slots);
+      slots == 0 || (slots & (slots - 1)) != 0 || slots > (1u << 20)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--channel_ring_slots=", slots, ": expected a power of two from 1 to 1048576"));
+  }
+  if (absl::GetFlag(FLAGS_max_channel_mib) == 0) {
+    return absl::InvalidArgumentError("--max_channel_mib must be at least 1");
   }
   // gRPC takes these as int.
   constexpr uint32_t kMaxInt = std::numeric_limits<int32_t>::max();
@@ -292,6 +306,9 @@ int Main(int argc, char** argv) {
   so.admin_listen = absl::GetFlag(FLAGS_admin_listen);
   so.admin_identities = AdminIdentities();
   so.sessions.max_sessions = absl::GetFlag(FLAGS_max_clients);
+  so.channels.default_slots = absl::GetFlag(FLAGS_channel_ring_slots);
+  so.channels.max_slots = std::max<uint32_t>(so.channels.max_slots, so.channels.default_slots);
+  so.channels.max_bytes_per_session = size_t{absl::GetFlag(FLAGS_max_channel_mib)} << 20;
   so.sessions.max_sockets_per_session = absl::GetFlag(FLAGS_max_sockets_per_client);
   so.sessions.max_streams_per_session = absl::GetFlag(FLAGS_max_streams_per_client);
   so.max_threads = static_cast<int>(absl::GetFlag(FLAGS_max_grpc_threads));

@@ -49,6 +49,13 @@ class FlagCheckTest(unittest.TestCase):
     def test_no_receive_memory(self):
         self.assert_refused(["--max_receive_mib=0"], ["--max_receive_mib"])
 
+    def test_channel_ring_slots_that_are_no_power_of_two(self):
+        self.assert_refused(["--channel_ring_slots=1000"], ["--channel_ring_slots", "power of two"])
+        self.assert_refused(["--channel_ring_slots=0"], ["--channel_ring_slots"])
+
+    def test_no_channel_memory(self):
+        self.assert_refused(["--max_channel_mib=0"], ["--max_channel_mib"])
+
     def test_help_names_real_commands_and_capabilities(self):
         p = subprocess.run([QUADSOCKD, "--help"], capture_output=True, text=True, timeout=30)
         self.assertIn("`quadctl --json iface`", p.stdout)
