@@ -610,6 +610,30 @@ TEST_F(StackWireTest, DatagramsWaitingForANeighbourLeaveWhenItIsSetByHand) {
   EXPECT_EQ(stack_->Get(s).value().counters.tx_datagrams, 1u);
 }
 
+// The poll thread remembers answers for a while (no lock per datagram), but never past a change.
+TEST_F(StackWireTest, ANeighboursNewMacIsUsedAtOnce) {
+  SocketId s = stack_->Open(net::Family::kV4).value();
+  const net::MacAddress other = *net::MacAddress::Parse("02:00:00:00:00:77");
+  ASSERT_EQ(stack_->SetNeighbor(Ip("10.1.0.5"), kMacPeer), absl::OkStatus());
+  ASSERT_EQ(stack_->Send(s, Bytes("one"), Ep("10.1.0.5:9")), absl::OkStatus());
+  stack_->PollOnce();
+  ASSERT_EQ(stack_->SetNeighbor(Ip("10.1.0.5"), other), absl::OkStatus());
+  ASSERT_EQ(stack_->Send(s, Bytes("two"), Ep("10.1.0.5:9")), absl::OkStatus());
+  stack_->PollOnce();
+  std::vector<std::vector<uint8_t>> keep;
+  std::vector<net::ParsedFrame> sent = Sent(keep);
+  ASSERT_EQ(sent.size(), 2u);
+  EXPECT_EQ(sent[0].eth.dst, kMacPeer);
+  EXPECT_EQ(sent[1].eth.dst, other);
+  // And past its time the table is asked again (a removed entry is not used any more).
+  ASSERT_EQ(stack_->RemoveNeighbor(Ip("10.1.0.5")), absl::OkStatus());
+  ASSERT_EQ(stack_->Send(s, Bytes("three"), Ep("10.1.0.5:9")), absl::OkStatus());
+  stack_->PollOnce();
+  sent = Sent(keep);
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0].l3, net::L3::kArp);  // resolving anew, the datagram waits
+}
+
 TEST_F(StackWireTest, DropsWhatIsNotOursAndCountsWhy) {
   ASSERT_TRUE(wire_->Inject(Udp("10.1.0.1:5000", "10.1.0.9:7", "elsewhere")));
   std::vector<uint8_t> bad = Udp("10.1.0.1:5000", "10.1.0.2:7", "bad");

@@ -99,6 +99,7 @@ void NeighborResolution::Learn(PollEngine& engine, const net::IpAddress& ip,
     std::lock_guard<std::mutex> lock(mu_);
     ready = table_.Learn(ip, mac, now, create);
   }
+  Changed();
   // They all waited for the neighbour that just answered with `mac`.
   for (PendingDatagram& d : ready) {
     TransmitUdp(engine, d.src, d.dst, mac,
@@ -110,10 +111,16 @@ void NeighborResolution::Learn(PollEngine& engine, const net::IpAddress& ip,
 std::optional<net::MacAddress> NeighborResolution::Resolve(
     PollEngine& engine, const net::IpAddress& next_hop, absl::Time now,
     absl::FunctionRef<PendingDatagram()> waiting) {
+  NeighborShortcut& shortcut = engine.neighbor_shortcut();
+  const uint64_t generation = generation_.load(std::memory_order_acquire);
+  if (std::optional<net::MacAddress> mac = shortcut.Find(next_hop, now, generation)) return mac;
   bool probe;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (std::optional<net::MacAddress> mac = table_.Lookup(next_hop, now)) return mac;
+    if (std::optional<net::MacAddress> mac = table_.Lookup(next_hop, now)) {
+      shortcut.Put(next_hop, *mac, now, generation);
+      return mac;
+    }
     probe = table_.Queue(waiting(), now);
   }
   if (probe) SendProbe(engine, next_hop);
@@ -176,12 +183,16 @@ absl::Status NeighborResolution::SetPermanent(const net::IpAddress& ip,
         "address ", ip.ToString(), " is the broadcast address of ", on->ToString()));
   }
   std::lock_guard<std::mutex> lock(mu_);
-  return table_.SetPermanent(wire, mac, now, &ready);
+  absl::Status s = table_.SetPermanent(wire, mac, now, &ready);
+  Changed();
+  return s;
 }
 
 absl::Status NeighborResolution::Remove(const net::IpAddress& ip) {
   std::lock_guard<std::mutex> lock(mu_);
-  return table_.Remove(ip);
+  absl::Status s = table_.Remove(ip);
+  Changed();
+  return s;
 }
 
 std::vector<NeighborInfo> NeighborResolution::List() const {

@@ -14,11 +14,13 @@
 #ifndef QUADSOCK_STACK_INTERNAL_NEIGHBOR_RESOLUTION_H_
 #define QUADSOCK_STACK_INTERNAL_NEIGHBOR_RESOLUTION_H_
 
+#include <atomic>
 #include <mutex>
 #include <optional>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
@@ -33,6 +35,44 @@ namespace quadsock::stack {
 
 class PollEngine;
 
+// A poll thread's copy of recent answers of the neighbour cache, so that a datagram to a known
+// next hop takes no lock: an entry holds for at most kTtl, and all go when the cache changes
+// (NeighborResolution's generation moves: a neighbour learned, set or removed). Bounded: when
+// full it starts again empty. One poll thread's own; no lock.
+class NeighborShortcut {
+ public:
+  static constexpr absl::Duration kTtl = absl::Seconds(1);
+  static constexpr size_t kMaxEntries = 4096;
+
+  std::optional<net::MacAddress> Find(const net::IpAddress& ip, absl::Time now,
+                                      uint64_t generation) {
+    if (generation != generation_) {
+      entries_.clear();
+      generation_ = generation;
+      return std::nullopt;
+    }
+    auto it = entries_.find(ip);
+    if (it == entries_.end() || it->second.expires <= now) return std::nullopt;
+    return it->second.mac;
+  }
+  void Put(const net::IpAddress& ip, const net::MacAddress& mac, absl::Time now,
+           uint64_t generation) {
+    if (generation != generation_ || entries_.size() >= kMaxEntries) {
+      entries_.clear();
+      generation_ = generation;
+    }
+    entries_[ip] = {mac, now + kTtl};
+  }
+
+ private:
+  struct Entry {
+    net::MacAddress mac;
+    absl::Time expires;
+  };
+  absl::flat_hash_map<net::IpAddress, Entry> entries_;
+  uint64_t generation_ = 0;
+};
+
 class NeighborResolution {
  public:
   // `routes` and `local` are fixed for the stack's life.
@@ -43,8 +83,9 @@ class NeighborResolution {
   // ---- Poll thread ----
   void HandleArp(PollEngine& engine, const net::ParsedFrame& f, absl::Time now);
   void HandleNdp(PollEngine& engine, const net::ParsedFrame& f, absl::Time now);
-  // The MAC address of `next_hop`, when known. When not, the datagram `waiting()` makes waits
-  // for the neighbour (or is dropped and counted when it cannot), and a new neighbour is probed.
+  // The MAC address of `next_hop`, when known (from the engine's NeighborShortcut without a
+  // lock, else from the cache). When not, the datagram `waiting()` makes waits for the
+  // neighbour (or is dropped and counted when it cannot), and a new neighbour is probed.
   std::optional<net::MacAddress> Resolve(PollEngine& engine, const net::IpAddress& next_hop,
                                          absl::Time now,
                                          absl::FunctionRef<PendingDatagram()> waiting);
@@ -71,8 +112,12 @@ class NeighborResolution {
   // connected network's broadcast, no group).
   bool IsNeighborAddress(const net::IpAddress& ip) const;
 
+  // Moves whenever an entry is learned, set or removed: the engines' shortcuts start again.
+  void Changed() { generation_.fetch_add(1, std::memory_order_release); }
+
   const RouteTable& routes_;
   const LocalAddresses& local_;
+  std::atomic<uint64_t> generation_{1};
   // std::mutex, not absl::Mutex: Debian's Abseil is not built for ThreadSanitizer.
   mutable std::mutex mu_;
   NeighborTable table_ ABSL_GUARDED_BY(mu_);

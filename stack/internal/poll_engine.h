@@ -32,6 +32,7 @@
 #include "stack/bounded_queue.h"
 #include "stack/demux/socket_table.h"
 #include "stack/internal/local_addresses.h"
+#include "stack/internal/neighbor_resolution.h"
 #include "stack/internal/udp_protocol.h"
 #include "stack/link/link.h"
 #include "stack/net/frame.h"
@@ -42,7 +43,6 @@
 namespace quadsock::stack {
 
 class IcmpProtocol;
-class NeighborResolution;
 
 constexpr size_t kRxBatch = 64;
 constexpr size_t kTxBatch = 64;
@@ -90,6 +90,8 @@ class PollEngine {
   void QueueTx(link::FrameBuffer frame, std::optional<size_t> length, TxOwner owner = {});
   // Our end of a frame to `dst`: the link's MAC address and the stack's VLAN tag, if any.
   net::LinkAddresses LinkTo(const net::MacAddress& dst) const;
+  // Recent neighbour answers, for sends without the neighbour cache's lock.
+  NeighborShortcut& neighbor_shortcut() { return neighbor_shortcut_; }
   // The next datagram Stack::Send queued for this engine (UdpProtocol::SendQueued).
   std::optional<SendRequest*> PopSend();
   void Bump(EngineCounter c, uint64_t n = 1) {
@@ -146,6 +148,7 @@ class PollEngine {
   std::atomic<uint32_t> sleeping_{0};  // 1 while the poll thread sleeps (see QueueSend)
   std::thread thread_;
   std::unique_ptr<demux::LookupContext> manual_lookup_;
+  NeighborShortcut neighbor_shortcut_;
   std::vector<link::FrameBuffer> tx_batch_;
   std::vector<TxOwner> tx_owners_;  // one per frame of tx_batch_
   absl::Time next_timer_ = absl::InfinitePast();
