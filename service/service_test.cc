@@ -650,6 +650,33 @@ TEST_F(ServiceTest, AdminReportsAndChanges) {
   }
 }
 
+// A reuseport group is one session's: another session cannot join it and take half its flows.
+TEST_F(ServiceTest, ReusePortSharesOnlyWithinASession) {
+  auto open_reuse = [this](const std::string& session) {
+    ClientContext ctx;
+    Auth(ctx, session);
+    v1::OpenRequest req;
+    req.set_family(v1::FAMILY_IPV4);
+    req.set_reuse_port(true);
+    v1::OpenResponse resp;
+    EXPECT_TRUE(sockets_->Open(&ctx, req, &resp).ok());
+    return resp.socket();
+  };
+  auto bind = [this](const std::string& session, const std::string& handle) {
+    ClientContext ctx;
+    Auth(ctx, session);
+    v1::BindRequest req;
+    req.set_socket(handle);
+    *req.mutable_local() = Ep("10.1.0.2", 4500);
+    v1::BindResponse resp;
+    return sockets_->Bind(&ctx, req, &resp).error_code();
+  };
+  const std::string other = NewSession("other");
+  EXPECT_EQ(bind(session_, open_reuse(session_)), StatusCode::OK);
+  EXPECT_EQ(bind(session_, open_reuse(session_)), StatusCode::OK);
+  EXPECT_EQ(bind(other, open_reuse(other)), StatusCode::ALREADY_EXISTS);
+}
+
 // Clients know their sockets by handle; the stack's own socket numbers mean nothing to them.
 TEST_F(ServiceTest, ErrorsNameTheSocketByItsHandle) {
   const std::string s = OpenBound(session_, "10.1.0.2", 4900);

@@ -52,6 +52,7 @@ absl::StatusOr<std::pair<std::string, absl::Duration>> Sessions::Create(
   s.identity = identity;
   s.lease = lease;
   s.expires = clock_() + lease;
+  s.owner = next_owner_++;
   return std::make_pair(token, lease);
 }
 
@@ -143,6 +144,12 @@ absl::StatusOr<uint32_t> Sessions::SocketIndex(const std::string& token,
   auto it = s->indexes.find(handle);
   if (it == s->indexes.end()) return NotInSession(*s, handle);
   return it->second;
+}
+
+uint64_t Sessions::Owner(const std::string& token) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  const Session* s = Find(token);
+  return s == nullptr ? 0 : s->owner;
 }
 
 absl::StatusOr<SocketId> Sessions::FindSocketByIndex(const std::string& token,

@@ -79,6 +79,9 @@ class Sessions {
   // A socket's index in its session: from 1 in the order of AddSocket, never reused (it tags
   // the socket's datagrams on the session's data channel). The same errors as FindSocket.
   absl::StatusOr<uint32_t> SocketIndex(const std::string& token, const std::string& handle) const;
+  // The session's owner id for its sockets (stack::OpenOptions::owner): its reuseport groups
+  // are its own. 0 for no such session.
+  uint64_t Owner(const std::string& token) const;
   // The socket with that index in the session: NOT_FOUND when it has none (closed, or never).
   absl::StatusOr<SocketId> FindSocketByIndex(const std::string& token, uint32_t index) const;
   // (index, id) of the session's sockets.
@@ -113,6 +116,7 @@ class Sessions {
     absl::flat_hash_map<std::string, uint32_t> indexes;  // of the same handles
     absl::flat_hash_map<uint32_t, SocketId> by_index;
     uint32_t next_index = 1;
+    uint64_t owner = 0;  // from 1, in the order of Create
   };
   Session* Find(const std::string& token);
   // The session, if it has room for one more socket (mu_ held).
@@ -132,6 +136,7 @@ class Sessions {
   // Every live handle and its session: as many as the sessions hold sockets, so bounded by
   // max_sessions * max_sockets_per_session (and by the stack's socket limit).
   absl::flat_hash_map<std::string, const Session*> owners_;
+  uint64_t next_owner_ = 1;  // guarded by mu_
 };
 
 // 128 random bits from the kernel, as 32 hex digits.

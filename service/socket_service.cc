@@ -94,6 +94,7 @@ absl::StatusOr<std::string> SocketServiceImpl::OpenSocket(const std::string& tok
   stack::OpenOptions o;
   o.v6only = req.v6only();
   o.reuse_port = req.reuse_port();
+  o.owner = c_.sessions.Owner(token);  // its reuseport groups are the session's own
   o.receive_queue_depth = req.receive_queue_depth();
   if (!req.bound_device().empty()) {
     for (const link::LinkInfo& l : c_.stack.Links()) {

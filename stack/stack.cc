@@ -143,6 +143,7 @@ absl::StatusOr<SocketId> Stack::Open(net::Family family, const OpenOptions& opti
   o.family = family;
   o.v6only = options.v6only;
   o.reuse_port = options.reuse_port;
+  o.owner = options.owner;
   o.bound_device = options.bound_device;
   o.cookie = reinterpret_cast<uintptr_t>(socket.get());
   absl::StatusOr<SocketId> id = table_->Open(o);

@@ -89,6 +89,7 @@ struct StackOptions {
 struct OpenOptions {
   bool v6only = false;
   bool reuse_port = false;
+  uint64_t owner = 0;  // reuse_port shares a port with the same owner's sockets only
   uint32_t bound_device = 0;
   size_t receive_queue_depth = 0;  // 0: the stack's default
 };

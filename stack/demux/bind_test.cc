@@ -36,6 +36,28 @@ TEST_F(TableTest, ReuseNeedsBothSides) {
   EXPECT_EQ(BindCode(*table_, V4(false), "10.0.0.2:53"), absl::StatusCode::kAlreadyExists);
 }
 
+// A reuseport group is one owner's (quadsockd: one session's): another owner's socket cannot
+// join it, on the same address, a wildcard over it, or an address under its wildcard.
+TEST_F(TableTest, ReuseSharesOnlyWithTheSameOwner) {
+  SocketOptions mine = V4(true);
+  mine.owner = 1;
+  SocketOptions theirs = V4(true);
+  theirs.owner = 2;
+  Bound(mine, "10.0.0.1:53");
+  EXPECT_EQ(BindCode(*table_, mine, "10.0.0.1:53"), absl::StatusCode::kOk);
+  EXPECT_EQ(BindCode(*table_, theirs, "10.0.0.1:53"), absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(BindCode(*table_, theirs, "0.0.0.0:53"), absl::StatusCode::kAlreadyExists);
+  Bound(mine, "0.0.0.0:54");
+  EXPECT_EQ(BindCode(*table_, theirs, "10.0.0.1:54"), absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(BindCode(*table_, mine, "10.0.0.1:54"), absl::StatusCode::kOk);
+  // Once the owner's sockets are gone, another owner may have the port.
+  const SocketId a = Open(mine);
+  ASSERT_TRUE(table_->Bind(a, Ep("10.0.0.9:55")).ok());
+  EXPECT_EQ(BindCode(*table_, theirs, "10.0.0.9:55"), absl::StatusCode::kAlreadyExists);
+  ASSERT_TRUE(table_->Close(a).ok());
+  EXPECT_EQ(BindCode(*table_, theirs, "10.0.0.9:55"), absl::StatusCode::kOk);
+}
+
 TEST_F(TableTest, WildcardConflictsWithSpecificBothWays) {
   Bound(V4(), "10.0.0.1:53");
   EXPECT_EQ(BindCode(*table_, V4(), "0.0.0.0:53"), absl::StatusCode::kAlreadyExists);

@@ -139,17 +139,17 @@ absl::StatusOr<net::IpAddress> SocketTable::LocalAddressFor(const Socket& s,
 
 bool SocketTable::PortConflicts(const Socket& s, const net::IpAddress& local, uint16_t port) const {
   return ports_.Conflicts(port, internal::Coverage::Of(s.options.family, s.options.v6only, local),
-                          s.options.reuse_port, s.options.bound_device);
+                          s.options.reuse_port, s.options.bound_device, s.options.owner);
 }
 
 void SocketTable::PortsAdd(const Socket& s) {
   ports_.Add(s.local_port, internal::Coverage::Of(s.options.family, s.options.v6only, s.local),
-             s.options.reuse_port, s.options.bound_device);
+             s.options.reuse_port, s.options.bound_device, s.options.owner);
 }
 
 void SocketTable::PortsRemove(const Socket& s) {
   ports_.Remove(s.local_port, internal::Coverage::Of(s.options.family, s.options.v6only, s.local),
-                s.options.reuse_port, s.options.bound_device);
+                s.options.reuse_port, s.options.bound_device, s.options.owner);
 }
 
 absl::StatusOr<uint16_t> SocketTable::PickEphemeral(const Socket& s, const net::IpAddress& local) {

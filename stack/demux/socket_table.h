@@ -63,6 +63,10 @@ struct SocketOptions {
   bool reuse_port = false;    // SO_REUSEPORT: share (addr, port) in a reuseport group
   uint32_t bound_device = 0;  // SO_BINDTODEVICE: interface index, 0 = any
   uintptr_t cookie = 0;       // returned by lookups; the table never dereferences it
+  // Who the socket belongs to (quadsockd: its session). reuse_port sockets share a port only
+  // with sockets of the same owner, as Linux lets only sockets of one uid share one: another
+  // owner's socket is ALREADY_EXISTS, and never joins (or takes flows from) the group.
+  uint64_t owner = 0;
 };
 
 // One received datagram's demultiplexing key. The family is that of `dst`.

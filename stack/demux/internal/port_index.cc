@@ -3,7 +3,31 @@
 namespace quadsock::demux::internal {
 namespace {
 
-bool Clash(uint32_t n, uint32_t no_reuse, bool reuse) { return n > 0 && (!reuse || no_reuse > 0); }
+// A new socket (sharing if `reuse`, of `owner`) may not join sockets that are there and either
+// do not share, or belong to another owner: a reuseport group is one owner's, as in Linux,
+// where sockets of one uid only may share a port.
+template <typename Pair>
+bool Clash(const Pair& p, bool reuse, uint64_t owner) {
+  return p.n > 0 && (!reuse || p.no_reuse > 0 || p.mixed || p.owner != owner);
+}
+
+// Counts `delta` sockets of `owner` in or out of `p`.
+template <typename Pair>
+void Count(Pair& p, bool reuse, uint64_t owner, int delta) {
+  if (delta > 0) {
+    if (p.n == 0) {
+      p.owner = owner;
+    } else if (p.owner != owner) {
+      p.mixed = true;
+    }
+  }
+  p.n += delta;
+  if (!reuse) p.no_reuse += delta;
+  if (p.n == 0) {
+    p.owner = 0;
+    p.mixed = false;
+  }
+}
 
 }  // namespace
 
@@ -34,66 +58,66 @@ PortIndex::Pair PortIndex::DevCounts::Compatible(uint32_t device) const {
   Pair p;
   for (uint32_t d : {0u, device}) {
     auto it = by_device.find(d);
-    if (it != by_device.end()) {
-      p.n += it->second.n;
-      p.no_reuse += it->second.no_reuse;
-    }
+    if (it == by_device.end()) continue;
+    const Pair& q = it->second;
+    p.mixed |= q.mixed || (p.n > 0 && q.owner != p.owner);
+    if (p.n == 0) p.owner = q.owner;
+    p.n += q.n;
+    p.no_reuse += q.no_reuse;
   }
   return p;
 }
 
-void PortIndex::DevCounts::Update(uint32_t device, bool reuse, int delta) {
-  total.n += delta;
-  if (!reuse) total.no_reuse += delta;
+void PortIndex::DevCounts::Update(uint32_t device, bool reuse, uint64_t owner, int delta) {
+  Count(total, reuse, owner, delta);
   Pair& p = by_device[device];
-  p.n += delta;
-  if (!reuse) p.no_reuse += delta;
+  Count(p, reuse, owner, delta);
   if (p.n == 0) by_device.erase(device);
 }
 
-bool PortIndex::SpaceConflicts(const Space& s, const AddrKey& key, bool reuse, uint32_t device) {
-  if (IsWildcardKey(key)) {
-    Pair p = s.all.Compatible(device);
-    return Clash(p.n, p.no_reuse, reuse);
-  }
-  Pair w = s.wildcard.Compatible(device);
-  if (Clash(w.n, w.no_reuse, reuse)) return true;
+bool PortIndex::SpaceConflicts(const Space& s, const AddrKey& key, bool reuse, uint32_t device,
+                               uint64_t owner) {
+  if (IsWildcardKey(key)) return Clash(s.all.Compatible(device), reuse, owner);
+  if (Clash(s.wildcard.Compatible(device), reuse, owner)) return true;
   auto it = s.exact.find(key);
   if (it == s.exact.end()) return false;
-  Pair e = it->second.Compatible(device);
-  return Clash(e.n, e.no_reuse, reuse);
+  return Clash(it->second.Compatible(device), reuse, owner);
 }
 
-void PortIndex::SpaceUpdate(Space& s, const AddrKey& key, bool reuse, uint32_t device, int delta) {
-  s.all.Update(device, reuse, delta);
+void PortIndex::SpaceUpdate(Space& s, const AddrKey& key, bool reuse, uint32_t device,
+                            uint64_t owner, int delta) {
+  s.all.Update(device, reuse, owner, delta);
   if (IsWildcardKey(key)) {
-    s.wildcard.Update(device, reuse, delta);
+    s.wildcard.Update(device, reuse, owner, delta);
     return;
   }
   DevCounts& d = s.exact[key];
-  d.Update(device, reuse, delta);
+  d.Update(device, reuse, owner, delta);
   if (d.empty()) s.exact.erase(key);
 }
 
-bool PortIndex::Conflicts(uint16_t port, const Coverage& c, bool reuse, uint32_t device) const {
+bool PortIndex::Conflicts(uint16_t port, const Coverage& c, bool reuse, uint32_t device,
+                          uint64_t owner) const {
   auto it = ports_.find(port);
   if (it == ports_.end()) return false;
-  if (c.v4 && SpaceConflicts(it->second.v4, c.v4_key, reuse, device)) return true;
-  if (c.v6 && SpaceConflicts(it->second.v6, c.v6_key, reuse, device)) return true;
+  if (c.v4 && SpaceConflicts(it->second.v4, c.v4_key, reuse, device, owner)) return true;
+  if (c.v6 && SpaceConflicts(it->second.v6, c.v6_key, reuse, device, owner)) return true;
   return false;
 }
 
-void PortIndex::Add(uint16_t port, const Coverage& c, bool reuse, uint32_t device) {
+void PortIndex::Add(uint16_t port, const Coverage& c, bool reuse, uint32_t device,
+                    uint64_t owner) {
   Port& p = ports_[port];
-  if (c.v4) SpaceUpdate(p.v4, c.v4_key, reuse, device, +1);
-  if (c.v6) SpaceUpdate(p.v6, c.v6_key, reuse, device, +1);
+  if (c.v4) SpaceUpdate(p.v4, c.v4_key, reuse, device, owner, +1);
+  if (c.v6) SpaceUpdate(p.v6, c.v6_key, reuse, device, owner, +1);
 }
 
-void PortIndex::Remove(uint16_t port, const Coverage& c, bool reuse, uint32_t device) {
+void PortIndex::Remove(uint16_t port, const Coverage& c, bool reuse, uint32_t device,
+                       uint64_t owner) {
   auto it = ports_.find(port);
   if (it == ports_.end()) return;
-  if (c.v4) SpaceUpdate(it->second.v4, c.v4_key, reuse, device, -1);
-  if (c.v6) SpaceUpdate(it->second.v6, c.v6_key, reuse, device, -1);
+  if (c.v4) SpaceUpdate(it->second.v4, c.v4_key, reuse, device, owner, -1);
+  if (c.v6) SpaceUpdate(it->second.v6, c.v6_key, reuse, device, owner, -1);
   if (it->second.v4.empty() && it->second.v6.empty()) ports_.erase(it);
 }
 

@@ -38,9 +38,12 @@ struct Coverage {
 
 class PortIndex {
  public:
-  bool Conflicts(uint16_t port, const Coverage& c, bool reuse, uint32_t device) const;
-  void Add(uint16_t port, const Coverage& c, bool reuse, uint32_t device);
-  void Remove(uint16_t port, const Coverage& c, bool reuse, uint32_t device);
+  // `owner`: who the socket belongs to (SocketOptions::owner); reuse_port sockets share a port
+  // only with sockets of the same owner.
+  bool Conflicts(uint16_t port, const Coverage& c, bool reuse, uint32_t device,
+                 uint64_t owner) const;
+  void Add(uint16_t port, const Coverage& c, bool reuse, uint32_t device, uint64_t owner);
+  void Remove(uint16_t port, const Coverage& c, bool reuse, uint32_t device, uint64_t owner);
   // Whether any socket at all is bound to the port.
   bool InUse(uint16_t port) const { return ports_.contains(port); }
   size_t MemoryBytes() const;
@@ -49,13 +52,15 @@ class PortIndex {
   struct Pair {
     uint32_t n = 0;         // sockets
     uint32_t no_reuse = 0;  // of which do not allow sharing
+    uint64_t owner = 0;     // their owner, while they have one
+    bool mixed = false;     // they have several (until the count is back at 0)
   };
   struct DevCounts {
     Pair total;
     absl::flat_hash_map<uint32_t, Pair> by_device;  // device 0 = unbound
     // Sockets a new socket on `device` must be compared with.
     Pair Compatible(uint32_t device) const;
-    void Update(uint32_t device, bool reuse, int delta);
+    void Update(uint32_t device, bool reuse, uint64_t owner, int delta);
     bool empty() const { return total.n == 0; }
   };
   struct Space {
@@ -68,8 +73,10 @@ class PortIndex {
     Space v4, v6;
   };
 
-  static bool SpaceConflicts(const Space& s, const AddrKey& key, bool reuse, uint32_t device);
-  static void SpaceUpdate(Space& s, const AddrKey& key, bool reuse, uint32_t device, int delta);
+  static bool SpaceConflicts(const Space& s, const AddrKey& key, bool reuse, uint32_t device,
+                             uint64_t owner);
+  static void SpaceUpdate(Space& s, const AddrKey& key, bool reuse, uint32_t device,
+                          uint64_t owner, int delta);
 
   absl::flat_hash_map<uint16_t, Port> ports_;
 };
