@@ -79,6 +79,10 @@ TEST_F(TwoStacksTest, AFullChannelRingDropsAndTheSocketCountsIt) {
   Pump();
   ASSERT_EQ(r.Receive(v), 1u);
   EXPECT_EQ(v[0].sequence, 7u);
+  // The stack counts the drops too, and its count outlives the socket.
+  EXPECT_EQ(b_->Counters().udp_queue_full, 2u);
+  ASSERT_EQ(b_->Close(s), absl::OkStatus());
+  EXPECT_EQ(b_->Counters().udp_queue_full, 2u);
 }
 
 TEST_F(TwoStacksTest, ASocketTakenOffItsChannelUsesItsQueueAgain) {

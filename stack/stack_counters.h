@@ -23,7 +23,10 @@ namespace quadsock::stack {
   X(fragments, "IP fragments, dropped: there is no reassembly.")                             \
   X(unhandled, "Frames of other protocols and ethertypes, and echo requests from a source "  \
                "no host sends from (broadcast, multicast).")                                 \
-  X(udp_delivered, "Datagrams delivered to a socket.")                                       \
+  X(udp_delivered, "Datagrams delivered to a socket (of which the socket may have dropped "  \
+                   "some: udp_queue_full, receive_budget_full).")                            \
+  X(udp_queue_full, "Datagrams dropped by their socket: its receive queue or its data "     \
+                    "channel's ring was full (each socket counts its own as rx_dropped).")  \
   X(udp_no_socket, "Datagrams to a port with no socket (answered with port unreachable "     \
                    "unless rate-limited).")                                                  \
   X(icmp_echo_replies, "ICMP echo replies sent.")                                            \

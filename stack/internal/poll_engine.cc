@@ -214,7 +214,12 @@ void PollEngine::ReceiveBatch(demux::LookupContext& ctx,
           (void)net::ParseFrame(bytes, rx_.parsed);
           p_.icmp->SendPortUnreachable(*this, rx_.parsed, bytes, now);
         } else {
-          UdpProtocol::Deliver(*found, rx_.keys[j], rx_.payloads[j], now, index_);
+          // Counted delivered either way (it found its socket); one the socket had no room for
+          // is counted here too, so that the count outlives the socket.
+          if (UdpProtocol::Deliver(*found, rx_.keys[j], rx_.payloads[j], now, index_) ==
+              UdpSocket::Delivery::kFull) {
+            Bump(EngineCounter::udp_queue_full);
+          }
           Bump(EngineCounter::udp_delivered);
         }
         ++j;

@@ -85,10 +85,12 @@ class UdpProtocol {
     return *reinterpret_cast<UdpSocket*>(r.cookie);
   }
   // Poll thread `ring`: one received datagram of `flow` to the socket the lookup found.
-  static void Deliver(const demux::LookupResult& found, const demux::FlowKey& flow,
-                      std::span<const uint8_t> payload, absl::Time now, uint32_t ring) {
-    SocketOf(found).Deliver({flow.src, flow.src_port}, {flow.dst, flow.dst_port}, payload, now,
-                            ring);
+  static UdpSocket::Delivery Deliver(const demux::LookupResult& found,
+                                     const demux::FlowKey& flow,
+                                     std::span<const uint8_t> payload, absl::Time now,
+                                     uint32_t ring) {
+    return SocketOf(found).Deliver({flow.src, flow.src_port}, {flow.dst, flow.dst_port},
+                                   payload, now, ring);
   }
 
   // Poll thread: sends (at most a turn's worth of) the datagrams queued for `engine`.

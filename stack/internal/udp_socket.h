@@ -76,11 +76,15 @@ class alignas(64) UdpSocket {
     uint32_t index = 0;
   };
 
+  // What became of a datagram handed to the socket.
+  enum class Delivery { kTaken, kFull, kOverBudget };
+
   // Poll thread `ring` (the poll engine's index): hands one datagram to the consumer. An IPv6
   // socket sees IPv4 datagrams with v4-mapped addresses (::ffff:a.b.c.d), as in Linux, so that
-  // it can answer them.
-  void Deliver(const net::Endpoint& wire_source, const net::Endpoint& wire_destination,
-               std::span<const uint8_t> payload, absl::Time now, uint32_t ring = 0) {
+  // it can answer them. A datagram dropped for want of room (its queue or channel ring full,
+  // kFull; the stack's receive budget spent, kOverBudget) is the socket's rx_dropped.
+  Delivery Deliver(const net::Endpoint& wire_source, const net::Endpoint& wire_destination,
+                   std::span<const uint8_t> payload, absl::Time now, uint32_t ring = 0) {
     const bool map = family_ == net::Family::kV6 && wire_source.address.is_v4();
     const net::Endpoint source =
         map ? net::Endpoint{wire_source.address.ToV6(), wire_source.port} : wire_source;
@@ -93,7 +97,7 @@ class alignas(64) UdpSocket {
       const uint64_t seq = next_sequence_.fetch_add(1, std::memory_order_relaxed);
       if (!b->channel->Push(ring, b->index, source, destination, payload, now, seq)) {
         Count(rx_dropped_, 1);  // the application's ring is full: never waited for
-        return;
+        return Delivery::kFull;
       }
     } else {
       // Only a queued datagram keeps its destination (callbacks are not given it).
@@ -103,7 +107,7 @@ class alignas(64) UdpSocket {
       const uint64_t seq = next_sequence_.fetch_add(1, std::memory_order_relaxed);
       if (budget_ != nullptr && !budget_->TryCharge(Charge(payload.size()))) {
         Count(rx_dropped_, 1);
-        return;
+        return Delivery::kOverBudget;
       }
       auto* d = new ReceivedDatagram{source, destination, now, seq,
                                      std::string(payload.begin(), payload.end())};
@@ -111,7 +115,7 @@ class alignas(64) UdpSocket {
         Uncharge(*d);
         delete d;
         Count(rx_dropped_, 1);
-        return;
+        return Delivery::kFull;
       }
       // Wake a consumer blocked in WaitForData; costs a syscall only when one is waiting. The
       // flag is read with a read-modify-write, as the consumer sets it: one of the two comes
@@ -121,6 +125,7 @@ class alignas(64) UdpSocket {
     }
     Count(rx_datagrams_, 1);
     Count(rx_bytes_, payload.size());
+    return Delivery::kTaken;
   }
 
   std::optional<ReceivedDatagram> Pop() {
