@@ -161,6 +161,10 @@ TEST(UdpSocketErrorTest, AnErrorIsHeardOnlyForItsPeer) {
 // ICMP errors made by the test: as a router or host would send them.
 class IcmpErrorWireTest : public StackWireTest {
  protected:
+  // Off-link peers (192.0.2.7, 2001:db8::7) are reached through the peer as a router.
+  void SetUp() override {
+    MakeStack(0, StackOptions().max_receive_bytes, {Ip("10.1.0.1"), Ip("fd00:1::1")});
+  }
   // An ICMP error from `from` to `to` (by default the quoted source), quoting a UDP datagram
   // `src` -> `dst` (or another `protocol` with the same first 8 bytes).
   std::vector<uint8_t> Error(const char* from, uint8_t type, uint8_t code, const char* src,

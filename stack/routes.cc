@@ -55,11 +55,12 @@ absl::StatusOr<Route> RouteTable::Lookup(const net::IpAddress& to) const {
   }
   const std::optional<net::IpAddress> gw = gateway(destination.family());
   if (!gw.has_value()) {
-    return absl::NotFoundError(absl::StrCat("no route to host ", destination.ToString()));
+    return absl::FailedPreconditionError(
+        absl::StrCat("no route to host ", destination.ToString()));
   }
   const net::IpPrefix* via = Connected(*gw);
   if (via == nullptr) {
-    return absl::NotFoundError(absl::StrCat("no route to host ", destination.ToString(),
+    return absl::FailedPreconditionError(absl::StrCat("no route to host ", destination.ToString(),
                                             ": gateway ", gw->ToString(),
                                             " is on no connected network any more"));
   }

@@ -37,7 +37,8 @@ class RouteTable {
   // The gateway must be reachable by a connected route: FAILED_PRECONDITION otherwise.
   absl::Status SetGateway(const net::IpAddress& gateway);
 
-  // NOT_FOUND ("no route to host") when nothing matches.
+  // FAILED_PRECONDITION ("no route to host", ENETUNREACH) when nothing matches: NOT_FOUND is
+  // the API's "no such socket".
   absl::StatusOr<Route> Lookup(const net::IpAddress& destination) const;
   // The source address for talking to `peer` (what connect() on a wildcard socket picks).
   absl::StatusOr<net::IpAddress> SourceFor(const net::IpAddress& peer) const;

@@ -14,13 +14,13 @@ TEST(RouteTableTest, ConnectedGatewayAndLongestPrefix) {
   ASSERT_EQ(r.AddAddress(*net::IpPrefix::Parse("fd00:1::2/64")), absl::OkStatus());
   EXPECT_EQ(r.Lookup(Ip("10.1.0.9"))->source, Ip("10.1.0.2"));
   EXPECT_EQ(r.Lookup(Ip("10.1.0.200"))->source, Ip("10.1.0.130"));  // the /25 is longer
-  EXPECT_EQ(r.Lookup(Ip("192.0.2.1")).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(r.Lookup(Ip("192.0.2.1")).status().code(), absl::StatusCode::kFailedPrecondition);
   ASSERT_EQ(r.SetGateway(Ip("10.1.0.1")), absl::OkStatus());
   absl::StatusOr<Route> via = r.Lookup(Ip("192.0.2.1"));
   ASSERT_TRUE(via.ok());
   EXPECT_EQ(via->next_hop, Ip("10.1.0.1"));
   EXPECT_TRUE(via->via_gateway);
-  EXPECT_EQ(r.Lookup(Ip("2001:db8::1")).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(r.Lookup(Ip("2001:db8::1")).status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(r.SetGateway(Ip("10.2.0.1")).code(), absl::StatusCode::kFailedPrecondition);
 }
 
@@ -67,7 +67,7 @@ TEST(RouteTableTest, GatewayOffEveryNetworkIsNoRoute) {
   ASSERT_EQ(r.AddAddress(*net::IpPrefix::Parse("10.1.0.2/24")), absl::OkStatus());
   ASSERT_EQ(r.SetGateway(Ip("10.1.0.1")), absl::OkStatus());
   ASSERT_EQ(r.RemoveAddress(Ip("10.1.0.2")), absl::OkStatus());
-  EXPECT_EQ(r.Lookup(Ip("192.0.2.1")).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(r.Lookup(Ip("192.0.2.1")).status().code(), absl::StatusCode::kFailedPrecondition);
 }
 
 }  // namespace

@@ -181,6 +181,10 @@ absl::StatusOr<net::Endpoint> Stack::Connect(SocketId id, const net::Endpoint& p
     return absl::InvalidArgumentError(
         absl::StrCat("the socket cannot connect to ", s.message()));
   }
+  // As Linux's connect() (ENETUNREACH), whatever the socket is bound to.
+  if (absl::StatusOr<Route> route = routes_.Lookup(peer.address.Unmapped()); !route.ok()) {
+    return route.status();
+  }
   absl::StatusOr<net::Endpoint> local = table_->Connect(id, peer);
   if (local.ok()) {
     ForgetError(id);

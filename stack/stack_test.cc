@@ -271,6 +271,10 @@ TEST_F(TwoStacksTest, PeersThatAreNoUnicastHostAreRefused) {
       {v4, "10.1.0.255:9", "broadcast address of 10.1.0.1/24"},
       {bound6, "10.1.0.7:9", "IP version"},
       {bound6, "[::ffff:10.1.0.7]:9", "IP version"},
+      {v4, "127.0.0.1:9", "loopback"},
+      {dual, "[::1]:9", "loopback"},
+      {v4, "10.1.0.1:9", "own addresses"},
+      {dual, "[::ffff:10.1.0.1]:9", "own addresses"},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.peer);
@@ -281,11 +285,14 @@ TEST_F(TwoStacksTest, PeersThatAreNoUnicastHostAreRefused) {
     EXPECT_EQ(connected.code(), absl::StatusCode::kInvalidArgument);
     EXPECT_TRUE(absl::StrContains(connected.message(), c.why)) << connected;
   }
-  // Hosts of the network, and an address that is a broadcast only on some other network, are
-  // fine.
+  // Hosts of the network are fine. Off it, with no gateway, there is no route: as connect()'s
+  // ENETUNREACH, never a datagram dropped later.
   EXPECT_EQ(a_->Send(v4, Bytes("x"), Ep("10.1.0.254:9")), absl::OkStatus());
-  EXPECT_EQ(a_->Send(v4, Bytes("x"), Ep("192.0.2.255:9")), absl::OkStatus());
   EXPECT_EQ(a_->Send(dual, Bytes("x"), Ep("10.1.0.7:9")), absl::OkStatus());
+  EXPECT_EQ(a_->Send(v4, Bytes("x"), Ep("192.0.2.255:9")).code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(a_->Connect(v4, Ep("192.0.2.7:9")).status().code(),
+            absl::StatusCode::kFailedPrecondition);
 }
 
 // The first callback lives in the socket, a replacement on the heap: each datagram goes to the

@@ -42,6 +42,10 @@ absl::Status UdpProtocol::CheckPeer(const net::Endpoint& peer,
     why = absl::StrCat("another IP version than the socket's address ", local.ToString());
   } else if (const net::IpPrefix* network = local_.BroadcastOf(wire)) {
     why = absl::StrCat("the broadcast address of ", network->ToString());
+  } else if (wire.IsLoopback()) {
+    why = "a loopback address (this stack has no loopback)";
+  } else if (local_.Contains(wire)) {
+    why = "one of this stack's own addresses";
   }
   if (why.empty()) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat(peer.ToString(), " is ", why));
@@ -68,6 +72,11 @@ absl::StatusOr<net::Endpoint> UdpProtocol::Destination(const demux::SocketInfo& 
       (v6_socket && info.options.v6only && dst.address.IsV4Mapped())) {
     return absl::InvalidArgumentError(absl::StrCat(
         "destination ", dst.ToString(), " is of the other IP version than the socket"));
+  }
+  // As connect() does, a send finds its route first: a datagram with none would only be
+  // dropped on the poll thread.
+  if (absl::StatusOr<stack::Route> route = routes_.Lookup(dst.address.Unmapped()); !route.ok()) {
+    return route.status();
   }
   const net::Family wire_family = dst.address.Unmapped().family();
   if (payload_bytes + Headroom(wire_family) > mtu_) {

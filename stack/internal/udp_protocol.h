@@ -68,8 +68,9 @@ class UdpProtocol {
 
   // ---- What a send from `socket` may be (Stack::Send and the data channels' sends alike) ----
   // The destination of a `payload_bytes` datagram: `destination`, or the connected peer
-  // (FAILED_PRECONDITION without one); INVALID_ARGUMENT for a peer that is no unicast host,
-  // of the other IP version, a connected network's broadcast, or a datagram over the MTU.
+  // (FAILED_PRECONDITION without one, or without a route to it); INVALID_ARGUMENT for a peer
+  // that is no unicast host, of the other IP version, a connected network's broadcast,
+  // loopback or one of our own addresses, or a datagram over the MTU.
   absl::StatusOr<net::Endpoint> Destination(const demux::SocketInfo& socket,
                                             std::optional<net::Endpoint> destination,
                                             size_t payload_bytes) const;

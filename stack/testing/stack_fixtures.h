@@ -87,7 +87,8 @@ class StackWireTest : public ::testing::Test {
   void SetUp() override { MakeStack(/*vlan=*/0); }
   void TearDown() override { EXPECT_EQ(stack_->CheckFrameAccounting(), absl::OkStatus()); }
 
-  void MakeStack(uint16_t vlan, size_t max_receive_bytes = StackOptions().max_receive_bytes) {
+  void MakeStack(uint16_t vlan, size_t max_receive_bytes = StackOptions().max_receive_bytes,
+                 std::vector<IpAddress> gateways = {}) {
     link::MemoryLink::Pair p = link::MemoryLink::CreateWithTestEnd({.name = "s", .mac = kMacB});
     wire_ = std::move(p.test_end);
     std::vector<std::unique_ptr<link::Link>> links;
@@ -95,6 +96,7 @@ class StackWireTest : public ::testing::Test {
     StackOptions o = Options(clock_, "10.1.0.2/24", "fd00:1::2/64");
     o.vlan = vlan;
     o.max_receive_bytes = max_receive_bytes;
+    o.gateways = std::move(gateways);
     stack_ = Stack::Create(std::move(o), std::move(links)).value();
   }
 
