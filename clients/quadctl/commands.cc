@@ -8,6 +8,7 @@
 #include <iostream>
 #include <map>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "clients/cpp/client.h"
+#include "clients/cpp/data_channel.h"
 #include "common/status.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/message.h"
@@ -247,9 +249,125 @@ absl::Status Recv(Context& c) {
   return result;
 }
 
+// One datagram of the data channel, as watch prints it.
+void PrintChannelDatagram(const Context& c, const v1::ChannelDatagram& d) {
+  if (c.json) {
+    PrintJson(d);
+  } else {
+    v1::Datagram line;
+    line.set_payload(d.payload());
+    *line.mutable_peer() = d.peer();
+    *line.mutable_local() = d.local();
+    line.set_sequence(d.sequence());
+    std::cout << "socket " << d.socket() << ": " << DatagramLine(line, c.args.Has("hex")) << "\n";
+  }
+}
+
+// What quadsockd has taken from a channel's TX ring for the session's sockets (or those named):
+// their datagrams sent and refused, added up.
+absl::StatusOr<uint64_t> SendsTaken(Client& client, const std::vector<std::string>& named) {
+  absl::StatusOr<std::vector<v1::Socket>> sockets = client.List();
+  if (!sockets.ok()) return sockets.status();
+  uint64_t n = 0;
+  for (const v1::Socket& s : *sockets) {
+    if (named.empty() || std::find(named.begin(), named.end(), s.socket()) != named.end()) {
+      n += s.counters().tx_datagrams() + s.counters().tx_dropped();
+    }
+  }
+  return n;
+}
+
+// watch --shm: the same datagrams over the session's data channel in shared memory (the memfd
+// and eventfds that Client::AttachChannel takes from the side socket beside quadsockd's Unix
+// listener), a batch at a time. --echo sends each back to its sender, from the socket it came
+// to, through the channel's TX ring: the smallest application (docker/README.md runs it in a
+// container of its own).
+absl::Status WatchSharedMemory(Context& c) {
+  constexpr size_t kBatch = 64;
+  const uint32_t count = c.args.GetUint("count", 0);
+  const absl::Duration wait = c.args.GetDuration("wait", absl::ZeroDuration());
+  const absl::Time deadline =
+      wait > absl::ZeroDuration() ? absl::Now() + wait : absl::InfiniteFuture();
+  const bool echo = c.args.Has("echo");
+  const std::vector<std::string>& named = c.args.positional;
+  Client& client = c.client();
+  uint64_t taken_before = 0;
+  if (echo) {
+    absl::StatusOr<uint64_t> n = SendsTaken(client, named);
+    if (!n.ok()) return n.status();
+    taken_before = *n;
+  }
+  absl::StatusOr<std::unique_ptr<DataChannel>> attached = client.AttachChannel(
+      {.sockets = named, .transport = ChannelTransport::kSharedMemory});
+  if (!attached.ok()) return attached.status();
+  DataChannel& ch = **attached;
+  std::cerr << "quadctl: attached the data channel over shared memory\n";
+  channel::ReceivedView batch[kBatch];
+  uint64_t printed = 0, echoed = 0, not_echoed = 0;
+  absl::Status status;
+  // Nothing on shared memory renews the session's lease (a stream's call would): a KeepAlive
+  // every second does, as quadctl does not know how short the lease is.
+  absl::Time renew = absl::Now() + absl::Seconds(1);
+  while ((count == 0 || printed < count) && absl::Now() < deadline) {
+    if (absl::Now() >= renew) {
+      status = client.KeepAlive();
+      if (!status.ok()) break;
+      renew = absl::Now() + absl::Seconds(1);
+    }
+    // With --count, no more than remain: what is not taken stays for the next reader.
+    const size_t want = count == 0 ? kBatch : std::min<uint64_t>(kBatch, count - printed);
+    const size_t n = ch.Receive(std::span(batch, want),
+                                std::min(deadline - absl::Now(), absl::Milliseconds(200)));
+    if (n == 0) {
+      status = ch.ended();
+      if (!status.ok()) break;
+      continue;
+    }
+    for (size_t i = 0; i < n; ++i) {
+      const channel::ReceivedView& d = batch[i];
+      if (echo && ch.Send(d.socket, d.payload, d.peer)) {
+        ++echoed;
+      } else if (echo) {
+        ++not_echoed;
+      }
+      v1::ChannelDatagram out;
+      out.set_socket(d.socket);
+      out.set_payload(d.payload.data(), d.payload.size());
+      *out.mutable_peer() = Endpoint{d.peer.address.ToString(), d.peer.port}.ToProto();
+      *out.mutable_local() = Endpoint{d.local.address.ToString(), d.local.port}.ToProto();
+      out.set_arrival_unix_nanos(absl::ToUnixNanos(d.arrival));
+      out.set_sequence(d.sequence);
+      PrintChannelDatagram(c, out);
+    }
+    ch.Release();
+    std::cout.flush();
+    printed += n;
+  }
+  if (not_echoed > 0) {
+    std::cerr << "quadctl: " << not_echoed << " answer(s) not sent: the TX ring was full\n";
+  }
+  // Answers still on the TX ring would end with the channel: stay attached until quadsockd has
+  // taken them (the sockets' counters say so), for a few seconds at most.
+  const absl::Time linger = absl::Now() + absl::Seconds(5);
+  while (echoed > 0 && absl::Now() < linger) {
+    absl::StatusOr<uint64_t> n = SendsTaken(client, named);
+    if (!n.ok() || *n >= taken_before + echoed) break;
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  if (!status.ok()) return status;
+  if (count > 0 && printed < count) {
+    return absl::DeadlineExceededError(absl::StrCat(
+        "received ", printed, " of ", count, " datagram(s) within ", absl::FormatDuration(wait)));
+  }
+  return absl::OkStatus();
+}
+
 // watch: the datagrams of every socket of the session (or of those named) at once, on the
-// session's data channel as one StreamChannel stream, granting credit as they are printed.
+// session's data channel as one StreamChannel stream, granting credit as they are printed
+// (--shm: in shared memory).
 absl::Status Watch(Context& c) {
+  if (c.args.Has("shm")) return WatchSharedMemory(c);
+  if (c.args.Has("echo")) throw UsageError("--echo needs --shm");
   // Credit the server may use at once: what it sends beyond the printed lines is bounded.
   constexpr uint64_t kWindow = 256;
   const uint32_t count = c.args.GetUint("count", 0);
@@ -276,17 +394,7 @@ absl::Status Watch(Context& c) {
   v1::ChannelResponse r;
   while (open && (count == 0 || printed < count) && stream->Read(&r)) {
     for (const v1::ChannelDatagram& d : r.datagrams()) {
-      if (c.json) {
-        PrintJson(d);
-      } else {
-        v1::Datagram line;
-        line.set_payload(d.payload());
-        *line.mutable_peer() = d.peer();
-        *line.mutable_local() = d.local();
-        line.set_sequence(d.sequence());
-        std::cout << "socket " << d.socket() << ": " << DatagramLine(line, c.args.Has("hex"))
-                  << "\n";
-      }
+      PrintChannelDatagram(c, d);
       ++printed;
     }
     std::cout.flush();
@@ -590,7 +698,9 @@ const std::vector<Command>& Commands() {
        0, 1024, S::kRequired,
        {{"count", true, "Stop after this many (default 0: no limit)"},
         {"wait", true, "How long to watch in all (default: until interrupted)"},
-        {"hex", false, "Print payloads as hex"}},
+        {"hex", false, "Print payloads as hex"},
+        {"shm", false, "Over shared memory (quadsockd's Unix listener, same host) instead"},
+        {"echo", false, "With --shm: send each datagram back to its sender"}},
        Watch},
       {"close", "SOCKET", "Close a socket", 1, 1, S::kRequired, {}, Close},
       {"list", "", "The session's sockets", 0, 0, S::kRequired,

@@ -6,6 +6,7 @@
 //   quadctl bind $S 10.1.0.2:4000
 //   quadctl recv $S --count=1 --wait=5s
 //   quadctl watch --wait=10s                  # every socket of the session at once
+//   quadctl watch --shm --echo                # the same over shared memory, answering each
 //   quadctl --json get $S | jq .counters
 //   quadctl top --interval=1s --count=10
 //

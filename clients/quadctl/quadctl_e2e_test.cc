@@ -386,6 +386,51 @@ TEST_F(QuadctlTest, WatchPrintsTheDatagramsOfEverySocketAtOnce) {
   Ok({"session", "end", "--session=" + other});
 }
 
+// quadctl watch --shm --echo: the session's data channel in shared memory, each datagram
+// answered through it (the application container of docker/README.md).
+TEST_F(QuadctlTest, WatchOverSharedMemoryAnswersThroughTheChannel) {
+  setenv("QUADSOCK_SESSION", Ok({"session", "new", "--lease=60"}).c_str(), 1);
+  const v1::OpenResponse s = ParseJson<v1::OpenResponse>(Ok({"--json", "open"}));
+  ASSERT_EQ(Ok({"bind", s.socket(), absl::StrCat(kStackV4, ":4300")}),
+            absl::StrCat(kStackV4, ":4300"));
+  Outcome watched;
+  std::thread watch([&] {
+    watched = Quadctl({"--json", "watch", "--shm", "--echo", "--count=2", "--wait=20s"}, "watch");
+  });
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  bool on = false;
+  while (!(on = ParseJson<v1::Socket>(Ok({"--json", "get", s.socket()})).on_channel()) &&
+         absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  EXPECT_TRUE(on);
+  const int peer = PeerUdp(kPeerV4, 5300);
+  for (const char* p : {"one", "two"}) {
+    PeerSend(peer, p, kStackV4, 4300);
+    EXPECT_EQ(PeerRecv(peer), p);  // the answer, from the socket's address
+  }
+  watch.join();
+  ASSERT_EQ(watched.rc, 0) << watched.err;
+  EXPECT_EQ(watched.err, "quadctl: attached the data channel over shared memory\n");
+  std::vector<std::string> lines = absl::StrSplit(absl::StripSuffix(watched.out, "\n"), '\n');
+  ASSERT_EQ(lines.size(), 2u) << watched.out;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    const v1::ChannelDatagram d = ParseJson<v1::ChannelDatagram>(lines[i]);
+    EXPECT_EQ(d.socket(), s.index());
+    EXPECT_EQ(d.payload(), i == 0 ? "one" : "two");
+    EXPECT_EQ(d.peer().address(), kPeerV4);
+    EXPECT_EQ(d.peer().port(), 5300u);
+    EXPECT_EQ(d.local().port(), 4300u);
+  }
+  const v1::Socket after = ParseJson<v1::Socket>(Ok({"--json", "get", s.socket()}));
+  EXPECT_EQ(after.counters().tx_datagrams(), 2u);
+
+  Outcome r = Quadctl({"watch", "--echo"});
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.err.find("--echo needs --shm"), std::string::npos) << r.err;
+  Ok({"session", "end"});
+}
+
 TEST_F(QuadctlTest, AdministrationAndHealth) {
   EXPECT_EQ(Ok({"health"}), "SERVING");
   EXPECT_EQ(Ok({"health", "--json", "--service=quadsock.v1.SocketService"}),
