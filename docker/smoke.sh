@@ -3,7 +3,10 @@
 # Builds the image (docker/build.sh), makes two network namespaces joined by a veth pair, runs
 # the container in one of them with only the capabilities quadsockd needs, and from the other
 # pings quadsock's address and sends it a datagram that quadctl (outside, through the
-# container's control socket) receives. Cleans up and exits non-zero if anything fails.
+# container's control socket) receives. Then an application container (the same image, no
+# network, no capabilities, not root), sharing only the socket folder, attaches the session's
+# data channel over shared memory and answers the peer's datagrams through it. Cleans up and
+# exits non-zero if anything fails.
 #
 #   sudo docker/smoke.sh
 set -euo pipefail
@@ -16,15 +19,19 @@ case "${1:-}" in
 esac
 export CONTAINERS_CONF="$PWD/docker/containers.conf"
 
-NODE=qsc-node-$$ PEER=qsc-peer-$$ NAME=quadsockd-smoke-$$
+NODE=qsc-node-$$ PEER=qsc-peer-$$ NAME=quadsockd-smoke-$$ APP=quadsock-app-smoke-$$
 STACK=10.77.0.2 PEER_IP=10.77.0.1
 # What quadsockd needs, and nothing else: load and attach XDP (NET_ADMIN, BPF, PERFMON for the
 # program's helpers), open AF_XDP sockets (NET_RAW), pin the UMEM past RLIMIT_MEMLOCK (IPC_LOCK).
 CAPS=NET_ADMIN,NET_RAW,BPF,PERFMON,IPC_LOCK
+# The application container's user, and the group that may use quadsockd's sockets (neither
+# needs to exist on the host).
+APP_USER=1000 CLIENT_GID=2077
 sock_dir=$(mktemp -d /tmp/qsc.XXXXXX)
 log() { echo "[docker/smoke] $*" >&2; }
 
 cleanup() {
+  podman rm -f "$APP" >/dev/null 2>&1 || true
   podman rm -f "$NAME" >/dev/null 2>&1 || true
   ip netns del "$NODE" 2>/dev/null || true
   ip netns del "$PEER" 2>/dev/null || true
@@ -50,6 +57,10 @@ docker/seccomp_with_bpf.py /usr/share/containers/seccomp.json > "$sock_dir/secco
 # As docker/kubernetes/quadsockd.yaml runs it: a read-only root, the node's flags from a file
 # in a read-only /etc/quadsock, the control socket in a mounted /run/quadsock.
 mkdir "$sock_dir/etc" "$sock_dir/run" "$sock_dir/admin"
+# The clients' folder is setgid to their group: the sockets quadsockd makes there (mode 0660)
+# take that group, so an application container needs the group, not root (docker/README.md).
+chgrp "$CLIENT_GID" "$sock_dir/run"
+chmod 2750 "$sock_dir/run"
 printf -- '--interface=qsc0\n--address=%s/24\n' "$STACK" > "$sock_dir/etc/quadsockd.flags"
 log "running localhost/quadsockd:latest in $NODE with --cap-drop=all --cap-add=$CAPS"
 podman run -d --name "$NAME" --network "ns:/run/netns/$NODE" --cap-drop=all --cap-add="$CAPS" \
@@ -100,6 +111,84 @@ line=$("$quadctl" recv "$s" --wait=5s)
 [[ "$line" == *"hello, container"* ]] || { log "unexpected: $line"; exit 1; }
 log "UDP from the peer received: $line"
 "$quadctl" session end >/dev/null
+
+# An application container: the same image running quadctl as the application, with no network
+# and no capabilities, as a user in the sockets' group, sharing only /run/quadsock (mounted where
+# quadsockd has it: AttachChannel names the side socket by quadsockd's path). It opens a socket
+# of its own, attaches over shared memory and answers every datagram through the channel.
+for f in quadsock.sock quadsock.sock.channel; do
+  [[ "$(stat -c %a:%g "$sock_dir/run/$f")" == "660:$CLIENT_GID" ]] ||
+    { log "$f is $(stat -c %a:%g "$sock_dir/run/$f"), not 660:$CLIENT_GID"; exit 1; }
+done
+log "an application container (uid $APP_USER, group $CLIENT_GID, no network) attaches"
+podman run -d --name "$APP" --network none --cap-drop=all --user "$APP_USER:$CLIENT_GID" \
+  --security-opt no-new-privileges --read-only -v "$sock_dir/run:/run/quadsock" \
+  --entrypoint /bin/sh localhost/quadsockd:latest -c '
+    set -e
+    export QUADSOCK_SESSION=$(quadctl session new --lease=60)
+    s=$(quadctl open --family=4)
+    quadctl bind "$s" 0.0.0.0:4001 >/dev/null
+    exec quadctl watch --shm --echo --count=3 --wait=60s' >/dev/null
+attached=
+for _ in $(seq 100); do
+  grep -q 'attached the data channel over shared memory' <(podman logs "$APP" 2>&1) &&
+    { attached=1; break; }
+  [[ "$(podman inspect --format '{{.State.Running}}' "$APP")" == true ]] || break
+  sleep 0.2
+done
+if [[ -z "$attached" ]]; then
+  log "the application container did not attach; its log, then quadsockd's:"
+  podman logs "$APP" >&2
+  podman logs "$NAME" >&2
+  exit 1
+fi
+# Three datagrams from a kernel socket in the peer, each answered before the next goes. A
+# datagram that came before the socket was on the channel waits in the socket's queue
+# unanswered: sent again after 2 s, 5 times at most.
+ip netns exec "$PEER" /usr/bin/python3 -c "
+import socket, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind(('$PEER_IP', 5001))
+s.settimeout(2)
+for i in range(3):
+    msg = b'ping %d over shared memory' % i
+    for _ in range(5):
+        s.sendto(msg, ('$STACK', 4001))
+        try:
+            while True:  # an answer to an earlier ping sent twice: skip it
+                data, src = s.recvfrom(2048)
+                if data == msg:
+                    break
+        except socket.timeout:
+            continue
+        if src != ('$STACK', 4001):
+            sys.exit('answer to %r from %s:%d' % (msg, *src))
+        break
+    else:
+        sys.exit('no answer to %r' % msg)
+" || { log "the peer's datagrams were not answered; the application's log:"; podman logs "$APP" >&2; exit 1; }
+rc=$(podman wait "$APP")
+out=$(podman logs "$APP" 2>&1)
+if [[ "$rc" != 0 ]] || (( $(grep -c "$PEER_IP:5001 -> $STACK:4001 .* bytes: ping [0-2] over shared memory" <<<"$out") != 3 )); then
+  log "the application container exited with $rc; its log:"
+  echo "$out" >&2
+  exit 1
+fi
+log "the application container received 3 datagrams over shared memory and answered each:"
+grep ' bytes: ping' <<<"$out" | sed 's/^/    /' >&2
+podman rm "$APP" >/dev/null
+# quadsockd's word that the channel went by SCM_RIGHTS to the application's user.
+line=$(grep -o "data channel attached by pid [0-9]* (uid $APP_USER).*" <(podman logs "$NAME" 2>&1)) ||
+  { log "quadsockd did not log the channel attached by uid $APP_USER"; exit 1; }
+log "quadsockd: $line"
+# The same container as a user outside the sockets' group: refused.
+if out=$(podman run --rm --network none --cap-drop=all --user "$APP_USER:$APP_USER" \
+  --security-opt no-new-privileges --read-only -v "$sock_dir/run:/run/quadsock" \
+  --entrypoint /usr/local/bin/quadctl localhost/quadsockd:latest --timeout=5s health 2>&1); then
+  log "a container outside group $CLIENT_GID reached quadsockd: $out"
+  exit 1
+fi
+log "a container outside group $CLIENT_GID is refused: $out"
 
 podman stop -t 5 "$NAME" >/dev/null
 # quadsockd drains and exits 0 on SIGTERM; anything else (a crash, podman's SIGKILL after the
