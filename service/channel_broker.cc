@@ -45,14 +45,20 @@ bool SendWithFds(int fd, absl::string_view text, const std::vector<int>& fds) {
 }  // namespace
 
 ChannelBroker::ChannelBroker(std::string path, stack::Stack& stack, ChannelLimits limits,
-                             std::function<void(absl::string_view)> log)
-    : path_(std::move(path)), stack_(stack), limits_(limits), log_(std::move(log)) {}
+                             std::function<void(absl::string_view)> log,
+                             std::function<void(const std::string& session)> renew)
+    : path_(std::move(path)),
+      stack_(stack),
+      limits_(limits),
+      log_(std::move(log)),
+      renew_(std::move(renew)) {}
 
 absl::StatusOr<std::unique_ptr<ChannelBroker>> ChannelBroker::Start(
     std::string path, stack::Stack& stack, ChannelLimits limits,
-    std::function<void(absl::string_view)> log) {
-  std::unique_ptr<ChannelBroker> b(
-      new ChannelBroker(std::move(path), stack, limits, std::move(log)));
+    std::function<void(absl::string_view)> log,
+    std::function<void(const std::string& session)> renew) {
+  std::unique_ptr<ChannelBroker> b(new ChannelBroker(std::move(path), stack, limits,
+                                                     std::move(log), std::move(renew)));
   b->epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
   if (b->epoll_fd_ < 0) return absl::ErrnoToStatus(errno, "epoll_create1");
   if (!b->path_.empty()) {
@@ -337,6 +343,7 @@ void ChannelBroker::Tick() {
   std::vector<std::pair<std::string, std::string>> broken;
   for (const auto& [session, a] : attached_) {
     if (a.channel->broken()) broken.emplace_back(session, a.channel->broken_reason());
+    if (renew_) renew_(session);
   }
   for (const auto& [session, reason] : broken) {
     Detach(session, absl::StrCat("the client broke it: ", reason));

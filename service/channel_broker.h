@@ -52,9 +52,12 @@ class ChannelBroker {
  public:
   // Listens on `path` (made with mode 0660, as the Unix listener); "" for none (a TCP listener:
   // StreamChannel only). UNAVAILABLE when it cannot.
+  // `renew` is called every 100 ms for each session with an attached channel: a channel in
+  // use counts as calls, as an open stream does, for the session's lease.
   static absl::StatusOr<std::unique_ptr<ChannelBroker>> Start(
       std::string path, stack::Stack& stack, ChannelLimits limits,
-      std::function<void(absl::string_view)> log);
+      std::function<void(absl::string_view)> log,
+      std::function<void(const std::string& session)> renew = nullptr);
   ~ChannelBroker();  // ends every channel (the sockets go back to their queues)
 
   struct Offer {
@@ -113,7 +116,8 @@ class ChannelBroker {
   absl::Status CheckNone(const std::string& session) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   ChannelBroker(std::string path, stack::Stack& stack, ChannelLimits limits,
-                std::function<void(absl::string_view)> log);
+                std::function<void(absl::string_view)> log,
+                std::function<void(const std::string& session)> renew);
   void Run();
   void Accept() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A connection sent something: its token (the first message) or nothing more allowed.
@@ -133,6 +137,7 @@ class ChannelBroker {
   stack::Stack& stack_;
   const ChannelLimits limits_;
   const std::function<void(absl::string_view)> log_;
+  const std::function<void(const std::string& session)> renew_;
   int listen_fd_ = -1;
   int epoll_fd_ = -1;
   std::atomic<bool> stopping_{false};

@@ -197,8 +197,10 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerOptions options, sta
   }
   if (!unix_path.empty()) chmod(unix_path.c_str(), 0660);
   // Data channels: in shared memory beside a Unix listener, on gRPC streams on any.
+  Sessions* sessions = &s->sessions_;
   absl::StatusOr<std::unique_ptr<ChannelBroker>> broker = ChannelBroker::Start(
-      unix_path.empty() ? "" : unix_path + ".channel", stack, o.channels, o.log);
+      unix_path.empty() ? "" : unix_path + ".channel", stack, o.channels, o.log,
+      [sessions](const std::string& session) { sessions->Renew(session); });
   if (!broker.ok()) return broker.status();
   s->channels_ = std::move(*broker);
   s->context_.channels = s->channels_.get();

@@ -68,6 +68,11 @@ absl::Status Sessions::Touch(const std::string& token, const std::string& identi
   return absl::OkStatus();
 }
 
+void Sessions::Renew(const std::string& token) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (Session* s = Find(token)) s->expires = clock_() + s->lease;
+}
+
 absl::StatusOr<Sessions::Session*> Sessions::WithRoom(const std::string& token) {
   Session* s = Find(token);
   if (s == nullptr) return absl::UnauthenticatedError("unknown or expired session");

@@ -65,6 +65,9 @@ class Sessions {
                                                                 uint32_t lease_seconds);
   // Checks the token (and identity) and renews the lease. UNAUTHENTICATED otherwise.
   absl::Status Touch(const std::string& token, const std::string& identity);
+  // Renews the lease of a session that something of its own keeps busy (its data channel's
+  // side connection); nothing when it has ended.
+  void Renew(const std::string& token);
 
   // A new handle for a socket of the session. RESOURCE_EXHAUSTED over the per-session quota.
   absl::StatusOr<std::string> AddSocket(const std::string& token, SocketId id);

@@ -288,6 +288,35 @@ TEST_F(DataChannelTest, SharedMemoryWhenOfferedAndTheStreamWhenAskedOnlyOnePerSe
   EXPECT_EQ(stream->ended().code(), StatusCode::kAlreadyExists);
 }
 
+// A channel in use counts as calls for the session's lease, as an open stream does.
+TEST_F(DataChannelTest, AnAttachedChannelKeepsItsSessionAlive) {
+  absl::StatusOr<std::unique_ptr<Client>> idle = Client::Create(
+      t_->server->InProcessChannel(),
+      {.client_name = "idle", .lease_seconds = 1, .keep = ClientOptions::KeepSession::kNone});
+  ASSERT_TRUE(idle.ok()) << idle.status();
+  RemoteSocket s = Bound(**idle, 4800);
+  std::unique_ptr<DataChannel> ch = (*idle)->AttachChannel().value();
+  ASSERT_TRUE(OnChannelBecomes(s, true));
+  // A second session with the same lease and nothing to keep it: once the reaper has ended
+  // that one, it has looked at ours too.
+  absl::StatusOr<std::unique_ptr<Client>> witness = Client::Create(
+      t_->server->InProcessChannel(),
+      {.client_name = "witness", .lease_seconds = 1,
+       .keep = ClientOptions::KeepSession::kNone});
+  ASSERT_TRUE(witness.ok());
+  RemoteSocket w = Bound(**witness, 4801);
+  w.Release();
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (t_->stack->List().size() == 2 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  absl::SleepFor(absl::Seconds(1.5));  // past a whole lease more: ours would have gone too
+  ASSERT_EQ(t_->stack->List().size(), 1u) << "the witness session did not expire";
+  const stack::SocketId peer = t_->PeerSocket(5000).value();
+  ASSERT_EQ(t_->PeerSend(peer, "still here", 4800), absl::OkStatus());
+  EXPECT_EQ(ReceiveN(*ch, 1).size(), 1u);
+}
+
 // The channel memfds this process holds (quadsockd's side of every channel, in this test).
 int ChannelMemfds() {
   int n = 0;
