@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <thread>
+
 #include <algorithm>
 #include <cstring>
 #include <string>
@@ -331,6 +333,15 @@ TEST_F(TwoStacksTest, ThreadsCarryTrafficBothWays) {
   ASSERT_EQ(a_->SetNeighbor(Ip("10.1.0.2"), kMacB), absl::OkStatus());
   ASSERT_EQ(a_->Start(), absl::OkStatus());
   ASSERT_EQ(b_->Start(), absl::OkStatus());
+  // An administrator reads every counter while the poll threads write them (under TSan: no
+  // data race).
+  std::atomic<bool> done{false};
+  std::thread reader([&] {
+    while (!done.load()) {
+      for (const link::LinkCounters& c : b_->LinkCounters()) EXPECT_GE(c.rx_frames, 0u);
+      EXPECT_GE(b_->Counters().udp_delivered, 0u);
+    }
+  });
   constexpr int kCount = 2000;
   int sent = 0;
   const absl::Time deadline = absl::Now() + absl::Seconds(20);
@@ -343,8 +354,11 @@ TEST_F(TwoStacksTest, ThreadsCarryTrafficBothWays) {
     if (a_->Send(client, Bytes("ping")).ok()) ++sent;
   }
   while (received.load() < kCount && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(1));
+  done = true;
+  reader.join();
   a_->Stop();
   b_->Stop();
+  EXPECT_GE(b_->LinkCounters()[0].rx_frames, static_cast<uint64_t>(kCount));
   EXPECT_EQ(sent, kCount);
   EXPECT_EQ(received.load(), kCount);
   EXPECT_EQ(b_->Get(server).value().counters.rx_datagrams, static_cast<uint64_t>(kCount));

@@ -16,7 +16,10 @@
 #ifndef QUADSOCK_STACK_LINK_LINK_H_
 #define QUADSOCK_STACK_LINK_LINK_H_
 
+#include <array>
+#include <atomic>
 #include <cstdint>
+#include <iterator>
 #include <optional>
 #include <span>
 #include <string>
@@ -55,6 +58,47 @@ struct LinkCounters {
   // on some drivers, veth among them): the kernel keeps doing the receive work, and the link
   // stopped busy polling.
   uint64_t busy_poll_unavailable = 0;
+};
+
+// LinkCounters as a link keeps them: written by its poll thread alone, read by any thread
+// (Snapshot) without a data race. A field is named as in LinkCounters:
+//   counters_.Add(&LinkCounters::rx_frames, n);   LinkCounters c = counters_.Snapshot();
+class LiveLinkCounters {
+ public:
+  void Add(uint64_t LinkCounters::*field, uint64_t n = 1) {
+    std::atomic<uint64_t>& a = At(field);
+    a.store(a.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);  // one writer
+  }
+  void Set(uint64_t LinkCounters::*field, uint64_t value) {
+    At(field).store(value, std::memory_order_relaxed);
+  }
+  uint64_t Get(uint64_t LinkCounters::*field) const {
+    return const_cast<LiveLinkCounters*>(this)->At(field).load(std::memory_order_relaxed);
+  }
+  LinkCounters Snapshot() const {
+    LinkCounters c;
+    for (size_t i = 0; i < kFields; ++i) {
+      c.*kMembers[i] = fields_[i].load(std::memory_order_relaxed);
+    }
+    return c;
+  }
+
+ private:
+  static constexpr uint64_t LinkCounters::*kMembers[] = {
+      &LinkCounters::rx_frames,       &LinkCounters::tx_frames,   &LinkCounters::tx_ring_full,
+      &LinkCounters::no_tx_buffer,    &LinkCounters::fill_ring_empty, &LinkCounters::rx_dropped,
+      &LinkCounters::wakeups,         &LinkCounters::busy_polls,
+      &LinkCounters::busy_poll_unavailable};
+  static constexpr size_t kFields = std::size(kMembers);
+  static_assert(kFields * sizeof(uint64_t) == sizeof(LinkCounters), "every field, once");
+
+  std::atomic<uint64_t>& At(uint64_t LinkCounters::*field) {
+    for (size_t i = 0; i < kFields; ++i) {
+      if (kMembers[i] == field) return fields_[i];
+    }
+    return fields_[0];  // unreachable: every field is listed (the static_assert)
+  }
+  std::array<std::atomic<uint64_t>, kFields> fields_{};
 };
 
 class Link {

@@ -109,7 +109,7 @@ size_t MemoryLink::Receive(std::span<FrameBuffer> out) {
     std::memcpy(out[n].data, frame.data(), length);
     ++n;
   }
-  counters_.rx_frames += n;
+  counters_.Add(&LinkCounters::rx_frames, n);
   return n;
 }
 
@@ -122,7 +122,7 @@ void MemoryLink::Release(std::span<const FrameBuffer> frames) {
 
 std::optional<FrameBuffer> MemoryLink::AllocateTx() {
   if (free_.empty()) {
-    ++counters_.no_tx_buffer;
+    counters_.Add(&LinkCounters::no_tx_buffer);
     return std::nullopt;
   }
   const uint32_t index = free_.back();
@@ -138,7 +138,7 @@ size_t MemoryLink::Transmit(std::span<const FrameBuffer> frames) {
     ledger_.Move(static_cast<uint32_t>(f.handle), FramePlace::kHeld, FramePlace::kFree);
     free_.push_back(static_cast<uint32_t>(f.handle));
   }
-  counters_.tx_frames += frames.size();
+  counters_.Add(&LinkCounters::tx_frames, frames.size());
   return frames.size();
 }
 
@@ -163,7 +163,7 @@ absl::Status MemoryLink::CheckFrameAccounting() const {
 }
 
 LinkCounters MemoryLink::counters() const {
-  LinkCounters c = counters_;
+  LinkCounters c = counters_.Snapshot();
   c.rx_dropped = in_->dropped();
   return c;
 }

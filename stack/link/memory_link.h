@@ -83,7 +83,7 @@ class MemoryLink : public Link {
   std::vector<uint32_t> free_;
   std::shared_ptr<MemoryWire> in_;
   std::shared_ptr<MemoryWire> out_;
-  LinkCounters counters_;
+  LiveLinkCounters counters_;
 };
 
 }  // namespace quadsock::link

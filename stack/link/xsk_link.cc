@@ -287,7 +287,7 @@ void XskLink::Refill() {
   xsk_ring_prod__submit(fill_, want);
   if (xsk_ring_prod__needs_wakeup(fill_)) {
     // The kernel sleeps until told the fill ring has buffers (need_wakeup, copy mode).
-    ++counters_.wakeups;
+    counters_.Add(&LinkCounters::wakeups);
     recvfrom(fd_, nullptr, 0, MSG_DONTWAIT, nullptr, nullptr);
   }
 }
@@ -297,7 +297,7 @@ void XskLink::BusyPoll() {
   // is bound to (sk_busy_loop) here, filling the RX ring; with SO_PREFER_BUSY_POLL the kernel
   // keeps the queue's notifications off for gro_flush_timeout afterwards, so the next call
   // finds the work still ours.
-  ++counters_.busy_polls;
+  counters_.Add(&LinkCounters::busy_polls);
   recvfrom(fd_, nullptr, 0, MSG_DONTWAIT, nullptr, nullptr);
 }
 
@@ -313,11 +313,11 @@ size_t XskLink::Receive(std::span<FrameBuffer> out) {
     __builtin_prefetch(out[i].data);  // the caller reads every frame's headers next
   }
   if (n > 0) xsk_ring_cons__release(rx_.get(), n);
-  if (busy_poll_ && n > 0 && counters_.rx_frames == 0 && napi_id() == 0) {
+  if (busy_poll_ && n > 0 && counters_.Get(&LinkCounters::rx_frames) == 0 && napi_id() == 0) {
     busy_poll_ = false;  // nothing to poll: each recvfrom would be a wasted system call
-    counters_.busy_poll_unavailable = 1;
+    counters_.Set(&LinkCounters::busy_poll_unavailable, 1);
   }
-  counters_.rx_frames += n;
+  counters_.Add(&LinkCounters::rx_frames, n);
   return n;
 }
 
@@ -334,7 +334,7 @@ std::optional<FrameBuffer> XskLink::AllocateTx() {
   if (free_.empty()) {
     ReapCompletions();
     if (free_.empty()) {
-      ++counters_.no_tx_buffer;
+      counters_.Add(&LinkCounters::no_tx_buffer);
       return std::nullopt;
     }
   }
@@ -349,7 +349,7 @@ size_t XskLink::Transmit(std::span<const FrameBuffer> frames) {
   uint32_t idx = 0;
   uint32_t n = xsk_prod_nb_free(tx_.get(), static_cast<uint32_t>(frames.size()));
   if (n > frames.size()) n = static_cast<uint32_t>(frames.size());
-  if (n < frames.size()) ++counters_.tx_ring_full;
+  if (n < frames.size()) counters_.Add(&LinkCounters::tx_ring_full);
   if (n == 0 || xsk_ring_prod__reserve(tx_.get(), n, &idx) != n) return 0;
   for (uint32_t i = 0; i < n; ++i) {
     xdp_desc* d = xsk_ring_prod__tx_desc(tx_.get(), idx + i);
@@ -360,7 +360,7 @@ size_t XskLink::Transmit(std::span<const FrameBuffer> frames) {
   }
   xsk_ring_prod__submit(tx_.get(), n);
   tx_pending_kick_ += n;
-  counters_.tx_frames += n;
+  counters_.Add(&LinkCounters::tx_frames, n);
   return n;
 }
 
@@ -388,7 +388,7 @@ void XskLink::Kick() {
   // kick until the ring is drained, at most a ring's worth of times in a turn.
   const uint32_t most = tx_->size / 32 + 1;
   for (uint32_t i = 0; i < most; ++i) {
-    ++counters_.wakeups;
+    counters_.Add(&LinkCounters::wakeups);
     if (sendto(fd_, nullptr, 0, MSG_DONTWAIT, nullptr, 0) >= 0 || IsTxRingDrained()) {
       tx_pending_kick_ = 0;
       return;
@@ -449,7 +449,7 @@ uint32_t XskLink::napi_id() const {
 }
 
 LinkCounters XskLink::counters() const {
-  LinkCounters c = counters_;
+  LinkCounters c = counters_.Snapshot();
   xdp_statistics stats{};
   socklen_t len = sizeof(stats);
   if (getsockopt(fd_, SOL_XDP, XDP_STATISTICS, &stats, &len) == 0) {

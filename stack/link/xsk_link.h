@@ -149,7 +149,7 @@ class XskLink : public Link {
   uint32_t tx_reserve_ = 0;  // frames Refill keeps back for sending
   bool busy_poll_ = false;
   bool holds_queue_ = false;  // this link marked its queue open in the port (and clears it)
-  LinkCounters counters_;
+  LiveLinkCounters counters_;
 };
 
 }  // namespace quadsock::link
