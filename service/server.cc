@@ -288,7 +288,8 @@ void Server::Shutdown(absl::Duration grace) {
   context_.channels = nullptr;
   channels_.reset();
   // Every session ends with the server: close all sockets it handed out.
-  for (stack::SocketId id : context_.stack.List()) (void)context_.stack.Close(id);
+  const std::vector<stack::SocketId> all = context_.stack.List();
+  (void)context_.stack.Close(std::span<const stack::SocketId>(all));
 }
 
 void Server::Wait() {

@@ -44,7 +44,7 @@ absl::StatusOr<std::string> ServiceContext::Session(grpc::ServerContextBase* ctx
 
 void ServiceContext::CloseEnded(const EndedSession& ended, absl::string_view how) {
   if (channels != nullptr) channels->SessionEnded(ended.token);
-  for (SocketId id : ended.sockets) (void)stack.Close(id);
+  (void)stack.Close(std::span<const SocketId>(ended.sockets));
   Log(absl::StrFormat("session %s (\"%s\") %s: closed %d sockets", ShortId(ended.token),
                       absl::CHexEscape(ended.name), how, ended.sockets.size()));
 }

@@ -224,22 +224,42 @@ absl::StatusOr<net::Endpoint> Stack::Rehash(SocketId id, std::optional<net::IpAd
 }
 
 absl::Status Stack::Close(SocketId id) {
-  std::shared_ptr<UdpSocket> socket;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = sockets_.find(id);
-    if (it == sockets_.end()) return absl::NotFoundError("no such socket");
-    if (absl::Status s = table_->Close(id); !s.ok()) return s;
-    socket = std::move(it->second);
-    sockets_.erase(it);
+  const SocketId ids[] = {id};
+  return Close(std::span<const SocketId>(ids)).front();
+}
+
+std::vector<absl::Status> Stack::Close(std::span<const SocketId> ids) {
+  std::vector<absl::Status> results;
+  std::vector<std::shared_ptr<UdpSocket>> closed;
+  results.reserve(ids.size());
+  closed.reserve(ids.size());
+  for (SocketId id : ids) {
+    std::shared_ptr<UdpSocket> socket;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = sockets_.find(id);
+      if (it == sockets_.end()) {
+        results.push_back(absl::NotFoundError("no such socket"));
+        continue;
+      }
+      if (absl::Status s = table_->Close(id); !s.ok()) {
+        results.push_back(s);
+        continue;
+      }
+      socket = std::move(it->second);
+      sockets_.erase(it);
+    }
+    socket->Shutdown();  // wakes a Receive waiting on it
+    if (const UdpSocket::ChannelBinding* b = socket->channel_binding()) {
+      (void)udp_->SetChannelSocket(b->channel.get(), b->index, nullptr);
+    }
+    closed.push_back(std::move(socket));
+    results.push_back(absl::OkStatus());
   }
-  socket->Shutdown();  // wakes a Receive waiting on it
-  if (const UdpSocket::ChannelBinding* b = socket->channel_binding()) {
-    (void)udp_->SetChannelSocket(b->channel.get(), b->index, nullptr);
-  }
-  // A poll thread may still hold the socket from a lookup that started before the close.
-  table_->WaitForReaders();
-  return absl::OkStatus();
+  // A poll thread may still hold a socket from a lookup that started before the close: one
+  // grace period for them all (a session's 65,536 sockets close in one, not 65,536).
+  if (!closed.empty()) table_->WaitForReaders();
+  return results;
 }
 
 absl::StatusOr<SocketStatus> Stack::Get(SocketId id) const {

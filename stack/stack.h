@@ -125,6 +125,8 @@ class Stack {
   absl::StatusOr<net::Endpoint> Rehash(SocketId id, std::optional<net::IpAddress> address,
                                        std::optional<uint16_t> port);
   absl::Status Close(SocketId id);
+  // Closes many at once, waiting for the poll threads once: a status for each, in order.
+  std::vector<absl::Status> Close(std::span<const SocketId> ids);
   absl::StatusOr<SocketStatus> Get(SocketId id) const;
   std::vector<SocketId> List() const;
 

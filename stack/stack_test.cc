@@ -655,6 +655,23 @@ TEST_F(StackWireTest, ANeighboursNewMacIsUsedAtOnce) {
   EXPECT_EQ(sent[0].l3, net::L3::kArp);  // resolving anew, the datagram waits
 }
 
+TEST_F(StackWireTest, ManySocketsCloseAtOnce) {
+  std::vector<SocketId> ids;
+  for (int i = 0; i < 100; ++i) {
+    ids.push_back(stack_->Open(net::Family::kV4).value());
+    ASSERT_TRUE(stack_->Bind(ids.back(), Endpoint{Ip("10.1.0.2"), uint16_t(4000 + i)}).ok());
+  }
+  ids.push_back(ids.front());  // closed by then: NOT_FOUND, the others OK
+  const std::vector<absl::Status> closed = stack_->Close(std::span<const SocketId>(ids));
+  ASSERT_EQ(closed.size(), 101u);
+  for (int i = 0; i < 100; ++i) EXPECT_EQ(closed[i], absl::OkStatus()) << i;
+  EXPECT_EQ(closed[100].code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(stack_->List().empty());
+  // Their ports are free again.
+  SocketId again = stack_->Open(net::Family::kV4).value();
+  EXPECT_TRUE(stack_->Bind(again, Ep("10.1.0.2:4000")).ok());
+}
+
 TEST_F(StackWireTest, DropsWhatIsNotOursAndCountsWhy) {
   ASSERT_TRUE(wire_->Inject(Udp("10.1.0.1:5000", "10.1.0.9:7", "elsewhere")));
   std::vector<uint8_t> bad = Udp("10.1.0.1:5000", "10.1.0.2:7", "bad");
