@@ -143,6 +143,14 @@ absl::Status ChannelBroker::CheckNone(const std::string& session) const {
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::shared_ptr<channel::Channel>> ChannelBroker::NewChannel(
+    const std::string& session, uint32_t slots) {
+  absl::StatusOr<channel::ChannelOptions> o = Size(slots);
+  if (!o.ok()) return o.status();
+  if (absl::Status s = CheckNone(session); !s.ok()) return s;
+  return channel::Channel::Create(*o);
+}
+
 absl::StatusOr<ChannelBroker::Offer> ChannelBroker::MakeOffer(
     const std::string& session, std::vector<std::pair<uint32_t, stack::SocketId>> sockets,
     bool all, uint32_t slots) {
@@ -151,13 +159,10 @@ absl::StatusOr<ChannelBroker::Offer> ChannelBroker::MakeOffer(
         "a data channel in shared memory needs quadsockd's Unix listener (--listen=unix:...) "
         "and a client on the same host; use StreamChannel otherwise");
   }
-  absl::StatusOr<channel::ChannelOptions> o = Size(slots);
-  if (!o.ok()) return o.status();
   std::lock_guard<std::mutex> lock(mu_);
-  if (absl::Status s = CheckNone(session); !s.ok()) return s;
-  absl::StatusOr<std::shared_ptr<channel::Channel>> c = channel::Channel::Create(*o);
+  absl::StatusOr<std::shared_ptr<channel::Channel>> c = NewChannel(session, slots);
   if (!c.ok()) return c.status();
-  Offer offer{RandomToken(), path_, o->rings, (*c)->bytes()};
+  Offer offer{RandomToken(), path_, (*c)->rings(), (*c)->bytes()};
   offers_[offer.token] = Pending{session, std::move(*c), std::move(sockets), all,
                                  absl::Now() + limits_.offer_ttl};
   return offer;
@@ -166,11 +171,8 @@ absl::StatusOr<ChannelBroker::Offer> ChannelBroker::MakeOffer(
 absl::StatusOr<std::shared_ptr<channel::Channel>> ChannelBroker::AttachStream(
     const std::string& session, std::vector<std::pair<uint32_t, stack::SocketId>> sockets,
     bool all, uint32_t slots, StreamHooks hooks) {
-  absl::StatusOr<channel::ChannelOptions> o = Size(slots);
-  if (!o.ok()) return o.status();
   std::lock_guard<std::mutex> lock(mu_);
-  if (absl::Status s = CheckNone(session); !s.ok()) return s;
-  absl::StatusOr<std::shared_ptr<channel::Channel>> c = channel::Channel::Create(*o);
+  absl::StatusOr<std::shared_ptr<channel::Channel>> c = NewChannel(session, slots);
   if (!c.ok()) return c.status();
   for (int fd : (*c)->event_fds()) {
     epoll_event e{};

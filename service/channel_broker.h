@@ -112,6 +112,10 @@ class ChannelBroker {
   };
   // The channel's size for `slots`, checked against the limits.
   absl::StatusOr<channel::ChannelOptions> Size(uint32_t slots) const;
+  // A channel of `slots` for a session that has none (the errors of MakeOffer).
+  absl::StatusOr<std::shared_ptr<channel::Channel>> NewChannel(const std::string& session,
+                                                              uint32_t slots)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Whether the session may have a new channel: ALREADY_EXISTS otherwise.
   absl::Status CheckNone(const std::string& session) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
