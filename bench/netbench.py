@@ -740,7 +740,7 @@ def run_capacity(tb, args, cases, title, failures):
     return entries, sweep, dict(cfg, fraction=CAPACITY_FRACTION)
 
 
-def main(argv, default_cases=ALL_CASES, title="seed table"):
+def main(argv, default_cases=ALL_CASES, title="hash4 comparison"):
     args = parse_args(argv, default_cases)
     if os.geteuid() != 0:
         print("needs root (namespaces, veth, BPF, AF_XDP)", file=sys.stderr)

@@ -26,7 +26,7 @@ done
 
 scripts/setup.sh
 say "building quadsockd and the Python client (bazel build -c opt)"
-bazel build -c opt //service:quadsockd //clients/python:seed_demo >/tmp/quadsock-demo-build.log 2>&1 \
+bazel build -c opt //service:quadsockd //clients/python:connected_demo >/tmp/quadsock-demo-build.log 2>&1 \
   || { tail -n 30 /tmp/quadsock-demo-build.log; die "build failed (log: /tmp/quadsock-demo-build.log)"; }
 bin=$(bazel info -c opt bazel-bin 2>/dev/null)
 
@@ -68,7 +68,7 @@ sed 's/^/  /' "$log"
 
 say "driving it over gRPC with the Python client ($sockets connected sockets)"
 status=0
-"$bin/clients/python/seed_demo" --target="unix:$sock" --peer-netns="$ns_peer" \
+"$bin/clients/python/connected_demo" --target="unix:$sock" --peer-netns="$ns_peer" \
   --stack=10.9.0.2 --peer=10.9.0.1 --stack6=fd00:9::2 --peer6=fd00:9::1 \
   --sockets="$sockets" || status=$?
 

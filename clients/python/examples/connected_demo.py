@@ -1,7 +1,7 @@
 """The Linux 6.13 hash4 scenario through quadsockd: N sockets connected to N kernel peers, datagrams both
 ways, ping, a live rehash, and a report with hash4's share of the lookups.
 
-    seed_demo.py --target unix:/tmp/q.sock --peer-netns NS --stack 10.9.0.2 --peer 10.9.0.1 \\
+    connected_demo.py --target unix:/tmp/q.sock --peer-netns NS --stack 10.9.0.2 --peer 10.9.0.1 \\
                  --stack6 fd00:9::2 --peer6 fd00:9::1 [--sockets 500] [--rounds 200]
 
 Every datagram of every socket comes to the demo on one stream, the session's data channel
@@ -89,7 +89,7 @@ def main():
     n = args.sockets
     problems = []
     started = time.time()
-    with quadsock.Client(args.target, name="seed-demo") as client:
+    with quadsock.Client(args.target, name="connected-demo") as client:
         iface = client.interfaces()[0]
         print("quadsockd on %s: XDP %s, AF_XDP %s, addresses %s" % (
             iface.name, iface.xdp_mode, iface.bind_mode, ", ".join(client.addresses())))
