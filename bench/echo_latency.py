@@ -22,8 +22,9 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from netbench import NICE, Quadsockd, stop  # noqa: E402
-from testbed import GENERATOR_CPU, LOCAL, RECEIVER_CPU, Testbed, read_line, sh  # noqa: E402
+from quadsockd_run import Quadsockd  # noqa: E402
+from testbed import (GENERATOR_CPU, LOCAL, NICE, RECEIVER_CPU, Testbed, read_line, sh,  # noqa: E402
+                     stop)
 
 CLIENT = "10.9.255.1"
 PORT = 7

@@ -32,18 +32,17 @@ import argparse
 import datetime
 import json
 import os
-import shutil
 import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 
 from netbench_report import (CAPACITY_FRACTION, capacity_markdown, evaluate, machine, markdown,
                              plot, round_ratios)
-from testbed import (GENERATOR_CPU, LOCAL, RECEIVER_CPU, HarnessError, Testbed, cpu_seconds,
-                     read_line, stop)
+from quadsockd_run import QUADSOCKD_FLAGS, Quadsockd, quadsockd_path  # noqa: F401
+from testbed import (GENERATOR_CPU, LOCAL, NICE, RECEIVER_CPU, RECEIVER_ENV, HarnessError,
+                     Testbed, cpu_seconds, read_line, stop)
 
 PORT = 4000
 CONNECTED_BASE = "10.9.1.1"  # connected peers: flow i from CONNECTED_BASE + i // 50000
@@ -51,14 +50,6 @@ MISS_BASE = "10.9.2.1"  # flows that no socket is connected to (hash4 misses, ne
 PORT_BASE = 10000
 PORTS_PER_IP = 50000
 MISS_FLOWS = 50000
-# The receiver and the generator run at nice -20: on a shared machine, other
-# work (someone's compiler) then takes little of their CPUs during a case.
-NICE = ["nice", "-n", "-20"]
-# Every receiver's heap on transparent huge pages (glibc >= 2.35 madvises its arenas), as
-# quadsockd's container runs (docker/Containerfile): with 100k sockets each datagram's table
-# entry and socket are cold, and on 4 KiB pages most of them also miss the TLB (the figure is in
-# bench/PERFORMANCE.md).
-RECEIVER_ENV = ["env", "GLIBC_TUNABLES=glibc.malloc.hugetlb=1"]
 BUSY_RETRIES = 6  # see start_receiver
 
 # name -> (receiver arguments, generator flows, generator source base, kernel address needed)
@@ -87,15 +78,6 @@ CASES = {
 }
 ALL_CASES = list(CASES)
 APP_CASES = {c for c in CASES if c.startswith("app_")}
-# quadsockd for the app_* cases: the in-process quadsock cases' AF_XDP setup (copy mode, one
-# queue, rings of 2048, a UMEM of twice that), room for 100k sockets in one session, small
-# receive queues (the channel's sockets use none), no administration listener (the session's
-# GetCounters suffices). Its whole process runs on the receiving CPU at the receivers' nice
-# value, so its poll thread is where the in-process stack's is.
-QUADSOCKD_FLAGS = ["--xdp_mode=copy", "--queues=1", "--ring_size=2048", "--umem_frames=4096",
-                   f"--address={LOCAL}/16", "--max_sockets=131072",
-                   "--max_sockets_per_client=131072", "--receive_queue_depth=16",
-                   "--admin_listen="]
 # The application's data channel: slots per ring (quadsockd's default is 1024; 4096 covers a
 # scheduling delay of the application about as long as the AF_XDP ring's does).
 APP_RING_SLOTS = 4096
@@ -136,68 +118,6 @@ def generator_command(tb, bins, flows, base, seconds, rate):
             f"--cpu={GENERATOR_CPU}"]
 
 
-def quadsockd_path(bins):
-    """quadsockd beside the tools (bench/seed_table copies it there), or in the runfiles'
-    service/ beside bench/ (the smoke test's --bin-dir is its runfiles' bench/)."""
-    here = os.path.join(bins, "quadsockd")
-    if os.access(here, os.X_OK):
-        return here
-    return os.path.join(os.path.dirname(os.path.abspath(bins)), "service", "quadsockd")
-
-
-class Quadsockd:
-    """The real quadsockd on the receiving veth, for an app_* case: in the receiving namespace,
-    on the receiving CPU (taskset: every thread of it), at the receivers' nice value. Its log
-    goes to a file (a pipe nobody reads would block it); `listen` is its Unix listener."""
-
-    def __init__(self, tb, bins, name, wait):
-        self.name = name
-        self.dir = tempfile.mkdtemp(prefix=f"qsb-{os.getpid()}-quadsockd-")
-        self.listen = f"unix:{os.path.join(self.dir, 'quadsock.sock')}"
-        self.log_path = os.path.join(self.dir, "quadsockd.log")
-        cmd = ["ip", "netns", "exec", tb.rx_ns, *NICE, *RECEIVER_ENV,
-               "taskset", "-c", str(RECEIVER_CPU), quadsockd_path(bins),
-               f"--interface={tb.rx_dev}", f"--listen={self.listen}", *QUADSOCKD_FLAGS]
-        self.proc = None
-        try:
-            for attempt in range(BUSY_RETRIES + 1):
-                with open(self.log_path, "w") as log:
-                    self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log,
-                                                 stderr=subprocess.STDOUT)
-                if self._wait_serving(wait):
-                    return
-                text = self.log()
-                if "Device or resource busy" not in text or attempt == BUSY_RETRIES:
-                    raise HarnessError(f"{name}: quadsockd failed: {text.strip()[-2000:]}")
-                time.sleep(0.5)
-        except BaseException:
-            self.close()
-            raise
-
-    def _wait_serving(self, wait):
-        """Whether quadsockd logged that it serves (False: it ended first)."""
-        deadline = time.monotonic() + wait
-        while time.monotonic() < deadline:
-            if " quadsockd: serving " in self.log():
-                return True
-            if self.proc.poll() is not None:
-                return False
-            time.sleep(0.05)
-        raise HarnessError(f"{self.name}: quadsockd not serving within {wait} s: "
-                           f"{self.log().strip()[-2000:]}")
-
-    def log(self):
-        try:
-            with open(self.log_path) as f:
-                return f.read()
-        except OSError:
-            return ""
-
-    def close(self):
-        stop(self.proc)
-        shutil.rmtree(self.dir, ignore_errors=True)
-
-
 def accounting_problem(name, details):
     """For an app_* case: why its application's accounting does not hold (None if it does):
     every datagram quadsockd delivered to a socket was received by the application, counted as
@@ -222,7 +142,7 @@ class Receiving:
         self.daemon = None
         listen = None
         if name in APP_CASES:
-            self.daemon = Quadsockd(tb, bins, name, wait)
+            self.daemon = Quadsockd(tb, bins, name, wait, retries=BUSY_RETRIES)
             listen = self.daemon.listen
         try:
             self.proc = start_receiver(tb, receiver_command(tb, bins, name, extra, listen), name,

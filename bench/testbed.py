@@ -24,6 +24,15 @@ LOCAL = "10.9.0.2"  # the receiver's address (kernel or quadsock), on a /16
 # their value from run to run; with the NAPI thread at 0 it delivered 1.3 Mpps at that load.
 NAPI_NICE = 0
 
+# The receiver and the generator run at nice -20: on a shared machine, other
+# work (someone's compiler) then takes little of their CPUs during a case.
+NICE = ["nice", "-n", "-20"]
+# Every receiver's heap on transparent huge pages (glibc >= 2.35 madvises its arenas), as
+# quadsockd's container runs (docker/Containerfile): with 100k sockets each datagram's table
+# entry and socket are cold, and on 4 KiB pages most of them also miss the TLB (the figure is in
+# bench/PERFORMANCE.md).
+RECEIVER_ENV = ["env", "GLIBC_TUNABLES=glibc.malloc.hugetlb=1"]
+
 
 class HarnessError(Exception):
     pass
