@@ -95,10 +95,17 @@ class alignas(64) UdpSocket {
           map ? net::Endpoint{wire_destination.address.ToV6(), wire_destination.port}
               : wire_destination;
       const uint64_t seq = next_sequence_.fetch_add(1, std::memory_order_relaxed);
+      // Counted before it is published: the application may take it, and read the counters,
+      // at once. Taken back if it does not go.
+      Count(rx_datagrams_, 1);
+      Count(rx_bytes_, payload.size());
       if (!b->channel->Push(ring, b->index, source, destination, payload, now, seq)) {
+        Count(rx_datagrams_, ~uint64_t{0});  // minus one, modulo 2^64
+        Count(rx_bytes_, uint64_t{0} - payload.size());
         Count(rx_dropped_, 1);  // the application's ring is full: never waited for
         return Delivery::kFull;
       }
+      return Delivery::kTaken;
     } else {
       // Only a queued datagram keeps its destination (callbacks are not given it).
       const net::Endpoint destination =
