@@ -29,7 +29,7 @@ void ToProto(const channel::ReceivedView& v, v1::ChannelDatagram* out) {
 }  // namespace
 
 ChannelStream::ChannelStream(ServiceContext& c, grpc::CallbackServerContext* ctx)
-    : c_(c), ctx_(ctx) {
+    : c_(c) {
   absl::StatusOr<std::string> token = c_.Session(ctx);
   absl::Status admitted = token.status();
   if (admitted.ok() && c_.channels == nullptr) {

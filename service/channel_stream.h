@@ -51,7 +51,6 @@ class ChannelStream final
   void EndNow(grpc::Status status);
 
   ServiceContext& c_;
-  grpc::CallbackServerContext* const ctx_;
   std::string token_;
   bool stream_counted_ = false;  // holds one of the session's streams
   v1::ChannelRequest request_;   // the read in flight

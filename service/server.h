@@ -101,7 +101,6 @@ class Server {
   Sessions& sessions() { return sessions_; }
   // The data channels' side socket; "" without one (a TCP listener).
   std::string channel_path() const { return channels_ ? channels_->path() : ""; }
-  ChannelBroker* channels() { return channels_.get(); }
 
  private:
   Server(ServerOptions options, stack::Stack& stack);
