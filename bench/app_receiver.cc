@@ -1,8 +1,9 @@
-// app_receiver: the application of the benchmark's app_quadsock_*_shm cases, a separate
-// process beside a running quadsockd (bench/netbench.py starts both in the receiving namespace,
-// pinned to the receiving CPU). Through the C++ client (clients/cpp) it opens the case's sockets
-// on quadsockd's Unix listener, attaches the session's data channel (shared memory), and counts
-// the datagrams it takes from the channel. It speaks bench/internal/run.h's protocol: "READY",
+// app_receiver: the application of the benchmark's app_quadsock_* cases, a separate process
+// beside a running quadsockd (bench/netbench.py starts both in the receiving namespace, pinned
+// to the receiving CPU). Through the C++ client (clients/cpp) it opens the case's sockets on
+// quadsockd's Unix listener, attaches the session's data channel (--transport=shm: shared
+// memory, the _shm cases; --transport=grpc: the StreamChannel stream, the _grpc cases), and
+// counts the datagrams it takes from the channel. It speaks bench/internal/run.h's protocol: "READY",
 // then --serve (a running count on "COUNT" lines) or the measured windows, then one JSON line.
 //
 // The sockets are the receiver's (bench/receiver.cc): --listener (one unconnected socket) and/or
@@ -23,7 +24,7 @@
 //   READY
 //   COUNT
 //   COUNT 1234567
-//   {"mode": "app_shm", "total": 1234567, "details": {"accounting_ok": 1, ...}}
+//   {"mode": "app_shm", "total": 1234567, "details": {"accounting_ok": 1, ...}}  ("app_grpc")
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
@@ -64,6 +65,7 @@ struct Config {
   uint32_t ports_per_ip = 50000;
   uint32_t ring_slots = 0;  // per channel ring; 0: quadsockd's default
   uint32_t batch = 1020;    // operations per Batch call
+  ChannelTransport transport = ChannelTransport::kSharedMemory;
 };
 
 std::string Ipv4Text(uint32_t a) {
@@ -87,7 +89,7 @@ class AppReceiver : public Receiver {
     if (absl::Status s = r->OpenSockets(); !s.ok()) return s;
     absl::StatusOr<std::unique_ptr<DataChannel>> ch =
         r->client_->AttachChannel(
-            {.ring_slots = c.ring_slots, .transport = ChannelTransport::kSharedMemory});
+            {.ring_slots = c.ring_slots, .transport = c.transport});
     if (!ch.ok()) return ch.status();
     r->channel_ = std::move(*ch);
     if (absl::Status s = r->WaitOnChannel(absl::Seconds(60)); !s.ok()) return s;
@@ -304,6 +306,7 @@ int Main(int argc, char** argv) {
   c.ports_per_ip = args.Int("ports_per_ip", 50000);
   c.ring_slots = args.Int("ring_slots", 0);
   c.batch = args.Int("batch", 1020);
+  const std::string transport = args.String("transport", "shm");
   RunTiming timing;
   timing.wait = args.Double("wait", 10);
   timing.warmup = args.Double("warmup", 0.5);
@@ -317,6 +320,12 @@ int Main(int argc, char** argv) {
                  absl::StrJoin(args.Unused(), " ").c_str());
     return 2;
   }
+  if (transport == "grpc") {
+    c.transport = ChannelTransport::kGrpcStream;
+  } else if (transport != "shm") {
+    return Fail(absl::InvalidArgumentError("--transport must be shm or grpc"));
+  }
+  const std::string mode = absl::StrCat("app_", transport);
   unsigned b[4];
   if (std::sscanf(ip_base.c_str(), "%u.%u.%u.%u", &b[0], &b[1], &b[2], &b[3]) != 4) {
     return Fail(absl::InvalidArgumentError("--ip_base must be an IPv4 address"));
@@ -332,10 +341,10 @@ int Main(int argc, char** argv) {
   std::fflush(stdout);
   if (serve) {
     const uint64_t total = Serve(**r);
-    return PrintServed("app_shm", total, DetailsJson(setup_seconds, (*r)->Details()));
+    return PrintServed(mode, total, DetailsJson(setup_seconds, (*r)->Details()));
   }
   const std::vector<double> samples = Measure(timing, **r);
-  return PrintMeasured("app_shm", samples, DetailsJson(setup_seconds, (*r)->Details()));
+  return PrintMeasured(mode, samples, DetailsJson(setup_seconds, (*r)->Details()));
 }
 
 }  // namespace

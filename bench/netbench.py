@@ -71,10 +71,15 @@ CASES = {
     "ceiling_afxdp": (["--mode=afxdp"], 500, CONNECTED_BASE, False),
     # The real quadsockd on the receiving veth and a separate application process
     # (bench/app_receiver.cc, through clients/cpp) that opens the same sockets as the cases
-    # above and takes their datagrams from the session's data channel (shared memory).
+    # above and takes their datagrams from the session's data channel: shared memory (_shm) or
+    # the StreamChannel gRPC stream over the same Unix socket (_grpc).
     "app_quadsock_unconnected_shm": (["--listener"], 500, CONNECTED_BASE, False),
     "app_quadsock_conn500_shm": (["--sockets=500"], 500, CONNECTED_BASE, False),
     "app_quadsock_conn100k_shm": (["--sockets=100000"], 100000, CONNECTED_BASE, False),
+    "app_quadsock_unconnected_grpc": (["--listener", "--transport=grpc"], 500, CONNECTED_BASE,
+                                      False),
+    "app_quadsock_conn500_grpc": (["--sockets=500", "--transport=grpc"], 500, CONNECTED_BASE,
+                                  False),
 }
 ALL_CASES = list(CASES)
 APP_CASES = {c for c in CASES if c.startswith("app_")}

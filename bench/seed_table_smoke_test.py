@@ -26,6 +26,7 @@ EXPECTED = [
     "quadsock_conn500_hash4off", "quadsock_conn500", "quadsock_conn10k", "quadsock_conn100k",
     "quadsock_newflow_conn100k", "ceiling_xdp_drop", "ceiling_afxdp",
     "app_quadsock_unconnected_shm", "app_quadsock_conn500_shm", "app_quadsock_conn100k_shm",
+    "app_quadsock_unconnected_grpc", "app_quadsock_conn500_grpc",
 ]
 
 
@@ -108,7 +109,9 @@ class SeedTableSmokeTest(unittest.TestCase):
                     self.assertEqual(d["sockets"], d["sockets_on_channel"], d)
                     self.assertEqual(d["sockets"], {"app_quadsock_unconnected_shm": 1,
                                                     "app_quadsock_conn500_shm": 500,
-                                                    "app_quadsock_conn100k_shm": 100000}[
+                                                    "app_quadsock_conn100k_shm": 100000,
+                                                    "app_quadsock_unconnected_grpc": 1,
+                                                    "app_quadsock_conn500_grpc": 500}[
                                                         c["name"]], d)
                 if report["method"] == "capacity":
                     # The search's receiver and each common-rate round's were checked.
