@@ -23,8 +23,7 @@ template <typename T>
 class BoundedQueue {
  public:
   explicit BoundedQueue(size_t capacity) {
-    size_t size = 2;
-    while (size < capacity) size <<= 1;
+    const size_t size = CellBytes(capacity) / sizeof(Cell);
     mask_ = size - 1;
     cells_ = std::make_unique<Cell[]>(size);
     for (size_t i = 0; i < size; ++i) cells_[i].sequence.store(i, std::memory_order_relaxed);
@@ -33,6 +32,12 @@ class BoundedQueue {
   BoundedQueue& operator=(const BoundedQueue&) = delete;
 
   size_t capacity() const { return mask_ + 1; }
+  // The bytes of the cell array a queue of `capacity` allocates (as the constructor rounds it).
+  static size_t CellBytes(size_t capacity) {
+    size_t size = 2;
+    while (size < capacity) size <<= 1;
+    return size * sizeof(Cell);
+  }
 
   bool TryPush(T value) {
     size_t pos = tail_.load(std::memory_order_relaxed);

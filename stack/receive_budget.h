@@ -1,12 +1,15 @@
 // The memory that all receive queues of one stack may hold together: the kernel's udp_mem,
 // without its pressure levels. Each socket's queue is bounded in datagrams; this bounds their
 // sum in bytes, so that many sockets with deep queues cannot take the host's memory. A datagram
-// that would go past it is dropped and counted, like one that finds its queue full.
+// that would go past it is dropped and counted, like one that finds its queue full. The queues'
+// own cell arrays are charged too, for the socket's life, from its Open: an Open whose queue
+// would go past it is refused.
 //
 //   auto budget = std::make_shared<ReceiveBudget>(512 << 20);
+//   if (!budget->TryReserve(cells)) { /* refuse the Open */ }
 //   if (!budget->TryCharge(n)) { /* drop */ }
 //   ...
-//   budget->Release(n);  // when the datagram leaves the queue
+//   budget->Release(n);  // when the datagram leaves the queue (or the socket its cells)
 #ifndef QUADSOCK_STACK_RECEIVE_BUDGET_H_
 #define QUADSOCK_STACK_RECEIVE_BUDGET_H_
 
@@ -23,10 +26,16 @@ class ReceiveBudget {
   // Poll threads: takes `bytes` if they fit under the limit. Charges that race may each find the
   // sum over the limit and both fail, never both succeed past it.
   bool TryCharge(size_t bytes) {
+    if (TryReserve(bytes)) return true;
+    refused_.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
+  // The same for memory that is not a datagram (a queue's cells): a refusal is not a drop, and
+  // refused() does not count it.
+  bool TryReserve(size_t bytes) {
     const size_t before = used_.fetch_add(bytes, std::memory_order_relaxed);
     if (before + bytes <= limit_) return true;
     used_.fetch_sub(bytes, std::memory_order_relaxed);
-    refused_.fetch_add(1, std::memory_order_relaxed);
     return false;
   }
   // Consumers: gives back what a datagram was charged.

@@ -136,9 +136,21 @@ absl::StatusOr<SocketId> Stack::Open(net::Family family, const OpenOptions& opti
     return absl::ResourceExhaustedError(
         absl::StrFormat("the stack has its maximum of %u sockets", options_.max_sockets));
   }
+  // The queue's cells are charged to the receive budget for the socket's life: 65,536 sockets
+  // of 65,536-deep queues would otherwise hold 64 GiB of cells past it.
+  const size_t cells = UdpSocket::QueueBytes(depth);
+  if (!receive_budget_->TryReserve(cells)) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "a receive queue of %u datagrams needs %u KiB, and the receive queues' budget "
+        "(--max_receive_mib, %u MiB) has %u KiB left: ask for a shallower queue, or close "
+        "sockets",
+        depth, (cells + 1023) >> 10, receive_budget_->limit() >> 20,
+        (receive_budget_->limit() - std::min(receive_budget_->limit(), receive_budget_->used())) >>
+            10));
+  }
   // With one link there is one poll thread: each socket's receive counters have one writer.
   auto socket = std::make_shared<UdpSocket>(family, depth, /*one_poller=*/engines_.size() == 1,
-                                            receive_budget_);
+                                            receive_budget_, cells);
   demux::SocketOptions o;
   o.family = family;
   o.v6only = options.v6only;
@@ -321,6 +333,15 @@ absl::Status Stack::Send(SocketId id, std::span<const uint8_t> payload,
   return absl::OkStatus();
 }
 
+void Stack::CountReceivedButLost(SocketId id, uint64_t n) {
+  if (n == 0) return;
+  stream_dropped_.fetch_add(n, std::memory_order_relaxed);
+  // A socket closed meanwhile has only the stack's count left.
+  if (absl::StatusOr<std::shared_ptr<UdpSocket>> s = FindSocket(id); s.ok()) {
+    (*s)->CountConsumerDrop(n);
+  }
+}
+
 absl::StatusOr<std::optional<ReceivedDatagram>> Stack::Receive(SocketId id) {
   absl::StatusOr<std::shared_ptr<UdpSocket>> found = FindSocket(id);
   if (!found.ok()) return found.status();
@@ -406,6 +427,7 @@ StackCounters Stack::Counters() const {
   StackCounters c;
   for (const auto& e : engines_) e->AddCounters(c);
   c.receive_budget_full = receive_budget_->refused();
+  c.stream_dropped = stream_dropped_.load(std::memory_order_relaxed);
   c.receive_bytes_queued = receive_budget_->used();
   const NeighborCounters n = neighbors_->counters();
   c.neighbor_probes = n.probes_sent;

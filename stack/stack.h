@@ -76,8 +76,10 @@ struct StackOptions {
   size_t max_sockets = 1 << 20;
   size_t receive_queue_depth = 256;       // datagrams per socket unless Open says otherwise
   size_t max_receive_queue_depth = 65536;
-  // Bytes that all sockets' receive queues may hold together (payloads and their records); past
-  // it datagrams are dropped and counted (receive_budget_full, and each socket's rx_dropped).
+  // Bytes that all sockets' receive queues may hold together: each queue's cells (reserved at
+  // Open, for the socket's life: an Open past it is RESOURCE_EXHAUSTED) and the datagrams
+  // queued (payloads and their records; past it they are dropped and counted,
+  // receive_budget_full and each socket's rx_dropped).
   size_t max_receive_bytes = size_t{512} << 20;
   size_t send_queue_depth = 8192;         // datagrams waiting for a poll thread, per link
   uint32_t icmp_errors_per_second = 1000; // ICMP error rate limit (the kernel's defaults)
@@ -118,6 +120,8 @@ class Stack {
   // frames received. Not while poll threads run.
   size_t PollOnce();
 
+  // RESOURCE_EXHAUSTED at max_sockets, or when the receive queue's cells do not fit what is
+  // left of max_receive_bytes (given back when the socket is closed and freed).
   absl::StatusOr<SocketId> Open(net::Family family, const OpenOptions& options = {});
   absl::StatusOr<net::Endpoint> Bind(SocketId id, const net::Endpoint& local);
   absl::StatusOr<net::Endpoint> Connect(SocketId id, const net::Endpoint& peer);
@@ -141,6 +145,10 @@ class Stack {
                     std::optional<net::Endpoint> destination = std::nullopt);
   // The next queued datagram, if any; never blocks.
   absl::StatusOr<std::optional<ReceivedDatagram>> Receive(SocketId id);
+  // A consumer took `n` datagrams off the socket with Receive and lost them (its client went, or
+  // could not be written to): counted as the socket's rx_dropped and the stack's stream_dropped
+  // (which outlives the socket). Nothing is lost uncounted.
+  void CountReceivedButLost(SocketId id, uint64_t n);
   // Blocks until the socket has a datagram (true), or `timeout` passes (false). A socket closed
   // meanwhile wakes the waiter; the next call says NOT_FOUND.
   absl::StatusOr<bool> WaitForData(SocketId id, absl::Duration timeout);
@@ -195,6 +203,7 @@ class Stack {
   const LocalAddresses local_;
   std::unique_ptr<demux::SocketTable> table_;
   const std::shared_ptr<ReceiveBudget> receive_budget_;
+  std::atomic<uint64_t> stream_dropped_{0};  // CountReceivedButLost
 
   // std::mutex, not absl::Mutex: Debian's Abseil is not built for ThreadSanitizer.
   mutable std::mutex mu_;  // control plane: the sockets map

@@ -51,6 +51,9 @@ namespace quadsock::stack {
   X(tx_queue_full, "Sends refused: a poll thread's send queue was full.")                   \
   X(receive_budget_full, "Datagrams dropped: all receive queues together held their byte "   \
                          "budget (--max_receive_mib).")                                      \
+  X(stream_dropped, "Datagrams taken off a socket's queue by a Receive or Exchange stream "   \
+                    "that could not hand them to its client (its Write failed, or it ended " \
+                    "holding them); each socket counts its own as rx_dropped.")              \
   X(neighbor_probes, "ARP requests and neighbour solicitations sent to resolve a neighbour.") \
   X(neighbor_resolved, "Neighbours resolved.")                                               \
   X(neighbor_failed, "Neighbours that never answered.")                                      \
@@ -60,7 +63,8 @@ namespace quadsock::stack {
 
 // Gauges: values now, not totals.
 #define QUADSOCK_STACK_GAUGES(X)                                                             \
-  X(receive_bytes_queued, "Bytes that all receive queues hold now.")
+  X(receive_bytes_queued, "Bytes of the receive budget (--max_receive_mib) in use now: the "  \
+                          "datagrams all receive queues hold, and the queues' cells.")
 
 #define QUADSOCK_STACK_COUNTERS(X) \
   QUADSOCK_ENGINE_COUNTERS(X) QUADSOCK_OTHER_STACK_COUNTERS(X) QUADSOCK_STACK_GAUGES(X)

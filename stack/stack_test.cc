@@ -11,6 +11,7 @@
 #include <string>
 
 #include "absl/strings/match.h"
+#include "stack/bounded_queue.h"
 #include "stack/link/memory_link.h"
 #include "stack/net/frame.h"
 #include "stack/net/frame_builder.h"
@@ -32,6 +33,9 @@ using testing_fixtures::Options;
 using testing_fixtures::StackWireTest;
 using testing_fixtures::Str;
 using testing_fixtures::TwoStacksTest;
+
+// The bytes of a receive queue's cells, `depth` deep: what an Open reserves of the budget.
+size_t QueueCells(size_t depth) { return BoundedQueue<ReceivedDatagram*>::CellBytes(depth); }
 
 TEST_F(TwoStacksTest, UdpOverIpv4ResolvesWithArpAndDelivers) {
   SocketId server = b_->Open(net::Family::kV4).value();
@@ -722,7 +726,9 @@ TEST_F(StackWireTest, FullReceiveQueueDropsAndLeavesASequenceGap) {
 // counted, per stack and per socket, and reading one gives its room back.
 TEST_F(StackWireTest, ReceiveBudgetBoundsAllQueuesTogether) {
   const size_t each = sizeof(ReceivedDatagram) + 1;  // a record and a one-byte payload
-  MakeStack(/*vlan=*/0, /*max_receive_bytes=*/3 * each);
+  // The two sockets' queue cells, charged at Open, and three datagrams.
+  const size_t cells = 2 * QueueCells(StackOptions().receive_queue_depth);
+  MakeStack(/*vlan=*/0, /*max_receive_bytes=*/cells + 3 * each);
   SocketId a = stack_->Open(net::Family::kV4).value();
   SocketId b = stack_->Open(net::Family::kV4).value();
   ASSERT_TRUE(stack_->Bind(a, Ep("10.1.0.2:4000")).ok());
@@ -732,13 +738,41 @@ TEST_F(StackWireTest, ReceiveBudgetBoundsAllQueuesTogether) {
   }
   stack_->PollOnce();
   EXPECT_EQ(stack_->Counters().receive_budget_full, 1u);
-  EXPECT_EQ(stack_->Counters().receive_bytes_queued, 3 * each);
+  EXPECT_EQ(stack_->Counters().receive_bytes_queued, cells + 3 * each);
   EXPECT_EQ(stack_->Get(b).value().counters.rx_dropped, 1u);
   ASSERT_TRUE(stack_->Receive(a).value().has_value());
-  EXPECT_EQ(stack_->Counters().receive_bytes_queued, 2 * each);
+  EXPECT_EQ(stack_->Counters().receive_bytes_queued, cells + 2 * each);
   ASSERT_TRUE(wire_->Inject(Udp("10.1.0.1:5000", "10.1.0.2:4001", "y")));
   stack_->PollOnce();
   EXPECT_EQ(stack_->Get(b).value().counters.queued, 2u);
+}
+
+// A receive queue's cells are charged to the same budget from the socket's Open: one client's
+// deep queues cannot take memory past it (65,536 sockets of 65,536 cells were 64 GiB). An Open
+// past it is refused, naming the flag, and is no datagram dropped; a close gives them back.
+TEST_F(StackWireTest, ReceiveQueueCellsAreChargedToTheBudgetAtOpen) {
+  const size_t deep = QueueCells(65536);
+  MakeStack(/*vlan=*/0, /*max_receive_bytes=*/3 * deep);
+  std::vector<SocketId> open;
+  for (int i = 0; i < 3; ++i) {
+    open.push_back(stack_->Open(net::Family::kV4, {.receive_queue_depth = 65536}).value());
+  }
+  EXPECT_EQ(stack_->Counters().receive_bytes_queued, 3 * deep);
+  absl::StatusOr<SocketId> refused =
+      stack_->Open(net::Family::kV4, {.receive_queue_depth = 65536});
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_TRUE(absl::StrContains(refused.status().message(), "--max_receive_mib"))
+      << refused.status();
+  EXPECT_EQ(stack_->Counters().receive_budget_full, 0u);
+  // Traffic to a socket with cells reserved but no queue made yet is still received.
+  ASSERT_TRUE(stack_->Bind(open[0], Ep("10.1.0.2:4000")).ok());
+  ASSERT_TRUE(wire_->Inject(Udp("10.1.0.1:5000", "10.1.0.2:4000", "x")));
+  stack_->PollOnce();
+  EXPECT_EQ(stack_->Counters().receive_bytes_queued, 3 * deep);  // the datagram is over it
+  EXPECT_EQ(stack_->Counters().receive_budget_full, 1u);
+  ASSERT_TRUE(stack_->Close(open[1]).ok());
+  EXPECT_EQ(stack_->Counters().receive_bytes_queued, 2 * deep);
+  EXPECT_TRUE(stack_->Open(net::Family::kV4, {.receive_queue_depth = 65536}).ok());
 }
 
 }  // namespace

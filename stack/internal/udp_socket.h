@@ -47,10 +47,12 @@ class alignas(64) UdpSocket {
   // `one_poller`: only one poll thread delivers to the socket (the stack has one link), so its
   // receive counters are written with plain stores instead of atomic read-modify-writes.
   // `budget`: charged for each queued datagram (none: unbounded but for the depth).
+  // `reserved`: what the caller reserved of `budget` for the queue's cells (QueueBytes), given
+  // back when the socket goes.
   UdpSocket(net::Family family, size_t queue_depth, bool one_poller = false,
-            std::shared_ptr<ReceiveBudget> budget = nullptr)
+            std::shared_ptr<ReceiveBudget> budget = nullptr, size_t reserved = 0)
       : family_(family), one_poller_(one_poller), budget_(std::move(budget)),
-        queue_depth_(queue_depth) {
+        queue_depth_(queue_depth), reserved_(budget_ == nullptr ? 0 : reserved) {
     static_assert(offsetof(UdpSocket, first_callback_) + sizeof(first_callback_) <= 64,
                   "a delivery to the first callback reads one cache line");
     static_assert(offsetof(UdpSocket, queue_) == 64, "queued delivery has the second line");
@@ -64,6 +66,7 @@ class alignas(64) UdpSocket {
       }
       delete q;
     }
+    if (reserved_ != 0) budget_->Release(reserved_);
     if (event_fd_ >= 0) close(event_fd_);
     delete channel_.load();
     delete info_.load();
@@ -75,6 +78,9 @@ class alignas(64) UdpSocket {
     std::shared_ptr<channel::Channel> channel;
     uint32_t index = 0;
   };
+
+  // The bytes of the cell array of a receive queue `depth` deep (made on its first datagram).
+  static size_t QueueBytes(size_t depth) { return Queue::CellBytes(depth); }
 
   // What became of a datagram handed to the socket.
   enum class Delivery { kTaken, kFull, kOverBudget };
@@ -213,6 +219,8 @@ class alignas(64) UdpSocket {
     tx_bytes_.fetch_add(bytes, std::memory_order_relaxed);
   }
   void CountSendDrop() { tx_dropped_.fetch_add(1, std::memory_order_relaxed); }
+  // A consumer popped `n` datagrams and lost them (its client went): rx_dropped too.
+  void CountConsumerDrop(uint64_t n) { consumer_dropped_.fetch_add(n, std::memory_order_relaxed); }
 
   // Poll thread: an ICMP error quoted one of the socket's datagrams, sent to `peer`. A hard one
   // is kept with a tag of that peer (a later one replaces it); only a socket connected to that
@@ -243,7 +251,8 @@ class alignas(64) UdpSocket {
     SocketCounters c;
     c.rx_datagrams = rx_datagrams_.load(std::memory_order_relaxed);
     c.rx_bytes = rx_bytes_.load(std::memory_order_relaxed);
-    c.rx_dropped = rx_dropped_.load(std::memory_order_relaxed);
+    c.rx_dropped = rx_dropped_.load(std::memory_order_relaxed) +
+                   consumer_dropped_.load(std::memory_order_relaxed);
     c.tx_datagrams = tx_datagrams_.load(std::memory_order_relaxed);
     c.tx_bytes = tx_bytes_.load(std::memory_order_relaxed);
     c.tx_dropped = tx_dropped_.load(std::memory_order_relaxed);
@@ -328,11 +337,14 @@ class alignas(64) UdpSocket {
   std::atomic<const ChannelBinding*> channel_{nullptr};
   // The rest: the control plane, consumers, sends.
   const size_t queue_depth_;
+  const size_t reserved_;  // of budget_, for the queue's cells
   std::atomic<bool> shut_down_{false};
   std::mutex wait_mu_;  // guards creating event_fd_ (only waiters and wakers take it)
   int event_fd_ = -1;
   std::vector<std::unique_ptr<const ReceiveCallback>> later_callbacks_;
   std::atomic<uint64_t> tx_datagrams_{0}, tx_bytes_{0}, tx_dropped_{0};
+  // Apart from rx_dropped_, which a single poll thread writes with plain stores.
+  std::atomic<uint64_t> consumer_dropped_{0};
   std::atomic<uint64_t> icmp_errors_{0};
   // The kept error: PeerTag() << 32 | IcmpError::Pack(), or 0.
   std::atomic<uint64_t> pending_error_{0};
