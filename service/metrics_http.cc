@@ -5,18 +5,42 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
 #include "stack/net/address.h"
 
 namespace quadsock::service {
 
+namespace {
+constexpr size_t kMaxRequestHead = 8192;
+}  // namespace
+
+// A client's connection: reading its request, writing the answer, then draining what it still
+// sends until it closes (closing with unread bytes would reset the connection and could lose
+// the answer before the client read it).
+struct MetricsHttp::Connection {
+  enum class State { kReading, kWriting, kDraining };
+  int fd = -1;
+  State state = State::kReading;
+  std::string request;
+  std::string response;
+  size_t sent = 0;
+  absl::Time deadline;
+  bool done = false;
+};
+
 absl::StatusOr<std::unique_ptr<MetricsHttp>> MetricsHttp::Start(
-    const std::string& listen, std::function<std::string()> render) {
+    const std::string& listen, std::function<std::string()> render, MetricsHttpOptions options) {
+  if (options.max_connections < 1 || options.timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        "metrics endpoint: max_connections and timeout must be positive");
+  }
   absl::StatusOr<net::Endpoint> at = net::Endpoint::Parse(listen);
   if (!at.ok()) {
     return absl::InvalidArgumentError(
@@ -24,6 +48,7 @@ absl::StatusOr<std::unique_ptr<MetricsHttp>> MetricsHttp::Start(
   }
   std::unique_ptr<MetricsHttp> m(new MetricsHttp());
   m->render_ = std::move(render);
+  m->options_ = options;
   sockaddr_storage ss{};
   socklen_t len;
   if (at->address.is_v4()) {
@@ -39,11 +64,11 @@ absl::StatusOr<std::unique_ptr<MetricsHttp>> MetricsHttp::Start(
     std::memcpy(&a->sin6_addr, at->address.data(), 16);
     len = sizeof(*a);
   }
-  m->listen_fd_ = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  m->listen_fd_ = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   const int one = 1;
   setsockopt(m->listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
   if (m->listen_fd_ < 0 || bind(m->listen_fd_, reinterpret_cast<sockaddr*>(&ss), len) != 0 ||
-      ::listen(m->listen_fd_, 16) != 0) {
+      ::listen(m->listen_fd_, 64) != 0) {
     const int err = errno;
     if (m->listen_fd_ >= 0) close(m->listen_fd_);
     m->listen_fd_ = -1;
@@ -65,29 +90,91 @@ MetricsHttp::~MetricsHttp() {
 }
 
 void MetricsHttp::Serve() {
+  std::vector<Connection> conns;
+  std::vector<pollfd> fds;
   while (!stop_.load()) {
-    pollfd p{listen_fd_, POLLIN, 0};
-    if (poll(&p, 1, 100) <= 0) continue;
-    const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd < 0) continue;
-    Answer(fd);
-    close(fd);
+    const bool accepting = conns.size() < static_cast<size_t>(options_.max_connections);
+    fds.assign(1, pollfd{listen_fd_, static_cast<short>(accepting ? POLLIN : 0), 0});
+    absl::Time wake = absl::Now() + absl::Milliseconds(100);  // to notice stop_
+    for (const Connection& c : conns) {
+      fds.push_back({c.fd, static_cast<short>(c.state == Connection::State::kWriting ? POLLOUT
+                                                                                     : POLLIN),
+                     0});
+      wake = std::min(wake, c.deadline);
+    }
+    const int64_t wait_ms = std::max<int64_t>(0, absl::ToInt64Milliseconds(wake - absl::Now()));
+    if (poll(fds.data(), fds.size(), static_cast<int>(wait_ms) + 1) < 0 && errno != EINTR) {
+      continue;
+    }
+    const absl::Time now = absl::Now();
+    for (size_t i = 0; i < conns.size(); ++i) {
+      Connection& c = conns[i];
+      const short revents = fds[i + 1].revents;
+      if (revents & (POLLIN | POLLHUP | POLLERR)) {
+        if (c.state == Connection::State::kWriting) {
+          c.done = true;  // hung up or failed before taking the answer
+        } else {
+          Read(c);
+        }
+      }
+      if (!c.done && c.state == Connection::State::kWriting) {
+        while (c.sent < c.response.size()) {
+          const ssize_t n = send(c.fd, c.response.data() + c.sent, c.response.size() - c.sent,
+                                 MSG_NOSIGNAL);
+          if (n <= 0) {
+            if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+            c.done = true;
+            break;
+          }
+          c.sent += static_cast<size_t>(n);
+        }
+        if (c.sent == c.response.size()) {
+          shutdown(c.fd, SHUT_WR);
+          c.state = Connection::State::kDraining;
+        }
+      }
+      if (now >= c.deadline) c.done = true;
+    }
+    for (Connection& c : conns) {
+      if (c.done) close(c.fd);
+    }
+    conns.erase(std::remove_if(conns.begin(), conns.end(),
+                               [](const Connection& c) { return c.done; }),
+                conns.end());
+    while (fds[0].revents & POLLIN &&
+           conns.size() < static_cast<size_t>(options_.max_connections)) {
+      const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+      if (fd < 0) break;
+      Connection c;
+      c.fd = fd;
+      c.deadline = now + options_.timeout;
+      conns.push_back(std::move(c));
+    }
+  }
+  for (Connection& c : conns) close(c.fd);
+}
+
+void MetricsHttp::Read(Connection& c) {
+  char buf[4096];
+  while (true) {
+    const ssize_t n = recv(c.fd, buf, sizeof(buf), 0);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+      c.done = true;  // the client closed (or the connection failed): nothing more to do
+      return;
+    }
+    if (n < 0) return;  // all read for now
+    if (c.state == Connection::State::kDraining) continue;
+    c.request.append(buf, static_cast<size_t>(n));
+    if (c.request.size() >= kMaxRequestHead ||
+        c.request.find("\r\n\r\n") != std::string::npos) {
+      c.response = Answer(c.request);
+      c.state = Connection::State::kWriting;
+      return;
+    }
   }
 }
 
-void MetricsHttp::Answer(int fd) {
-  // Read the request head: at most 8 KiB, at most 5 s.
-  std::string request;
-  char buf[1024];
-  const absl::Time deadline = absl::Now() + absl::Seconds(5);
-  while (request.size() < 8192 && request.find("\r\n\r\n") == std::string::npos) {
-    const int left = static_cast<int>(absl::ToInt64Milliseconds(deadline - absl::Now()));
-    pollfd p{fd, POLLIN, 0};
-    if (left <= 0 || poll(&p, 1, left) <= 0) return;
-    const ssize_t n = recv(fd, buf, sizeof(buf), 0);
-    if (n <= 0) return;
-    request.append(buf, static_cast<size_t>(n));
-  }
+std::string MetricsHttp::Answer(const std::string& request) {
   std::string status = "200 OK";
   std::string body;
   if (absl::StartsWith(request, "GET /metrics ") || absl::StartsWith(request, "GET /metrics?")) {
@@ -96,15 +183,10 @@ void MetricsHttp::Answer(int fd) {
     status = "404 Not Found";
     body = "quadsockd serves only GET /metrics\n";
   }
-  const std::string response = absl::StrCat(
-      "HTTP/1.0 ", status, "\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: ",
-      body.size(), "\r\nConnection: close\r\n\r\n", body);
-  size_t sent = 0;
-  while (sent < response.size()) {
-    const ssize_t n = send(fd, response.data() + sent, response.size() - sent, MSG_NOSIGNAL);
-    if (n <= 0) return;
-    sent += static_cast<size_t>(n);
-  }
+  return absl::StrCat("HTTP/1.0 ", status,
+                      "\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\n"
+                      "Content-Length: ",
+                      body.size(), "\r\nConnection: close\r\n\r\n", body);
 }
 
 }  // namespace quadsock::service

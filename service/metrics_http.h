@@ -1,8 +1,11 @@
 // A minimal HTTP endpoint for Prometheus: GET /metrics answers the counters in the text
-// exposition format; anything else is 404. One request per connection, requests bounded to
-// 8 KiB and 5 seconds, one connection at a time: a scrape endpoint, not a web server.
+// exposition format; anything else is 404. One request per connection, a request head bounded
+// to 8 KiB: a scrape endpoint, not a web server. One thread serves every connection at once
+// (poll), so an idle or slow client never stalls another's scrape; each connection has
+// `timeout` in all to send its request and take the answer, and at most `max_connections` are
+// served at a time (more wait in the listen backlog until one ends).
 //
-//   MetricsHttp m = MetricsHttp::Start("127.0.0.1:9464", [&] { return RenderMetrics(...); }).value();
+//   auto m = MetricsHttp::Start("127.0.0.1:9464", [&] { return RenderMetrics(...); });
 #ifndef QUADSOCK_SERVICE_METRICS_HTTP_H_
 #define QUADSOCK_SERVICE_METRICS_HTTP_H_
 
@@ -13,25 +16,37 @@
 #include <thread>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 
 namespace quadsock::service {
 
+struct MetricsHttpOptions {
+  int max_connections = 64;
+  absl::Duration timeout = absl::Seconds(5);
+};
+
 class MetricsHttp {
  public:
-  // `listen` is HOST:PORT (IPv4 or [IPv6]). UNAVAILABLE when the port cannot be bound.
-  static absl::StatusOr<std::unique_ptr<MetricsHttp>> Start(const std::string& listen,
-                                                            std::function<std::string()> render);
+  // `listen` is HOST:PORT (IPv4 or [IPv6]). INVALID_ARGUMENT for a malformed one or bad
+  // options, UNAVAILABLE when the port cannot be bound.
+  static absl::StatusOr<std::unique_ptr<MetricsHttp>> Start(
+      const std::string& listen, std::function<std::string()> render,
+      MetricsHttpOptions options = {});
   ~MetricsHttp();
   uint16_t port() const { return port_; }
 
  private:
+  struct Connection;
   MetricsHttp() = default;
   void Serve();
-  void Answer(int fd);
+  // Reads what `c` sent; once its request head is whole (or too long), makes the answer.
+  void Read(Connection& c);
+  std::string Answer(const std::string& request);
 
   int listen_fd_ = -1;
   uint16_t port_ = 0;
   std::function<std::string()> render_;
+  MetricsHttpOptions options_;
   std::atomic<bool> stop_{false};
   std::thread thread_;
 };

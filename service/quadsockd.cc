@@ -334,7 +334,9 @@ int Main(int argc, char** argv) {
   if (!absl::GetFlag(FLAGS_metrics_listen).empty()) {
     service::Server* srv = server->get();
     absl::StatusOr<std::unique_ptr<service::MetricsHttp>> m = service::MetricsHttp::Start(
-        absl::GetFlag(FLAGS_metrics_listen), [srv] { return service::RenderMetrics(srv->admin().Collect()); });
+        absl::GetFlag(FLAGS_metrics_listen), [srv, iface = o.interface] {
+          return service::RenderMetrics(srv->admin().Collect(), iface);
+        });
     if (!m.ok()) return Fail("cannot serve metrics", m.status());
     metrics = std::move(*m);
     Log(absl::StrCat("metrics on http://", absl::GetFlag(FLAGS_metrics_listen), "/metrics"));

@@ -19,6 +19,7 @@ import urllib.request
 import grpc
 
 import netns
+import prometheus_page
 import quadsock
 from quadsock.v1 import socket_pb2
 
@@ -312,9 +313,36 @@ class QuadsockdTest(unittest.TestCase):
         self.assertEqual((iface.name, iface.bind_mode), ("qs0", "copy"))
         self.assertIn(iface.xdp_mode, ("native", "generic"))
         self.assertEqual(self.net.peer_shell("ping -c 1 -W 2 %s >/dev/null" % STACK4), 0)
-        text = urllib.request.urlopen("http://127.0.0.1:9464/metrics", timeout=3).read().decode()
-        self.assertIn("quadsock_icmp_echo_replies_total 1", text)
+        text = self.scrape()
+        self.assertIn('quadsock_icmp_echo_replies_total{interface="qs0"} 1\n', text)
         self.assertIn("quadsock_xdp_redirect_total", text)
+
+    def scrape(self, timeout=10):
+        return urllib.request.urlopen("http://127.0.0.1:9464/metrics",
+                                      timeout=timeout).read().decode()
+
+    def test_metrics_follow_prometheus_conventions_and_the_dashboard_reads_them(self):
+        # Traffic first, so that the page holds moving counters, not only zeros.
+        self.assertEqual(self.net.peer_shell("ping -c 1 -W 2 %s >/dev/null" % STACK4), 0)
+        families = prometheus_page.check_page(self, self.scrape(), interface="qs0")
+        self.assertGreaterEqual(families["quadsock_rx_frames"].samples[0].value, 1)
+        self.assertIn("quadsock_table_lookup_chain_steps", families)  # the histogram
+        exported = prometheus_page.sample_names(families)
+        names = prometheus_page.dashboard_metric_names(prometheus_page.load_dashboard())
+        self.assertGreaterEqual(len(names), 20, names)
+        missing = {n: panels for n, panels in names.items() if n not in exported}
+        self.assertEqual(missing, {}, "the dashboard queries metrics quadsockd does not export")
+
+    def test_idle_connections_do_not_stall_a_scrape(self):
+        # Each of these would hold a one-at-a-time endpoint for its whole timeout (5 s): the
+        # scrape behind three of them would need 15 s, more than it is given.
+        idle = [socket.create_connection(("127.0.0.1", 9464), timeout=5) for _ in range(3)]
+        try:
+            for _ in range(3):
+                self.assertIn("quadsock_build_info", self.scrape(timeout=10))
+        finally:
+            for s in idle:
+                s.close()
 
     def test_sigterm_drains_streams_and_detaches(self):
         # A Receive stream and an Exchange stream, each seen working before the signal.
