@@ -66,14 +66,26 @@ ABSL_FLAG(uint32_t, max_clients, 1024, "Client sessions at once.");
 ABSL_FLAG(uint32_t, max_streams_per_client, 16,
           "Session, Receive and Exchange streams one client session may have open at once; "
           "more are RESOURCE_EXHAUSTED.");
+ABSL_FLAG(uint32_t, max_sessions_per_peer, 0,
+          "Client sessions one peer may hold at once, over all its sessions: a peer is an mTLS "
+          "identity, or without mTLS a client host on TCP. 0: half of --max_clients. (On a "
+          "Unix socket gRPC tells no client from another: there only --max_clients holds.)");
+ABSL_FLAG(uint32_t, max_streams_per_peer, 0,
+          "Session, Receive and Exchange streams one peer (as --max_sessions_per_peer) may have "
+          "open at once, over all its sessions; more are RESOURCE_EXHAUSTED. 0: half of "
+          "--max_grpc_threads.");
 ABSL_FLAG(uint32_t, max_grpc_threads, 1024,
           "gRPC's threads for calls in all: each open stream holds one; calls beyond them fail "
           "with RESOURCE_EXHAUSTED.");
 ABSL_FLAG(uint32_t, receive_queue_depth, 256, "Datagrams a socket keeps unless Open asks.");
 ABSL_FLAG(uint32_t, max_receive_queue_depth, 65536, "The most a client may ask for.");
 ABSL_FLAG(uint32_t, max_receive_mib, 512,
-          "MiB that all sockets' receive queues may hold together (payloads and their records); "
-          "past it datagrams are dropped and counted (receive_budget_full), like a full queue.");
+          "MiB that all sockets' receive queues may hold together, over every client: each "
+          "queue's cells (16 bytes per datagram of its depth, taken at Open for the socket's "
+          "life: an Open past it is RESOURCE_EXHAUSTED) and the datagrams queued (payloads and "
+          "their records: past it they are dropped and counted, receive_budget_full, like a full "
+          "queue). At the default depth of 256 a socket takes 4 KiB: a million sockets need "
+          "4096.");
 ABSL_FLAG(uint32_t, channel_ring_slots, 1024,
           "Datagrams each ring of a session's data channel holds (AttachChannel, StreamChannel) "
           "unless the client asks; a power of two. Past it datagrams are dropped and counted.");
@@ -312,6 +324,14 @@ int Main(int argc, char** argv) {
   so.sessions.max_sockets_per_session = absl::GetFlag(FLAGS_max_sockets_per_client);
   so.sessions.max_streams_per_session = absl::GetFlag(FLAGS_max_streams_per_client);
   so.max_threads = static_cast<int>(absl::GetFlag(FLAGS_max_grpc_threads));
+  // 0: half of the server's, so that one peer never takes them all.
+  const auto half_unless = [](uint32_t flag, uint32_t all) {
+    return flag != 0 ? flag : std::max<uint32_t>(1, all / 2);
+  };
+  so.sessions.max_sessions_per_peer =
+      half_unless(absl::GetFlag(FLAGS_max_sessions_per_peer), absl::GetFlag(FLAGS_max_clients));
+  so.sessions.max_streams_per_peer = half_unless(absl::GetFlag(FLAGS_max_streams_per_peer),
+                                                 absl::GetFlag(FLAGS_max_grpc_threads));
   so.sessions.default_lease = absl::Seconds(absl::GetFlag(FLAGS_lease_seconds));
   so.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   so.log = Log;

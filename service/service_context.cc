@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/protocol.h"
@@ -23,6 +24,14 @@ std::string ServiceContext::Identity(grpc::ServerContextBase* ctx) {
     for (const grpc::string_ref& r : auth->GetPeerIdentity()) parts.emplace_back(r.data(), r.size());
   }
   return absl::StrJoin(parts, ",");
+}
+
+std::string ServiceContext::PeerKey(grpc::ServerContextBase* ctx) {
+  if (std::string identity = Identity(ctx); !identity.empty()) return identity;
+  const std::string peer = ctx->peer();  // "ipv4:10.0.0.7:41234", "ipv6:[fd00::7]:41234"
+  if (!absl::StartsWith(peer, "ipv4:") && !absl::StartsWith(peer, "ipv6:")) return "";
+  const size_t port = peer.rfind(':');
+  return port > 5 ? peer.substr(0, port) : peer;
 }
 
 absl::Status ServiceContext::Admit(grpc::ServerContextBase* ctx) const {

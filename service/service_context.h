@@ -63,6 +63,11 @@ struct ServiceContext {
   absl::StatusOr<std::string> Session(grpc::ServerContextBase* ctx);
   // The client certificate's identity under mTLS, "" otherwise.
   static std::string Identity(grpc::ServerContextBase* ctx);
+  // Who the per-peer limits count a session against: the mTLS identity; without one the
+  // client's host on TCP ("ipv4:10.0.0.7", its port dropped); "" on a Unix socket, where gRPC
+  // 1.51 tells no peer from another (ServerContext::peer() is "unix:" for all, and the auth
+  // context has no SO_PEERCRED): local clients are those the socket's mode lets in.
+  static std::string PeerKey(grpc::ServerContextBase* ctx);
   // Closes an ended session's sockets and logs it: "session 1a2b3c4d ("quadctl") `how`:
   // closed 3 sockets".
   void CloseEnded(const EndedSession& ended, absl::string_view how);

@@ -31,7 +31,8 @@ const Sessions::Session* Sessions::Find(const std::string& token) const {
 }
 
 absl::StatusOr<std::pair<std::string, absl::Duration>> Sessions::Create(
-    const std::string& name, const std::string& identity, uint32_t lease_seconds) {
+    const std::string& name, const std::string& identity, uint32_t lease_seconds,
+    const std::string& peer) {
   if (name.size() > 64) {
     return absl::InvalidArgumentError("client_name is longer than 64 characters");
   }
@@ -46,10 +47,20 @@ absl::StatusOr<std::pair<std::string, absl::Duration>> Sessions::Create(
     return absl::ResourceExhaustedError(
         absl::StrFormat("the server has its maximum of %u sessions", limits_.max_sessions));
   }
+  if (!peer.empty()) {
+    auto it = peers_.find(peer);
+    if (it != peers_.end() && it->second.sessions >= limits_.max_sessions_per_peer) {
+      return absl::ResourceExhaustedError(absl::StrFormat(
+          "client %s has its maximum of %u sessions (--max_sessions_per_peer)",
+          absl::CHexEscape(peer.substr(0, 128)), limits_.max_sessions_per_peer));
+    }
+    ++peers_[peer].sessions;
+  }
   std::string token = RandomToken();
   Session& s = sessions_[token];
   s.name = name;
   s.identity = identity;
+  s.peer = peer;
   s.lease = lease;
   s.expires = clock_() + lease;
   s.owner = next_owner_++;
@@ -182,32 +193,53 @@ std::vector<std::pair<uint32_t, SocketId>> Sessions::IndexedSockets(
 
 absl::Status Sessions::AddStream(const std::string& token, absl::Duration grace) {
   std::unique_lock<std::mutex> lock(mu_);
-  const auto room = [&] {
+  // Why the session may not open another stream now (mu_ held); OK when it may.
+  const auto refusal = [&]() -> absl::Status {
     const Session* s = Find(token);
-    return s == nullptr || s->streams < limits_.max_streams_per_session;
+    if (s == nullptr) return absl::UnauthenticatedError("unknown or expired session");
+    if (s->streams >= limits_.max_streams_per_session) {
+      return absl::ResourceExhaustedError(absl::StrFormat(
+          "the session has its maximum of %u streams open (Session, Receive, Exchange)",
+          limits_.max_streams_per_session));
+    }
+    if (!s->peer.empty() && peers_.at(s->peer).streams >= limits_.max_streams_per_peer) {
+      return absl::ResourceExhaustedError(absl::StrFormat(
+          "client %s has its maximum of %u streams open over its sessions "
+          "(--max_streams_per_peer)",
+          absl::CHexEscape(s->peer.substr(0, 128)), limits_.max_streams_per_peer));
+    }
+    return absl::OkStatus();
   };
+  const auto room = [&] { return refusal().code() != absl::StatusCode::kResourceExhausted; };
   if (!room()) stream_ended_.wait_for(lock, absl::ToChronoMilliseconds(grace), room);
+  if (absl::Status st = refusal(); !st.ok()) return st;
   Session* s = Find(token);
-  if (s == nullptr) return absl::UnauthenticatedError("unknown or expired session");
-  if (s->streams >= limits_.max_streams_per_session) {
-    return absl::ResourceExhaustedError(absl::StrFormat(
-        "the session has its maximum of %u streams open (Session, Receive, Exchange)",
-        limits_.max_streams_per_session));
-  }
   ++s->streams;
+  if (!s->peer.empty()) ++peers_.at(s->peer).streams;
   return absl::OkStatus();
 }
 
 void Sessions::RemoveStream(const std::string& token) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    // The session may have ended under the stream: then there is nothing to count.
-    if (Session* s = Find(token); s != nullptr && s->streams > 0) --s->streams;
+    // The session may have ended under the stream: then there is nothing to count (Take
+    // gave back its streams).
+    if (Session* s = Find(token); s != nullptr && s->streams > 0) {
+      --s->streams;
+      if (!s->peer.empty()) --peers_.at(s->peer).streams;
+      // The stream was a call: the lease runs from its end.
+      s->expires = std::max(s->expires, clock_() + s->lease);
+    }
   }
   stream_ended_.notify_all();
 }
 
 EndedSession Sessions::Take(absl::node_hash_map<std::string, Session>::iterator it) {
+  if (const std::string& peer = it->second.peer; !peer.empty()) {
+    PeerUse& use = peers_.at(peer);
+    use.streams -= it->second.streams;
+    if (--use.sessions == 0) peers_.erase(peer);
+  }
   EndedSession out{.token = it->first, .name = it->second.name, .lease = it->second.lease};
   for (const auto& [h, id] : it->second.sockets) {
     out.sockets.push_back(id);
@@ -245,7 +277,8 @@ std::vector<EndedSession> Sessions::Expire() {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<EndedSession> ended;
   for (auto it = sessions_.begin(); it != sessions_.end();) {
-    if (it->second.holders > 0 || it->second.expires > now) {
+    // An open stream is a call in progress, however long it lasts (RemoveStream renews).
+    if (it->second.holders > 0 || it->second.streams > 0 || it->second.expires > now) {
       ++it;
       continue;
     }

@@ -4,13 +4,19 @@
 // opened, under handles that are unguessable too. Sessions knows every live handle, so a handle
 // of another session is PERMISSION_DENIED ("socket H belongs to another client") and only one
 // that no session has is NOT_FOUND; saying so gives nothing away, since nobody can guess a
-// handle they were not given. It lives while its lease is renewed (by every call, and all along
-// an open Receive or Exchange stream), or while a Session stream holds it; when it lapses,
-// Expire hands back its sockets for closing. With mTLS a session is also tied to the client
-// certificate's identity: another identity presenting the token is UNAUTHENTICATED.
+// handle they were not given. It lives while its lease is renewed (by every call), while any
+// of its streams is open (whatever the stream is doing: a Receive blocked on a slow reader
+// too), or while a Session stream holds it; when it lapses, Expire hands back its sockets for
+// closing. With mTLS a session is also tied to the client certificate's identity: another
+// identity presenting the token is UNAUTHENTICATED.
+//
+// Each session belongs to a peer (its mTLS identity, or the client's host on TCP): one peer may
+// hold at most max_sessions_per_peer sessions and max_streams_per_peer streams, so that it
+// cannot take every session and every server thread. A session of no known peer ("") has no
+// per-peer limit.
 //
 //   Sessions sessions(limits, clock);
-//   auto [token, lease] = sessions.Create("demo", identity, 0).value();
+//   auto [token, lease] = sessions.Create("demo", identity, 0, peer).value();
 //   std::string handle = sessions.AddSocket(token, id).value();
 //   for (SocketId s : sessions.Expire(now)) stack.Close(s);
 #ifndef QUADSOCK_SERVICE_SESSIONS_H_
@@ -41,6 +47,10 @@ struct SessionLimits {
   size_t max_sockets_per_session = 65536;
   // Session, Receive and Exchange streams open at once: each holds one of the server's threads.
   size_t max_streams_per_session = 16;
+  // The same, over all sessions of one peer (Create's `peer`): --max_sessions_per_peer and
+  // --max_streams_per_peer of quadsockd, which the messages name.
+  size_t max_sessions_per_peer = 512;
+  size_t max_streams_per_peer = 512;
   absl::Duration default_lease = absl::Seconds(30);
   absl::Duration max_lease = absl::Hours(1);
 };
@@ -58,11 +68,13 @@ class Sessions {
   Sessions(SessionLimits limits, std::function<absl::Time()> clock)
       : limits_(limits), clock_(std::move(clock)) {}
 
-  // RESOURCE_EXHAUSTED at max_sessions; INVALID_ARGUMENT for a lease over the maximum or a
-  // name over 64 characters.
+  // RESOURCE_EXHAUSTED at max_sessions, or at max_sessions_per_peer sessions of `peer` ("": no
+  // per-peer limit); INVALID_ARGUMENT for a lease over the maximum or a name over 64
+  // characters.
   absl::StatusOr<std::pair<std::string, absl::Duration>> Create(const std::string& name,
                                                                 const std::string& identity,
-                                                                uint32_t lease_seconds);
+                                                                uint32_t lease_seconds,
+                                                                const std::string& peer = "");
   // Checks the token (and identity) and renews the lease. UNAUTHENTICATED otherwise.
   absl::Status Touch(const std::string& token, const std::string& identity);
   // Renews the lease of a session that something of its own keeps busy (its data channel's
@@ -91,9 +103,10 @@ class Sessions {
   std::vector<std::pair<uint32_t, SocketId>> IndexedSockets(const std::string& token) const;
 
   // A Session, Receive or Exchange stream of the session starts: RESOURCE_EXHAUSTED when it has
-  // max_streams_per_session open, and none of them ends within `grace` (a cancelled stream's
-  // handler ends a moment after the client let go of it). Each success is paired with one
-  // RemoveStream.
+  // max_streams_per_session open (or its peer max_streams_per_peer), and none of them ends
+  // within `grace` (a cancelled stream's handler ends a moment after the client let go of it).
+  // Each success is paired with one RemoveStream. While a stream is open the session does not
+  // lapse; its lease runs again from the stream's end.
   absl::Status AddStream(const std::string& token, absl::Duration grace = absl::ZeroDuration());
   void RemoveStream(const std::string& token);
 
@@ -113,6 +126,7 @@ class Sessions {
     std::string identity;
     absl::Duration lease;
     absl::Time expires;
+    std::string peer;  // "" for none (no per-peer limit)
     int holders = 0;
     size_t streams = 0;  // Session, Receive and Exchange streams open
     absl::flat_hash_map<std::string, SocketId> sockets;
@@ -140,6 +154,12 @@ class Sessions {
   // max_sessions * max_sockets_per_session (and by the stack's socket limit).
   absl::flat_hash_map<std::string, const Session*> owners_;
   uint64_t next_owner_ = 1;  // guarded by mu_
+  // What each peer holds (those with a session only).
+  struct PeerUse {
+    size_t sessions = 0;
+    size_t streams = 0;
+  };
+  absl::flat_hash_map<std::string, PeerUse> peers_;
 };
 
 // 128 random bits from the kernel, as 32 hex digits.

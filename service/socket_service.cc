@@ -38,7 +38,8 @@ grpc::Status SocketServiceImpl::CreateSession(grpc::ServerContext* ctx,
                                               v1::CreateSessionResponse* resp) {
   if (c_.shutting_down.load()) return ToGrpc(absl::UnavailableError("the server is shutting down"));
   const std::string identity = ServiceContext::Identity(ctx);
-  auto created = c_.sessions.Create(req->client_name(), identity, req->lease_seconds());
+  auto created = c_.sessions.Create(req->client_name(), identity, req->lease_seconds(),
+                                    ServiceContext::PeerKey(ctx));
   if (!created.ok()) return ToGrpc(created.status());
   c_.Log(absl::StrFormat("session %s (\"%s\") created for %s%s, lease %d s",
                          ShortId(created->first), absl::CHexEscape(req->client_name()),

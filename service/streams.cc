@@ -57,8 +57,12 @@ grpc::Status SocketServiceImpl::Receive(grpc::ServerContext* ctx, const v1::Rece
     v1::Datagram out;
     ToProto(**d, &out);
     // Write blocks while the client is slow: the socket's bounded queue absorbs (and counts)
-    // what arrives meanwhile, so a slow reader costs bounded memory.
-    if (!writer->Write(out)) break;
+    // what arrives meanwhile, so a slow reader costs bounded memory. (The session's lease does
+    // not run while the stream is open, however long the Write blocks.)
+    if (!writer->Write(out)) {
+      c_.stack.CountReceivedButLost(id, 1);  // off the socket, and the client is gone
+      break;
+    }
     ++sent;
   }
   return grpc::Status::OK;
@@ -134,6 +138,7 @@ grpc::Status SocketServiceImpl::Exchange(
   LeaseRenewal lease(c_.sessions, *token, ServiceContext::Identity(ctx));
   std::optional<v1::Datagram> carried;  // received, for the next response
   bool write_failed = false;
+  uint64_t lost = 0;  // datagrams taken off the socket that no response delivered
   // Room for the datagrams: what is left of the limit after a SendResult's worth of bytes.
   const size_t budget =
       c_.max_message_bytes > kResponseReserve ? c_.max_message_bytes - kResponseReserve : 0;
@@ -178,6 +183,7 @@ grpc::Status SocketServiceImpl::Exchange(
     }
     if (!stream->Write(out)) {
       write_failed = true;
+      lost += out.datagrams_size();
       break;
     }
   }
@@ -192,15 +198,21 @@ grpc::Status SocketServiceImpl::Exchange(
     }
     v1::ExchangeResponse out;
     if (carried.has_value()) *out.add_datagrams() = std::move(*carried);
+    carried.reset();
     while (out.datagrams_size() > 0 || !left.empty()) {
       if (!left.empty()) {
         *out.mutable_send_result() = std::move(left.front());
         left.pop_front();
       }
-      if (!stream->Write(out)) break;
+      if (!stream->Write(out)) {
+        lost += out.datagrams_size();
+        break;
+      }
       out.Clear();
     }
   }
+  // A datagram carried for a next response that will not come is lost too: counted.
+  c_.stack.CountReceivedButLost(id, lost + (carried.has_value() ? 1 : 0));
   if (!end.ok() && reading.load()) {
     // The cancel below is all the client would see: say why first.
     v1::ExchangeResponse last;

@@ -131,6 +131,89 @@ TEST_F(ServiceTest, OpenStreamsRenewTheirSessionsLease) {
   expect_both_streams_deliver("after the lease");
 }
 
+// A stream whose client reads nothing: the remote host sends 300 datagrams of 1,400 bytes to
+// `port` (of socket `s`), far over the client's 64 KiB receive window, and the call returns once
+// the stream's server side is blocked in Write (what the socket holds stops going down).
+class BlockedStreamTest : public ServiceTest {
+ protected:
+  // A Receive stream of `handle` over the Unix socket, whose window stays at 64 KiB.
+  TestStream<ReceiveStream> ReceiveUnread(const std::string& session, const std::string& handle) {
+    grpc::ChannelArguments args;
+    args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+    stub_ = UnixStub(args);
+    std::unique_ptr<ClientContext> ctx = StreamContext(session, absl::Seconds(60));
+    v1::ReceiveRequest req;
+    req.set_socket(handle);
+    std::unique_ptr<ReceiveStream> stream = stub_->Receive(ctx.get(), req);
+    return TestStream<ReceiveStream>(std::move(ctx), std::move(stream));
+  }
+  // The counters of socket `handle` of `session`.
+  v1::SocketCounters Counters(const std::string& session, const std::string& handle) {
+    ClientContext ctx;
+    Auth(ctx, session);
+    v1::GetRequest req;
+    req.set_socket(handle);
+    v1::Socket resp;
+    EXPECT_TRUE(sockets_->Get(&ctx, req, &resp).ok());
+    return resp.counters();
+  }
+  void FloodUntilBlocked(const std::string& session, const std::string& s, uint16_t port) {
+    const stack::SocketId peer = PeerSocket(port + 1000);
+    ASSERT_EQ(peer_->SetNeighbor(*net::IpAddress::Parse("10.1.0.2"), testing::kServerMac),
+              absl::OkStatus());
+    for (int i = 0; i < 300; ++i) {
+      PeerSend(peer, std::string(1400, 'a' + i % 26), port);
+      if (i % 10 == 9) absl::SleepFor(absl::Milliseconds(5));
+    }
+    const absl::Time deadline = absl::Now() + absl::Seconds(20);
+    uint64_t before = ~uint64_t{0};
+    for (;;) {
+      absl::SleepFor(absl::Seconds(1));
+      const v1::SocketCounters c = Counters(session, s);
+      if (c.rx_datagrams() == 300 && c.queued() > 0 && c.queued() == before) return;
+      before = c.queued();
+      ASSERT_LT(absl::Now(), deadline) << "the stream never blocked: " << c.ShortDebugString();
+    }
+  }
+
+  std::unique_ptr<v1::SocketService::Stub> stub_;
+};
+
+// A Receive stream whose client does not read for longer than the lease: it is open, so the
+// session and its sockets stay, and the client then reads on.
+TEST_F(BlockedStreamTest, ASlowReadersStreamKeepsItsSession) {
+  const std::string brief = NewSession("brief", 1);
+  const std::string s = OpenBound(brief, "10.1.0.2", 4870, v1::FAMILY_IPV4, 1024);
+  TestStream<ReceiveStream> receive = ReceiveUnread(brief, s);
+  ASSERT_NO_FATAL_FAILURE(FloodUntilBlocked(brief, s, 4870));
+  // A witness session with the same lease, made now and held by nothing: once the reaper has
+  // ended it, it has seen the brief session's lease over too (and the flood took seconds).
+  OpenBound(NewSession("witness", 1), "10.1.0.2", 4872);
+  ASSERT_TRUE(t_->WaitUntilPortFree(4872)) << "the reaper did not end the witness session";
+  ASSERT_EQ(stack_->List().size(), 1u) << "the session lapsed under its blocked stream";
+  v1::Datagram d;
+  for (int i = 0; i < 300; ++i) {
+    ASSERT_TRUE(receive->Read(&d)) << i;
+    EXPECT_EQ(d.payload(), std::string(1400, 'a' + i % 26));
+  }
+}
+
+// A Receive stream blocked in Write holds a datagram it took off the socket: when its client
+// goes, the datagram is counted (the socket's rx_dropped, the stack's stream_dropped), not lost.
+TEST_F(BlockedStreamTest, ADatagramAStreamCouldNotWriteIsCounted) {
+  const std::string s = OpenBound(session_, "10.1.0.2", 4880, v1::FAMILY_IPV4, 1024);
+  TestStream<ReceiveStream> receive = ReceiveUnread(session_, s);
+  ASSERT_NO_FATAL_FAILURE(FloodUntilBlocked(session_, s, 4880));
+  EXPECT_EQ(Get(s).counters().rx_dropped(), 0u);
+  receive.Cancel();
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (Get(s).counters().rx_dropped() == 0 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_EQ(Get(s).counters().rx_dropped(), 1u);
+  EXPECT_EQ(stack_->Counters().stream_dropped, 1u);
+}
+
 // Exchange names its socket in the first request, but the session is in the call's metadata:
 // a caller without one is refused at once, before it sends anything.
 TEST_F(ServiceTest, ExchangeChecksTheSessionBeforeReading) {

@@ -201,5 +201,102 @@ TEST_F(TlsTest, FrameAccountingHoldsAfterTlsTraffic) {
   (*server)->Shutdown(absl::Seconds(1));
 }
 
+// Per-peer limits: one mTLS identity may hold only max_sessions_per_peer sessions and
+// max_streams_per_peer streams over all its sessions, so that it cannot take every session and
+// every server thread; another identity is not held back by it.
+class PeerLimitTest : public TlsTest {
+ protected:
+  // A session of `client`: its token, or "" with `code` when refused.
+  std::string NewSession(v1::SocketService::Stub& client, grpc::StatusCode code = grpc::StatusCode::OK,
+                         const std::string& flag = "") {
+    grpc::ClientContext ctx;
+    v1::CreateSessionResponse session;
+    const grpc::Status s = client.CreateSession(&ctx, v1::CreateSessionRequest(), &session);
+    EXPECT_EQ(s.error_code(), code) << s.error_message();
+    EXPECT_NE(s.error_message().find(flag), std::string::npos) << s.error_message();
+    return session.session();
+  }
+  // A Session stream of `token`: open (its first event read), or refused with `code`.
+  struct Held {
+    grpc::ClientContext ctx;
+    std::unique_ptr<grpc::ClientReader<v1::SessionEvent>> stream;
+  };
+  std::unique_ptr<Held> Hold(v1::SocketService::Stub& client, const std::string& token,
+                             grpc::StatusCode code = grpc::StatusCode::OK,
+                             const std::string& flag = "") {
+    auto held = std::make_unique<Held>();
+    held->ctx.AddMetadata(kSessionHeader, token);
+    held->ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    held->stream = client.Session(&held->ctx, v1::SessionRequest());
+    v1::SessionEvent hello;
+    if (code == grpc::StatusCode::OK) {
+      EXPECT_TRUE(held->stream->Read(&hello));
+      return held;
+    }
+    EXPECT_FALSE(held->stream->Read(&hello));
+    const grpc::Status s = held->stream->Finish();
+    EXPECT_EQ(s.error_code(), code) << s.error_message();
+    EXPECT_NE(s.error_message().find(flag), std::string::npos) << s.error_message();
+    return nullptr;
+  }
+  void Release(std::unique_ptr<Held> held) {
+    held->ctx.TryCancel();
+    held->stream->Finish();
+  }
+};
+
+TEST_F(PeerLimitTest, OneIdentityCannotTakeEverySessionOrStream) {
+  ServerOptions o = Tls(true);
+  o.sessions.max_sessions = 8;
+  o.sessions.max_sessions_per_peer = 2;
+  o.sessions.max_streams_per_peer = 3;
+  absl::StatusOr<std::unique_ptr<Server>> server = Server::Start(o, *stack_);
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto alice = Connect(**server, "alice");
+  auto bob = Connect(**server, "bob");
+  const std::string a1 = NewSession(*alice);
+  const std::string a2 = NewSession(*alice);
+  NewSession(*alice, grpc::StatusCode::RESOURCE_EXHAUSTED, "--max_sessions_per_peer");
+  const std::string b1 = NewSession(*bob);  // Alice's sessions are hers alone
+  // Streams count over all of Alice's sessions.
+  std::vector<std::unique_ptr<Held>> held;
+  held.push_back(Hold(*alice, a1));
+  held.push_back(Hold(*alice, a2));
+  held.push_back(Hold(*alice, a2));
+  Hold(*alice, a1, grpc::StatusCode::RESOURCE_EXHAUSTED, "--max_streams_per_peer");
+  held.push_back(Hold(*bob, b1));
+  // A stream that ends gives its place back.
+  Release(std::move(held[2]));
+  held.push_back(Hold(*alice, a1));
+  // So does a session that ends, with its streams (once the server has seen the stream end).
+  Release(std::move(held[1]));
+  grpc::Status created;
+  for (const absl::Time deadline = absl::Now() + absl::Seconds(10);;) {
+    grpc::ClientContext ctx;
+    v1::CreateSessionResponse session;
+    created = alice->CreateSession(&ctx, v1::CreateSessionRequest(), &session);
+    if (created.ok() || absl::Now() > deadline) break;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  EXPECT_TRUE(created.ok()) << created.error_message();
+  for (auto& h : held) {
+    if (h != nullptr) Release(std::move(h));
+  }
+  (*server)->Shutdown(absl::Seconds(1));
+}
+
+// Without client certificates a peer is the client's host: two clients on 127.0.0.1 share it.
+TEST_F(PeerLimitTest, WithoutMutualTlsAPeerIsItsHost) {
+  ServerOptions o = Tls(false);
+  o.sessions.max_sessions_per_peer = 1;
+  absl::StatusOr<std::unique_ptr<Server>> server = Server::Start(o, *stack_);
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto first = Connect(**server, "");
+  auto second = Connect(**server, "");
+  NewSession(*first);
+  NewSession(*second, grpc::StatusCode::RESOURCE_EXHAUSTED, "client ipv4:127.0.0.1 has");
+  (*server)->Shutdown(absl::Seconds(1));
+}
+
 }  // namespace
 }  // namespace quadsock::service
