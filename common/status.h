@@ -16,6 +16,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/strings/cord.h"
 
 namespace quadsock {
 
@@ -24,9 +25,15 @@ inline grpc::Status ToGrpc(const absl::Status& s) {
   return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
 }
 
+// The payload of an absl::Status from FromGrpc that keeps the call's details
+// (grpc-status-details-bin: a google.rpc.Status, quadsock.v1.ErrorStatus).
+inline constexpr char kGrpcDetailsPayload[] = "type.googleapis.com/google.rpc.Status";
+
 inline absl::Status FromGrpc(const grpc::Status& s) {
   if (s.ok()) return absl::OkStatus();
-  return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
+  absl::Status out(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
+  if (!s.error_details().empty()) out.SetPayload(kGrpcDetailsPayload, absl::Cord(s.error_details()));
+  return out;
 }
 
 // The status a message carries in its `code` and `message` fields (code 0: OK).

@@ -380,8 +380,13 @@ grpc::Status SocketServiceImpl::SendBatch(grpc::ServerContext* ctx,
   for (const v1::Datagram& d : req->datagrams()) {
     if (absl::Status s = NamedByHandle(SendOne(r->second, d), req->socket());
         !s.ok()) {
-      return grpc::Status(static_cast<grpc::StatusCode>(s.code()),
-                          absl::StrCat("datagram ", resp->queued(), ": ", s.message()));
+      // How many went, in the details too: a client retries only the rest.
+      v1::ErrorStatus details;
+      details.set_code(static_cast<int32_t>(s.code()));
+      details.set_message(absl::StrCat("datagram ", resp->queued(), ": ", s.message()));
+      details.add_details()->PackFrom(*resp);
+      return grpc::Status(static_cast<grpc::StatusCode>(s.code()), details.message(),
+                          details.SerializeAsString());
     }
     resp->set_queued(resp->queued() + 1);
   }

@@ -537,6 +537,17 @@ absl::Status RemoteSocket::Send(absl::string_view payload, std::optional<Endpoin
   return Call(&SocketStub::Send, std::move(req)).status();
 }
 
+std::optional<uint32_t> SendBatchQueued(const absl::Status& failed) {
+  absl::optional<absl::Cord> details = failed.GetPayload(kGrpcDetailsPayload);
+  v1::ErrorStatus status;
+  if (!details.has_value() || !status.ParseFromString(std::string(*details))) return std::nullopt;
+  for (const google::protobuf::Any& any : status.details()) {
+    v1::SendBatchResponse r;
+    if (any.UnpackTo(&r)) return r.queued();
+  }
+  return std::nullopt;
+}
+
 absl::StatusOr<uint32_t> RemoteSocket::SendBatch(const std::vector<Datagram>& datagrams) {
   v1::SendBatchRequest req;
   for (const Datagram& d : datagrams) client_internal::ToProto(d, req.add_datagrams());

@@ -134,6 +134,10 @@ struct ListOptions {
   uint32_t page_size = 0;  // sockets per call (List follows the pages); 0: the server's default
 };
 
+// How many datagrams a failed SendBatch queued before its failure (from the call's details):
+// a retry sends only the rest. nullopt for another status, or a server that did not say.
+std::optional<uint32_t> SendBatchQueued(const absl::Status& failed);
+
 // One UDP socket of the daemon, owned by a session. Move-only; closes the socket when destroyed
 // (unless Release()d).
 class RemoteSocket {
@@ -162,7 +166,8 @@ class RemoteSocket {
   // Queues one datagram; `to` is required unless the socket is connected.
   absl::Status Send(absl::string_view payload, std::optional<Endpoint> to = std::nullopt);
   // Queues several in one call (Datagram::peer with an empty address: the connected peer).
-  // Stops at the first failure, whose message says which datagram. Returns how many queued.
+  // Stops at the first failure, whose message says which datagram, and SendBatchQueued of
+  // which says how many went before it (retry only the rest). Returns how many queued.
   absl::StatusOr<uint32_t> SendBatch(const std::vector<Datagram>& datagrams);
   // The next datagram, waiting at most `timeout` (DEADLINE_EXCEEDED then). The first call
   // opens the Receive stream, which stays open until Close or Release. The server pushes

@@ -230,6 +230,10 @@ TEST_F(ClientTest, SendBatchQueuesAllOrSaysWhichFailed) {
   EXPECT_EQ(queued.status().code(), StatusCode::kFailedPrecondition);
   EXPECT_TRUE(absl::StartsWith(queued.status().message(), "datagram 1: "))
       << queued.status().message();
+  // The count is a field too, for a retry of only the rest (the first went).
+  EXPECT_EQ(SendBatchQueued(queued.status()), std::optional<uint32_t>(1));
+  EXPECT_EQ(PeerReceive(peer), "b0");
+  EXPECT_EQ(SendBatchQueued(absl::NotFoundError("no such socket")), std::nullopt);
   (void)peer_->Close(peer);
 }
 

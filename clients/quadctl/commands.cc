@@ -189,6 +189,11 @@ absl::Status Send(Context& c) {
     if (n.ok()) r.set_queued(*n);
   }
   s.Release();
+  if (std::optional<uint32_t> n = SendBatchQueued(st); n.has_value()) {
+    // Part of the batch went: say how much, so that only the rest is sent again.
+    return absl::Status(st.code(), absl::StrCat(st.message(), " (", *n, " of ", batch.size(),
+                                                " datagrams queued before it)"));
+  }
   if (!st.ok()) return st;
   if (c.json) {
     PrintJson(r);

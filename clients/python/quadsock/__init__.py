@@ -17,9 +17,10 @@ Runs on Debian's /usr/bin/python3 with python3-grpcio and python3-protobuf.
 """
 
 from quadsock.client import (Channel, ChannelDatagram, Client, Datagram, Exchange, ExchangeEvent,
-                             QuadsockError, SendError, SendFailure, Socket, keepalive_options,
-                             parse_endpoint)
+                             PartialSendError, QuadsockError, SendError, SendFailure, Socket,
+                             keepalive_options, parse_endpoint)
 
 __all__ = ["Channel", "ChannelDatagram", "Client", "Datagram", "Exchange", "ExchangeEvent",
-           "QuadsockError", "SendError", "SendFailure", "Socket", "keepalive_options",
+           "PartialSendError", "QuadsockError", "SendError", "SendFailure", "Socket",
+           "keepalive_options",
            "parse_endpoint"]

@@ -28,8 +28,34 @@ class QuadsockError(Exception):
         self.message = message
 
 
+class PartialSendError(QuadsockError):
+    """SendBatch failed at one of its datagrams: `queued` of them went before it, so a retry
+    sends only the rest (`code` and `message` say what failed)."""
+
+    def __init__(self, code, message, queued):
+        super().__init__(code, message)
+        self.queued = queued
+
+
+def _details(e):
+    """The messages a failed call carries in its details (grpc-status-details-bin, an
+    ErrorStatus), unpacked where this client knows their type."""
+    metadata = e.trailing_metadata() if hasattr(e, "trailing_metadata") else None
+    for key, value in metadata or ():
+        if key != "grpc-status-details-bin":
+            continue
+        status = socket_pb2.ErrorStatus.FromString(value)
+        for any_detail in status.details:
+            batch = socket_pb2.SendBatchResponse()
+            if any_detail.Unpack(batch):
+                yield batch
+
+
 def _error(e):
-    """A failed call's grpc.RpcError as a QuadsockError."""
+    """A failed call's grpc.RpcError as a QuadsockError (a PartialSendError when the details
+    say how many datagrams went)."""
+    for detail in _details(e):
+        return PartialSendError(e.code(), e.details(), detail.queued)
     return QuadsockError(e.code(), e.details())
 
 
@@ -670,7 +696,8 @@ class Socket:
         self._client.call("Send", request)
 
     def send_batch(self, datagrams):
-        """datagrams: payloads, or (payload, destination) pairs. Returns how many were queued."""
+        """datagrams: payloads, or (payload, destination) pairs. Returns how many were queued.
+        One that fails raises PartialSendError, whose `queued` says how many went before it."""
         request = socket_pb2.SendBatchRequest(socket=self.handle)
         _add_datagrams(request, datagrams)
         return self._client.call("SendBatch", request).queued

@@ -121,6 +121,44 @@ class ReceiveTest(unittest.TestCase):
         self.assertTrue(client.stream_.cancelled)
 
 
+class _FailedCall(grpc.RpcError):
+    """A failed call as grpc raises it, with details in its trailing metadata."""
+
+    def __init__(self, details):
+        self.details_bin = details
+
+    def code(self):
+        return grpc.StatusCode.FAILED_PRECONDITION
+
+    def details(self):
+        return "datagram 2: the socket is not connected"
+
+    def trailing_metadata(self):
+        return (("grpc-status-details-bin", self.details_bin),) if self.details_bin else ()
+
+
+class SendBatchTest(unittest.TestCase):
+
+    def call(self, details):
+        client = mock.Mock()
+        client.call.side_effect = lambda *a, **k: client_module._call(mock.Mock(
+            side_effect=_FailedCall(details)))
+        return quadsock.Socket(client, "h").send_batch([b"a", b"b", b"c"])
+
+    def test_a_failure_part_way_says_how_many_went(self):
+        status = socket_pb2.ErrorStatus(code=9, message="datagram 2: ...")
+        status.details.add().Pack(socket_pb2.SendBatchResponse(queued=2))
+        with self.assertRaises(quadsock.PartialSendError) as e:
+            self.call(status.SerializeToString())
+        self.assertEqual(e.exception.queued, 2)
+        self.assertEqual(e.exception.code, grpc.StatusCode.FAILED_PRECONDITION)
+
+    def test_without_details_it_is_a_plain_error(self):
+        with self.assertRaises(quadsock.QuadsockError) as e:
+            self.call(None)
+        self.assertNotIsInstance(e.exception, quadsock.PartialSendError)
+
+
 class AdministrationTest(unittest.TestCase):
 
     def test_no_session_for_the_administration_listener(self):
