@@ -1,5 +1,7 @@
 #include "clients/quadctl/cli.h"
 
+#include "common/did_you_mean.h"
+
 namespace quadsock::quadctl {
 
 const std::vector<Option>& GlobalOptions() {
@@ -53,7 +55,12 @@ Args Parse(const std::vector<std::string>& argv, const Command* command) {
     const Option* o = find(name);
     if (o == nullptr) {
       if (command == nullptr) continue;  // first pass: only the global options matter
-      throw UsageError(absl::StrCat("unknown option --", name));
+      std::vector<std::string> known;
+      for (const Option& k : GlobalOptions()) known.push_back(k.name);
+      for (const Option& k : command->options) known.push_back(k.name);
+      const std::optional<std::string> meant = DidYouMean(name, known);
+      throw UsageError(absl::StrCat("unknown option --", name,
+                                    meant ? absl::StrCat(" (did you mean --", *meant, "?)") : ""));
     }
     if (!o->takes_value) {
       if (eq != std::string::npos) throw UsageError(absl::StrCat("--", name, " takes no value"));

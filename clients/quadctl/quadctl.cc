@@ -21,7 +21,9 @@
 // Exit status: 0 success, 1 the call failed ("quadctl: NOT_FOUND: ..."), 2 a usage error.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <iostream>
 #include <map>
@@ -45,6 +47,7 @@
 #include "clients/quadctl/cli.h"
 #include "clients/quadctl/commands.h"
 #include "clients/quadctl/output.h"
+#include "common/did_you_mean.h"
 
 namespace quadsock::quadctl {
 namespace {
@@ -109,6 +112,44 @@ const Command* FindCommand(std::vector<std::string>& positional) {
   return nullptr;
 }
 
+// "unknown command "stat" (did you mean stats?)": the words commands start with are the known
+// ones ("neigh" of "neigh set").
+std::string UnknownCommand(const std::string& word) {
+  std::vector<std::string> known;
+  for (const Command& c : Commands()) {
+    const std::string first = c.name.substr(0, c.name.find(' '));
+    if (std::find(known.begin(), known.end(), first) == known.end()) known.push_back(first);
+  }
+  const std::optional<std::string> meant = DidYouMean(word, known);
+  return absl::StrCat("unknown command \"", word, "\"",
+                      meant ? absl::StrCat(" (did you mean ", *meant, "?)") : "");
+}
+
+// Where the target came from, for the hint when nothing answers there.
+struct TargetChoice {
+  std::string target;
+  std::string source;  // "--target", "QUADSOCK_TARGET", or "" for the default
+};
+
+// What to do when quadsockd does not answer at the target: gRPC's own message names only a
+// socket file that is not there.
+std::string UnreachableHint(const TargetChoice& t, bool admin) {
+  const char* env = admin ? "QUADSOCK_ADMIN_TARGET" : "QUADSOCK_TARGET";
+  std::string hint = absl::StrCat(
+      "quadctl: nothing answers at ", t.target, " (",
+      t.source.empty() ? absl::StrCat("the default: neither --target nor ", env, " is set")
+                       : absl::StrCat("from ", t.source),
+      "). Is quadsockd running, with ", admin ? "--admin_listen" : "--listen",
+      " there? Point quadctl at it with --target=unix:PATH or ", env, ".\n");
+  if (t.source.empty() && !admin && std::getenv("SUDO_USER") != nullptr) {
+    absl::StrAppend(&hint,
+                    "quadctl: sudo drops QUADSOCK_TARGET and QUADSOCK_SESSION from the "
+                    "environment: `sudo -E quadctl ...` keeps them, or pass --target and "
+                    "--session.\n");
+  }
+  return hint;
+}
+
 int Usage(const std::string& message, const Command* c) {
   std::cerr << "quadctl: " << message << "\n"
             << "see `quadctl " << (c == nullptr ? "" : c->name + " ") << "--help`\n";
@@ -127,7 +168,7 @@ int Main(int argc, char** argv) {
         PrintHelp();
         return first.positional.empty() && !first.Has("help") ? 2 : 0;
       }
-      return Usage(absl::StrCat("unknown command \"", first.positional[0], "\""), nullptr);
+      return Usage(UnknownCommand(first.positional[0]), nullptr);
     }
     c.args = Parse(argv_list, command);
     FindCommand(c.args.positional);  // drop the command's own words
@@ -190,9 +231,15 @@ int Main(int argc, char** argv) {
         o.session = session;
         break;
     }
-    const char* env_target = std::getenv(admin ? "QUADSOCK_ADMIN_TARGET" : "QUADSOCK_TARGET");
-    const std::string default_target = admin ? kDefaultAdminTarget : kDefaultTarget;
-    c.target = c.args.Get("target", env_target != nullptr ? env_target : default_target);
+    const char* env_name = admin ? "QUADSOCK_ADMIN_TARGET" : "QUADSOCK_TARGET";
+    const char* env_target = std::getenv(env_name);
+    TargetChoice choice{admin ? kDefaultAdminTarget : kDefaultTarget, ""};
+    if (c.args.Has("target")) {
+      choice = {c.args.Get("target"), "--target"};
+    } else if (env_target != nullptr) {
+      choice = {env_target, env_name};
+    }
+    c.target = choice.target;
     absl::Status result;
     try {
       result = command->run(c);
@@ -204,6 +251,9 @@ int Main(int argc, char** argv) {
     if (!result.ok()) {
       std::cerr << "quadctl: " << absl::StatusCodeToString(result.code()) << ": "
                 << result.message() << "\n";
+      if (absl::IsUnavailable(result) && absl::StrContains(result.message(), "failed to connect")) {
+        std::cerr << UnreachableHint(choice, admin);
+      }
       return 1;
     }
     return c.exit_code;
