@@ -136,7 +136,8 @@ class Stack {
 
   // Queues one datagram. `destination` is required unless the socket is connected (then it
   // must be absent or equal to the peer). An unbound socket is bound to an ephemeral port.
-  // INVALID_ARGUMENT: too big for the MTU (no fragmentation) or a bad destination;
+  // INVALID_ARGUMENT: too big for the MTU (no fragmentation) or a bad destination (another
+  // than a connected socket's peer too);
   // FAILED_PRECONDITION: no destination; RESOURCE_EXHAUSTED: send queue full; ABORTED: a hard
   // ICMP error came back for the connected socket's datagrams since its last send
   // ("ECONNREFUSED (ICMP port unreachable)"): reported once, and this datagram not sent.

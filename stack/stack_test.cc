@@ -248,6 +248,12 @@ TEST_F(TwoStacksTest, SendErrorsAreSpecific) {
   SocketId v6only = a_->Open(net::Family::kV6, {.v6only = true}).value();
   EXPECT_EQ(a_->Send(v6only, Bytes("x"), Ep("[::ffff:10.1.0.2]:1")).code(),
             absl::StatusCode::kInvalidArgument);
+  // A connected socket sends to its peer only (an IPv4 peer in either form).
+  SocketId connected = a_->Open(net::Family::kV6).value();
+  ASSERT_TRUE(a_->Connect(connected, Ep("[::ffff:10.1.0.2]:7")).ok());
+  EXPECT_EQ(a_->Send(connected, Bytes("x"), Ep("[::ffff:10.1.0.2]:8")).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(a_->Send(connected, Bytes("x"), Ep("10.1.0.2:7")), absl::OkStatus());
   EXPECT_EQ(a_->Bind(v4, Ep("10.9.9.9:1")).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(a_->Connect(v4, Ep("10.1.0.2:0")).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(a_->Close(v4), absl::OkStatus());

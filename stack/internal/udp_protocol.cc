@@ -57,6 +57,16 @@ absl::StatusOr<net::Endpoint> UdpProtocol::Destination(const demux::SocketInfo& 
   net::Endpoint dst;
   if (destination.has_value()) {
     dst = *destination;
+    // A connected socket sends to its peer only (its datagrams' answers could not reach it from
+    // elsewhere: hash4 takes only the peer's). Both forms of an IPv4 peer are the same peer.
+    if (info.state == demux::SocketState::kConnected &&
+        (dst.address.Unmapped() != info.remote.address.Unmapped() ||
+         dst.port != info.remote.port)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "destination ", dst.ToString(), " is not the connected peer ", info.remote.ToString(),
+          ": a connected socket sends to its peer only (leave the destination out, or Disconnect "
+          "first)"));
+    }
   } else if (info.state == demux::SocketState::kConnected) {
     dst = info.remote;
   } else {
