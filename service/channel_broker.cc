@@ -120,16 +120,45 @@ absl::StatusOr<channel::ChannelOptions> ChannelBroker::Size(uint32_t slots) cons
   uint32_t mtu = 0;
   for (const link::LinkInfo& l : stack_.Links()) mtu = std::max(mtu, l.mtu);
   const channel::ChannelOptions o{.rings = rings, .slots = slots, .buffer_bytes = mtu};
+  // The stack's rings to the application, and the application's ring of sends (layout.h).
   const size_t bytes = channel::kHeaderBytes +
-                       size_t{rings} * channel::RingBytes(slots, channel::RoundUp(mtu, 64));
+                       (size_t{rings} + 1) * channel::RingBytes(slots, channel::RoundUp(mtu, 64));
   if (bytes > limits_.max_bytes_per_session) {
     return absl::ResourceExhaustedError(absl::StrFormat(
         "a channel of %u rings of %u slots takes %u bytes; the limit is %u per session "
         "(--max_channel_mib): ask for fewer ring_slots",
         rings, slots, bytes, limits_.max_bytes_per_session));
   }
+  if (const size_t used = channel_bytes_->load(); used + bytes > limits_.max_bytes_total) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "a channel of %u rings of %u slots takes %u bytes, and all sessions' channels hold %u "
+        "of the %u they may (--max_all_channels_mib): ask for fewer ring_slots, or later",
+        rings, slots, bytes, used, limits_.max_bytes_total));
+  }
   return o;
 }
+
+namespace {
+
+// A channel and its charge to the broker's total, given back when the last reference goes:
+// the broker hands out shared_ptrs that alias the channel and own this.
+class ChargedChannel {
+ public:
+  ChargedChannel(std::shared_ptr<channel::Channel> c, std::shared_ptr<std::atomic<size_t>> total)
+      : channel_(std::move(c)), total_(std::move(total)) {
+    total_->fetch_add(channel_->bytes());
+  }
+  ~ChargedChannel() { total_->fetch_sub(channel_->bytes()); }
+  ChargedChannel(const ChargedChannel&) = delete;
+  ChargedChannel& operator=(const ChargedChannel&) = delete;
+  channel::Channel* get() const { return channel_.get(); }
+
+ private:
+  const std::shared_ptr<channel::Channel> channel_;
+  const std::shared_ptr<std::atomic<size_t>> total_;
+};
+
+}  // namespace
 
 absl::Status ChannelBroker::CheckNone(const std::string& session) const {
   if (attached_.contains(session)) {
@@ -148,7 +177,10 @@ absl::StatusOr<std::shared_ptr<channel::Channel>> ChannelBroker::NewChannel(
   absl::StatusOr<channel::ChannelOptions> o = Size(slots);
   if (!o.ok()) return o.status();
   if (absl::Status s = CheckNone(session); !s.ok()) return s;
-  return channel::Channel::Create(*o);
+  absl::StatusOr<std::shared_ptr<channel::Channel>> c = channel::Channel::Create(*o);
+  if (!c.ok()) return c.status();
+  auto charged = std::make_shared<ChargedChannel>(std::move(*c), channel_bytes_);
+  return std::shared_ptr<channel::Channel>(charged, charged->get());
 }
 
 absl::StatusOr<ChannelBroker::Offer> ChannelBroker::MakeOffer(

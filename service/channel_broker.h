@@ -45,6 +45,9 @@ struct ChannelLimits {
   uint32_t default_slots = 1024;  // per ring
   uint32_t max_slots = 65536;
   size_t max_bytes_per_session = size_t{256} << 20;
+  // All sessions' channels together (offered or attached), until the last reference to each
+  // goes: --max_all_channels_mib.
+  size_t max_bytes_total = size_t{1} << 30;
   absl::Duration offer_ttl = absl::Seconds(10);
 };
 
@@ -110,8 +113,9 @@ class ChannelBroker {
     int fd = -1;                          // the side connection; -1 for a stream's
     std::shared_ptr<StreamHooks> hooks;  // a stream's
   };
-  // The channel's size for `slots`, checked against the limits.
-  absl::StatusOr<channel::ChannelOptions> Size(uint32_t slots) const;
+  // The channel's size for `slots`, checked against the limits (mu_ held: the total).
+  absl::StatusOr<channel::ChannelOptions> Size(uint32_t slots) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A channel of `slots` for a session that has none (the errors of MakeOffer).
   absl::StatusOr<std::shared_ptr<channel::Channel>> NewChannel(const std::string& session,
                                                               uint32_t slots)
@@ -146,6 +150,10 @@ class ChannelBroker {
   int epoll_fd_ = -1;
   std::atomic<bool> stopping_{false};
   std::thread thread_;
+  // The bytes of every channel made and not yet freed: each is charged when NewChannel makes it
+  // (under mu_) and given back when its last reference goes (on any thread).
+  const std::shared_ptr<std::atomic<size_t>> channel_bytes_ =
+      std::make_shared<std::atomic<size_t>>(0);
   // std::mutex, not absl::Mutex: Debian's Abseil is not built for ThreadSanitizer.
   std::mutex mu_;
   absl::flat_hash_map<std::string, Pending> offers_ ABSL_GUARDED_BY(mu_);      // by token

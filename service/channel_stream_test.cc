@@ -179,5 +179,38 @@ TEST_F(ChannelStreamTest, AnotherSessionsSocketIsNotOurs) {
   EXPECT_EQ(s->Finish().error_code(), grpc::StatusCode::PERMISSION_DENIED);
 }
 
+class ChannelBudgetTest : public ChannelStreamTest {
+ protected:
+  void Configure(ServerOptions& o) override { o.channels.max_bytes_total = 5 << 20; }
+};
+
+// All sessions' channels together take at most max_bytes_total (each session's alone stays
+// under --max_channel_mib): past it a new one is RESOURCE_EXHAUSTED, naming the flag, and a
+// channel that goes gives its bytes back.
+TEST_F(ChannelBudgetTest, AllSessionsChannelsTogetherHaveABudget) {
+  v1::AttachChannelResponse first;
+  ASSERT_TRUE(Call(&v1::SocketService::Stub::AttachChannel, v1::AttachChannelRequest(), &first)
+                  .ok());
+  ASSERT_LE(first.bytes(), 5u << 20);
+  ASSERT_GT(2 * first.bytes(), 5u << 20) << "two channels fit: the test proves nothing";
+  const std::string other = NewSession("other");
+  std::unique_ptr<ClientContext> ctx;
+  auto stream = Open(ctx, other, {}, 10);
+  v1::ChannelResponse r;
+  EXPECT_FALSE(stream->Read(&r));
+  const grpc::Status refused = stream->Finish();
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_NE(refused.error_message().find("--max_all_channels_mib"), std::string::npos)
+      << refused.error_message();
+  // The first session ends, and its channel (offered, never claimed) with it.
+  v1::EndSessionResponse ended;
+  ASSERT_TRUE(Call(&v1::SocketService::Stub::EndSession, v1::EndSessionRequest(), &ended).ok());
+  ClientContext again;
+  Auth(again, other);
+  v1::AttachChannelResponse second;
+  const grpc::Status s = sockets_->AttachChannel(&again, v1::AttachChannelRequest(), &second);
+  EXPECT_TRUE(s.ok()) << s.error_message();
+}
+
 }  // namespace
 }  // namespace quadsock::service

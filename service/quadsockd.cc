@@ -91,6 +91,9 @@ ABSL_FLAG(uint32_t, channel_ring_slots, 1024,
           "unless the client asks; a power of two. Past it datagrams are dropped and counted.");
 ABSL_FLAG(uint32_t, max_channel_mib, 256,
           "Memory a session's data channel may take, in MiB (its rings: one per queue).");
+ABSL_FLAG(uint32_t, max_all_channels_mib, 1024,
+          "Memory all sessions' data channels may take together, in MiB: past it a new channel "
+          "(AttachChannel, StreamChannel) is RESOURCE_EXHAUSTED until others end.");
 ABSL_FLAG(uint32_t, max_message_bytes, 4 << 20, "Largest gRPC message, in bytes.");
 ABSL_FLAG(uint32_t, lease_seconds, 30,
           "Seconds without a call before a client's session and sockets are closed (an open "
@@ -202,6 +205,9 @@ absl::Status CheckFlags() {
   }
   if (absl::GetFlag(FLAGS_max_channel_mib) == 0) {
     return absl::InvalidArgumentError("--max_channel_mib must be at least 1");
+  }
+  if (absl::GetFlag(FLAGS_max_all_channels_mib) == 0) {
+    return absl::InvalidArgumentError("--max_all_channels_mib must be at least 1");
   }
   // gRPC takes these as int.
   constexpr uint32_t kMaxInt = std::numeric_limits<int32_t>::max();
@@ -321,6 +327,7 @@ int Main(int argc, char** argv) {
   so.channels.default_slots = absl::GetFlag(FLAGS_channel_ring_slots);
   so.channels.max_slots = std::max<uint32_t>(so.channels.max_slots, so.channels.default_slots);
   so.channels.max_bytes_per_session = size_t{absl::GetFlag(FLAGS_max_channel_mib)} << 20;
+  so.channels.max_bytes_total = size_t{absl::GetFlag(FLAGS_max_all_channels_mib)} << 20;
   so.sessions.max_sockets_per_session = absl::GetFlag(FLAGS_max_sockets_per_client);
   so.sessions.max_streams_per_session = absl::GetFlag(FLAGS_max_streams_per_client);
   so.max_threads = static_cast<int>(absl::GetFlag(FLAGS_max_grpc_threads));
