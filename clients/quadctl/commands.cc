@@ -28,6 +28,7 @@
 #include "google/protobuf/message.h"
 #include "google/protobuf/util/json_util.h"
 #include "clients/quadctl/output.h"
+#include "clients/quadctl/top.h"
 
 namespace quadsock::quadctl {
 namespace {
@@ -485,56 +486,6 @@ absl::Status Stats(Context& c) {
   return absl::OkStatus();
 }
 
-absl::Status Top(Context& c) {
-  const absl::Duration interval = c.args.GetDuration("interval", absl::Seconds(1));
-  const uint32_t count = c.args.GetUint("count", 0);
-  const bool clear = !c.json && isatty(STDOUT_FILENO);
-  std::map<std::string, double> before;
-  absl::Time then;
-  for (uint32_t i = 0; count == 0 || i < count; ++i) {
-    if (i > 0) absl::SleepFor(interval);
-    absl::StatusOr<v1::Counters> counters = c.client().Counters();
-    if (!counters.ok()) return counters.status();
-    const absl::Time now = absl::Now();
-    if (c.json) {
-      PrintJson(*counters);
-      std::cout.flush();
-      continue;
-    }
-    std::vector<std::pair<std::string, std::string>> flat;
-    Flatten(*counters, "", &flat);
-    const double seconds = i == 0 ? 0 : absl::ToDoubleSeconds(now - then);
-    std::vector<std::vector<std::string>> rows;
-    std::map<std::string, double> values;
-    for (const auto& [name, text] : flat) {
-      double v = 0;
-      if (!absl::SimpleAtod(text, &v)) continue;
-      values[name] = v;
-      if (v == 0) continue;  // a live view shows what moves
-      std::string rate = "-";
-      if (seconds > 0 && before.count(name)) {
-        rate = absl::StrFormat("%.1f", (v - before[name]) / seconds);
-      }
-      rows.push_back({name, text, rate});
-    }
-    const v1::TableCounters& t = counters->table();
-    if (clear) std::cout << "\033[H\033[2J";
-    std::cout << absl::FormatTime("%H:%M:%S", now, absl::LocalTimeZone()) << "  sessions "
-              << counters->sessions() << "  sockets " << counters->sockets() << "  hash4 hit ratio "
-              << (t.hash4_hits() + t.hash4_misses() == 0
-                      ? std::string("-")
-                      : absl::StrFormat("%.1f%%", 100.0 * t.hash4_hits() /
-                                                      (t.hash4_hits() + t.hash4_misses())))
-              << "\n";
-    PrintTable({"COUNTER", "TOTAL", "PER SECOND"}, rows);
-    if (!clear) std::cout << "\n";
-    std::cout.flush();
-    before = std::move(values);
-    then = now;
-  }
-  return absl::OkStatus();
-}
-
 absl::Status NeighList(Context& c) {
   absl::StatusOr<std::vector<v1::Neighbor>> n = c.client().Neighbors();
   if (!n.ok()) return n.status();
@@ -714,7 +665,10 @@ const std::vector<Command>& Commands() {
       {"get", "SOCKET", "One socket in detail, with its counters", 1, 1, S::kRequired, {}, Get},
       {"stats", "", "The server's counters (stack, socket table, queues, XDP)", 0, 0, S::kOwn, {},
        Stats},
-      {"top", "", "A live view of the counters that move, with rates", 0, 0, S::kOwn,
+      {"top", "",
+       "A live view of the counters that moved since the last refresh, with rates per second "
+       "(a refreshing screen on a terminal, a block of lines per refresh otherwise)",
+       0, 0, S::kOwn,
        {{"interval", true, "Time between refreshes (default 1s)"},
         {"count", true, "Stop after this many refreshes (default 0: until interrupted)"}},
        Top},
