@@ -21,8 +21,8 @@ namespace quadsock::stack {
   X(rx_frames, "Frames received.")                                                           \
   X(not_for_us, "Frames for another host: its MAC or IP address, or another VLAN.")         \
   X(fragments, "IP fragments, dropped: there is no reassembly.")                             \
-  X(unhandled, "Frames of other protocols and ethertypes, and echo requests from a source "  \
-               "no host sends from (broadcast, multicast).")                                 \
+  X(unhandled, "Frames of other protocols and ethertypes, and echo requests from a "         \
+               "multicast MAC.")                                                             \
   X(udp_delivered, "Datagrams delivered to a socket (of which the socket may have dropped "  \
                    "some: udp_queue_full, receive_budget_full).")                            \
   X(udp_queue_full, "Datagrams dropped by their socket: its receive queue or its data "     \
@@ -44,7 +44,11 @@ namespace quadsock::stack {
   X(tx_no_route, "Datagrams not sent: no route to the destination.")                         \
   X(tx_no_buffer, "Frames not sent: no free transmit buffer.")                              \
   X(tx_channel_no_socket, "Datagrams an application queued on a data channel for a socket "  \
-                          "index that is not on the channel (dropped).")
+                          "index that is not on the channel (dropped).")                     \
+  X(martian_source, "IP packets to us from a source no host sends from, dropped unanswered: " \
+                    "ours, loopback, unspecified, multicast, broadcast, a network address "  \
+                    "of ours, or IPv4-mapped IPv6.")                                         \
+  X(rx_too_long, "Frames longer than the link's MTU allows, dropped.")
 
 // Counted elsewhere: by Send's callers, the receive budget and the neighbour table.
 #define QUADSOCK_OTHER_STACK_COUNTERS(X)                                                     \

@@ -15,11 +15,12 @@ namespace {
 // Whether a frame's sender may be answered (an echo reply, an ICMP error): not from a broadcast
 // or multicast address, MAC or IP, nor from an unspecified or loopback one, which no host sends
 // from (RFC 1122 3.2.1.3, 3.2.2). An answer to such a source would go to many hosts at once: a
-// reflector.
-bool IsAnswerableSource(const net::ParsedFrame& f) {
+// reflector. (The poll engine already dropped IP sources of these kinds as martians: this is
+// the last guard before a frame goes out.)
+bool IsAnswerableSource(const net::MacAddress& mac, const net::IpAddress& ip) {
   static const net::IpAddress kLimitedBroadcast = net::IpAddress::V4(0xffffffff);
-  return !f.eth.src.IsMulticast() && !f.src.IsMulticast() && !f.src.IsUnspecified() &&
-         !f.src.IsLoopback() && f.src != kLimitedBroadcast;
+  return !mac.IsMulticast() && !ip.IsMulticast() && !ip.IsUnspecified() && !ip.IsLoopback() &&
+         ip != kLimitedBroadcast;
 }
 
 }  // namespace
@@ -36,7 +37,7 @@ bool IcmpRateLimiter::Take(absl::Time now) {
 
 void IcmpProtocol::SendEchoReply(PollEngine& engine, const net::ParsedFrame& f,
                                  std::span<const uint8_t> bytes) {
-  if (!IsAnswerableSource(f)) {
+  if (!IsAnswerableSource(f.eth.src, f.src)) {
     engine.Bump(EngineCounter::unhandled);
     return;
   }
@@ -51,23 +52,42 @@ void IcmpProtocol::SendEchoReply(PollEngine& engine, const net::ParsedFrame& f,
 
 void IcmpProtocol::SendPortUnreachable(PollEngine& engine, const net::ParsedFrame& f,
                                        std::span<const uint8_t> bytes, absl::Time now) {
-  // Never about a datagram sent to a broadcast or multicast address (RFC 1122 3.2.2).
-  if (f.eth.dst.IsMulticast() || f.dst.IsMulticast() || !IsAnswerableSource(f)) return;
+  const bool v4 = f.l3 == net::L3::kIpv4;
+  net::IcmpHeader h;
+  h.type = v4 ? net::kIcmpv4DestUnreachable : net::kIcmpv6DestUnreachable;
+  h.code = v4 ? net::kIcmpv4CodePortUnreachable : net::kIcmpv6CodePortUnreachable;
+  const size_t ip_length = f.l4_offset + f.l4_length - f.l3_offset;
+  SendError(engine, f, f.src, f.dst, h, bytes.subspan(f.l3_offset, ip_length), now);
+}
+
+void IcmpProtocol::SendParameterProblem(PollEngine& engine, const net::ParsedFrame& f,
+                                        std::span<const uint8_t> bytes, absl::Time now) {
+  const net::Ipv6Header& ip = f.ipv6;
+  const net::IcmpHeader h{.type = net::kIcmpv6ParameterProblem,
+                          .code = ip.problem.code,
+                          .rest = ip.problem.pointer};
+  SendError(engine, f, ip.src, ip.dst, h,
+            bytes.subspan(f.l3_offset, net::Ipv6Header::kSize + ip.payload_length), now);
+}
+
+void IcmpProtocol::SendError(PollEngine& engine, const net::ParsedFrame& f,
+                             const net::IpAddress& src, const net::IpAddress& dst,
+                             const net::IcmpHeader& h, std::span<const uint8_t> packet,
+                             absl::Time now) {
+  // Never about a datagram sent to a broadcast or multicast address (RFC 1122 3.2.2, RFC 4443
+  // 2.4 (e)).
+  if (f.eth.dst.IsMulticast() || dst.IsMulticast() || !IsAnswerableSource(f.eth.src, src)) {
+    return;
+  }
   if (!limiter_.Take(now)) {
     engine.Bump(EngineCounter::icmp_errors_rate_limited);
     return;
   }
   std::optional<link::FrameBuffer> out = engine.NewTxFrame();
   if (!out.has_value()) return;
-  net::IcmpHeader h;
-  const bool v4 = f.l3 == net::L3::kIpv4;
-  h.type = v4 ? net::kIcmpv4DestUnreachable : net::kIcmpv6DestUnreachable;
-  h.code = v4 ? net::kIcmpv4CodePortUnreachable : net::kIcmpv6CodePortUnreachable;
   // Quote the offending IP packet, as much as fits in the minimum MTU.
-  const size_t ip_length = f.l4_offset + f.l4_length - f.l3_offset;
-  const size_t quote = std::min(ip_length, net::IcmpQuoteLimit(f.src.family()));
-  engine.QueueTx(*out, net::BuildIcmp(engine.LinkTo(f.eth.src), f.dst, f.src, h,
-                                      bytes.subspan(f.l3_offset, quote),
+  const size_t quote = std::min(packet.size(), net::IcmpQuoteLimit(src.family()));
+  engine.QueueTx(*out, net::BuildIcmp(engine.LinkTo(f.eth.src), dst, src, h, packet.first(quote),
                                       {out->data, out->capacity}));
   engine.Bump(EngineCounter::icmp_errors_sent);
 }

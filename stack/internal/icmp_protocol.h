@@ -7,6 +7,7 @@
 //   IcmpProtocol icmp(local, table, {.per_second = 1000, .burst = 50}, now);
 //   icmp.SendEchoReply(engine, frame, bytes);
 //   icmp.SendPortUnreachable(engine, frame, bytes, now);   // counted when rate-limited
+//   icmp.SendParameterProblem(engine, frame, bytes, now);  // the same limit
 #ifndef QUADSOCK_STACK_INTERNAL_ICMP_PROTOCOL_H_
 #define QUADSOCK_STACK_INTERNAL_ICMP_PROTOCOL_H_
 
@@ -56,10 +57,21 @@ class IcmpProtocol {
   // A datagram to a port with no socket: port unreachable, quoting it (RFC 1122 3.2.2 limits).
   void SendPortUnreachable(PollEngine& engine, const net::ParsedFrame& f,
                            std::span<const uint8_t> bytes, absl::Time now);
+  // An IPv6 packet refused for an extension header whose rules ask for it (f.ipv6.problem):
+  // an ICMPv6 Parameter Problem (RFC 8200 4.2-4.5), under the same rate limit.
+  void SendParameterProblem(PollEngine& engine, const net::ParsedFrame& f,
+                            std::span<const uint8_t> bytes, absl::Time now);
   // An ICMP error about a datagram: to the socket that sent it, if any.
   void HandleError(PollEngine& engine, demux::LookupContext& ctx, const net::ParsedFrame& f);
 
  private:
+  // Sends the error `h` quoting `packet` (the offending IP packet, cut to the minimum MTU) from
+  // `dst` back to `src`, the packet's addresses, unless RFC 1122 3.2.2 forbids it or the rate
+  // limit says no.
+  void SendError(PollEngine& engine, const net::ParsedFrame& f, const net::IpAddress& src,
+                 const net::IpAddress& dst, const net::IcmpHeader& h,
+                 std::span<const uint8_t> packet, absl::Time now);
+
   const LocalAddresses& local_;
   const demux::SocketTable& table_;
   IcmpRateLimiter limiter_;

@@ -157,16 +157,36 @@ void PollEngine::ReceiveBatch(demux::LookupContext& ctx,
   // batch of them (20 KiB) crowding it out.
   const LocalAddresses& local = *p_.local;
   const link::LinkInfo& link = link_->info();
+  // The longest frame the MTU allows: an IP packet of the MTU, its Ethernet header, and the
+  // stack's VLAN tag if it has one.
+  const size_t max_frame = link.mtu + net::EthernetHeader::kSize + (p_.vlan != 0 ? 4 : 0);
   size_t udp = 0;
   for (size_t i = 0; i < frames.size(); ++i) {
     const std::span<const uint8_t> bytes(frames[i].data, frames[i].length);
+    if (bytes.size() > max_frame) {
+      Bump(EngineCounter::rx_too_long);
+      rx_.kind[i] = FrameKind::kDone;
+      continue;
+    }
     // The commonest frame, plain UDP, without a full parse; the rest (and any error, counted
     // there) through Classify.
     net::UdpFrameView v;
     if (net::ParsePlainUdpFrame(bytes, v)) {
+      // Addresses from the header's bytes: v's were just written, in narrower stores than the
+      // loads of an IpAddress compare.
+      const bool v4 = v.dst.is_v4();
+      const uint8_t* ip = bytes.data() + net::EthernetHeader::kSize;
+      const uint8_t* src = ip + (v4 ? 12 : 8);
+      const uint8_t* dst = ip + (v4 ? 16 : 24);
       // (The fast parser takes untagged frames only: not ours when the stack is on a VLAN.)
-      if (!ForThisLink(v.dst_mac, link.mac) || p_.vlan != 0 || !local.Contains(v.dst)) {
+      if (!ForThisLink(v.dst_mac, link.mac) || p_.vlan != 0 ||
+          !(v4 ? local.ContainsV4(dst) : local.ContainsV6(dst))) {
         Bump(EngineCounter::not_for_us);
+        rx_.kind[i] = FrameKind::kDone;
+        continue;
+      }
+      if (v4 ? local.IsMartianV4(src) : local.IsMartianV6(src)) {
+        Bump(EngineCounter::martian_source);
         rx_.kind[i] = FrameKind::kDone;
         continue;
       }
@@ -207,6 +227,10 @@ void PollEngine::ReceiveBatch(demux::LookupContext& ctx,
         (void)net::ParseFrame(bytes, rx_.parsed);
         p_.icmp->HandleError(*this, ctx, rx_.parsed);
         break;
+      case FrameKind::kParameterProblem:
+        (void)net::ParseFrame(bytes, rx_.parsed);  // the same error as in (1)
+        p_.icmp->SendParameterProblem(*this, rx_.parsed, bytes, now);
+        break;
       case FrameKind::kUdp: {
         const std::optional<demux::LookupResult>& found = rx_.found[j];
         if (!found.has_value()) {
@@ -229,12 +253,22 @@ void PollEngine::ReceiveBatch(demux::LookupContext& ctx,
   }
 }
 
+bool PollEngine::IsOurs(const net::ParsedFrame& f) const {
+  return ForThisLink(f.eth.dst, link_->info().mac) && f.eth.vlan_id() == p_.vlan;
+}
+
 PollEngine::FrameKind PollEngine::Classify(std::span<const uint8_t> bytes, net::ParsedFrame& f) {
   if (const net::ParseError e = net::ParseFrame(bytes, f); e != net::ParseError::kOk) {
     BumpParse(e);
+    // An IPv6 packet refused for an extension header may ask for a Parameter Problem: only
+    // when it is ours to answer, from a source that may be answered.
+    if (f.l3 == net::L3::kIpv6 && f.ipv6.problem.asked && IsOurs(f) &&
+        p_.local->Contains(f.ipv6.dst) && !p_.local->IsMartianSource(f.ipv6.src)) {
+      return FrameKind::kParameterProblem;
+    }
     return FrameKind::kDone;
   }
-  if (!ForThisLink(f.eth.dst, link_->info().mac) || f.eth.vlan_id() != p_.vlan) {
+  if (!IsOurs(f)) {
     Bump(EngineCounter::not_for_us);
     return FrameKind::kDone;
   }
@@ -254,6 +288,10 @@ PollEngine::FrameKind PollEngine::Classify(std::span<const uint8_t> bytes, net::
   }
   if (!p_.local->Contains(f.dst)) {
     Bump(EngineCounter::not_for_us);
+    return FrameKind::kDone;
+  }
+  if (p_.local->IsMartianSource(f.src)) {
+    Bump(EngineCounter::martian_source);
     return FrameKind::kDone;
   }
   if (f.fragment) {

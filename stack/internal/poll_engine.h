@@ -115,7 +115,15 @@ class PollEngine {
  private:
   // What a received frame needs, once parsed: nothing more (dropped or unhandled, and
   // counted), a socket lookup (UDP to one of our addresses), or an answer.
-  enum class FrameKind : uint8_t { kDone, kUdp, kArp, kNdp, kEcho, kIcmpError };
+  enum class FrameKind : uint8_t {
+    kDone,
+    kUdp,
+    kArp,
+    kNdp,
+    kEcho,
+    kIcmpError,
+    kParameterProblem,  // refused for an IPv6 extension header, answered with the ICMPv6 error
+  };
 
   // ReceiveBatch's working space for one batch.
   struct RxBatch {
@@ -131,6 +139,8 @@ class PollEngine {
   void ReceiveBatch(demux::LookupContext& ctx, std::span<const link::FrameBuffer> frames,
                     absl::Time now);
   FrameKind Classify(std::span<const uint8_t> bytes, net::ParsedFrame& f);
+  // Whether a parsed frame came to our MAC (or a multicast one) on our VLAN.
+  bool IsOurs(const net::ParsedFrame& f) const;
   void FlushTx();
   void Wake();
   void BumpParse(net::ParseError e) {

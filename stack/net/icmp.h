@@ -36,6 +36,10 @@ inline constexpr uint8_t kIcmpv6CodePortUnreachable = 4;
 inline constexpr uint8_t kIcmpv6PacketTooBig = 2;
 inline constexpr uint8_t kIcmpv6TimeExceeded = 3;
 inline constexpr uint8_t kIcmpv6ParameterProblem = 4;
+// Parameter Problem's codes (RFC 4443 3.4); its `rest` is the pointer to the offending byte.
+inline constexpr uint8_t kIcmpv6CodeErroneousField = 0;
+inline constexpr uint8_t kIcmpv6CodeUnrecognizedNextHeader = 1;
+inline constexpr uint8_t kIcmpv6CodeUnrecognizedOption = 2;
 inline constexpr uint8_t kIcmpv6EchoRequest = 128;
 inline constexpr uint8_t kIcmpv6EchoReply = 129;
 inline constexpr uint8_t kIcmpv6RouterSolicitation = 133;

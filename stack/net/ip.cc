@@ -1,8 +1,81 @@
 #include "stack/net/ip.h"
 
 #include "stack/net/checksum.h"
+#include "stack/net/icmp.h"
 
 namespace quadsock::net {
+namespace {
+
+constexpr uint8_t kIpv4OptionEnd = 0;
+constexpr uint8_t kIpv4OptionNop = 1;
+constexpr uint8_t kIpv4OptionLooseRoute = 0x83;   // LSRR
+constexpr uint8_t kIpv4OptionStrictRoute = 0x89;  // SSRR
+
+// RFC 791 3.1: every option but End and No-op is type, length (itself included), data. A source
+// route's pointer (from the option's start, at least 4) names its next address while it is at
+// most the length: the datagram is not at its final destination, and we forward nothing (a
+// host's kernel drops it as ip_options_rcv_srr does without forwarding).
+ParseError CheckIpv4Options(std::span<const uint8_t> options) {
+  size_t i = 0;
+  while (i < options.size()) {
+    const uint8_t type = options[i];
+    if (type == kIpv4OptionEnd) break;
+    if (type == kIpv4OptionNop) {
+      ++i;
+      continue;
+    }
+    if (options.size() - i < 2) return ParseError::kBadIpv4Option;
+    const uint8_t length = options[i + 1];
+    if (length < 2 || length > options.size() - i) return ParseError::kBadIpv4Option;
+    if (type == kIpv4OptionLooseRoute || type == kIpv4OptionStrictRoute) {
+      if (length < 3 || options[i + 2] < 4) return ParseError::kBadIpv4Option;
+      if (options[i + 2] <= length) return ParseError::kIpv4SourceRoute;
+    }
+    i += length;
+  }
+  return ParseError::kOk;
+}
+
+constexpr uint8_t kIpv6OptionPad1 = 0;
+constexpr uint8_t kIpv6OptionPadN = 1;
+
+// The options of a hop-by-hop or destination options header `header` (RFC 8200 4.2), which
+// starts `at` bytes into the IPv6 packet. We recognise only the padding; an unrecognised option
+// is skipped, or discards the packet, as the two high bits of its type say.
+ParseError CheckIpv6Options(std::span<const uint8_t> header, size_t at, const IpAddress& dst,
+                            Ipv6Header::ParameterProblem& problem) {
+  size_t i = 2;  // past Next Header and Hdr Ext Len
+  while (i < header.size()) {
+    const uint8_t type = header[i];
+    if (type == kIpv6OptionPad1) {
+      ++i;
+      continue;
+    }
+    if (header.size() - i < 2 || header[i + 1] > header.size() - i - 2) {
+      return ParseError::kBadIpv6Option;
+    }
+    if (type != kIpv6OptionPadN) {
+      switch (type >> 6) {
+        case 0:  // skip over it
+          break;
+        case 3:  // as 2, but not to a multicast destination
+          if (dst.IsMulticast()) return ParseError::kIpv6UnrecognizedOption;
+          [[fallthrough]];
+        case 2:
+          problem = {.asked = true,
+                     .code = kIcmpv6CodeUnrecognizedOption,
+                     .pointer = static_cast<uint32_t>(at + i)};
+          [[fallthrough]];
+        case 1:  // discard silently
+          return ParseError::kIpv6UnrecognizedOption;
+      }
+    }
+    i += size_t{header[i + 1]} + 2;
+  }
+  return ParseError::kOk;
+}
+
+}  // namespace
 
 ParseError Ipv4Header::Parse(ByteReader& r) {
   const std::span<const uint8_t> packet = r.rest();
@@ -31,7 +104,13 @@ ParseError Ipv4Header::Parse(ByteReader& r) {
   protocol = proto;
   src = IpAddress::V4Bytes(addr);
   dst = IpAddress::V4Bytes(addr + 4);
-  r.Skip(header_length - kMinSize);  // options: fits, checked above
+  if (header_length > kMinSize) {
+    if (ParseError e = CheckIpv4Options(packet.subspan(kMinSize, header_length - kMinSize));
+        e != ParseError::kOk) {
+      return e;
+    }
+    r.Skip(header_length - kMinSize);  // fits, checked above
+  }
   return ParseError::kOk;
 }
 
@@ -68,14 +147,15 @@ ParseError Ipv6Header::Parse(ByteReader& r) {
   src = IpAddress::V6Bytes(addr);
   dst = IpAddress::V6Bytes(addr + 16);
 
-  // Walk the extension headers, never past payload_length.
+  // Walk the extension headers, never past payload_length, as a destination processes them
+  // (RFC 8200 4.1-4.5).
   ByteReader payload(r.rest().first(payload_length));
   uint8_t next = next_header;
+  size_t naming = 6;  // the offset of the Next Header field that names `next`
   extension_count = 0;
   fragment = false;
+  problem = {};
   for (;;) {
-    size_t length;
-    uint8_t following, len_field;
     switch (next) {
       case kIpProtoHopByHop:
       case kIpProtoRouting:
@@ -90,24 +170,54 @@ ParseError Ipv6Header::Parse(ByteReader& r) {
         return ParseError::kOk;
     }
     if (++extension_count > kMaxExtensionHeaders) return ParseError::kTooManyIpv6ExtensionHeaders;
-    const std::span<const uint8_t> here = payload.rest();
-    if (!payload.ReadU8(following) || !payload.ReadU8(len_field)) {
-      return ParseError::kTruncatedIpv6ExtensionHeader;
+    const size_t at = kSize + payload.offset();
+    if (next == kIpProtoHopByHop && extension_count != 1) {
+      // Only right after the IPv6 header (RFC 8200 4.3): as an unrecognised Next Header.
+      problem = {.asked = true,
+                 .code = kIcmpv6CodeUnrecognizedNextHeader,
+                 .pointer = static_cast<uint32_t>(naming)};
+      return ParseError::kIpv6HopByHopNotFirst;
     }
-    if (next == kIpProtoFragment) {
-      length = 8;
-      if (here.size() >= 4) {
-        const uint16_t offset_flags = LoadBe16(&here[2]);
-        // An atomic fragment (offset 0, no M flag) is a whole packet (RFC 6946).
-        if ((offset_flags & 0xfff9) != 0) fragment = true;
-      }
-    } else if (next == kIpProtoAh) {
-      length = (size_t{len_field} + 2) * 4;
-    } else {
-      length = (size_t{len_field} + 1) * 8;
+    const std::span<const uint8_t> rest = payload.rest();
+    if (rest.size() < 2) return ParseError::kTruncatedIpv6ExtensionHeader;
+    const size_t length = next == kIpProtoFragment ? 8
+                          : next == kIpProtoAh     ? (size_t{rest[1]} + 2) * 4
+                                                   : (size_t{rest[1]} + 1) * 8;
+    if (!payload.Skip(length)) return ParseError::kTruncatedIpv6ExtensionHeader;
+    const std::span<const uint8_t> header = rest.first(length);
+    switch (next) {
+      case kIpProtoHopByHop:
+      case kIpProtoDestOptions:
+        if (ParseError e = CheckIpv6Options(header, at, dst, problem); e != ParseError::kOk) {
+          return e;
+        }
+        break;
+      case kIpProtoRouting:
+        // Segments left > 0: the packet is for further hops, and we route nothing. Every type
+        // is one we do not process (type 0 is deprecated, RFC 5095), so RFC 8200 4.4 asks for
+        // a Parameter Problem pointing at the routing type. With none left, it is ignored.
+        if (header[3] != 0) {
+          problem = {.asked = true,
+                     .code = kIcmpv6CodeErroneousField,
+                     .pointer = static_cast<uint32_t>(at + 2)};
+          return ParseError::kIpv6RoutingHeader;
+        }
+        break;
+      case kIpProtoFragment:
+        // An atomic fragment (offset 0, no M flag) is a whole packet (RFC 6946). Any other
+        // ends the walk: past the first fragment the bytes are payload, not headers, and the
+        // stack reassembles nothing.
+        if ((LoadBe16(&header[2]) & 0xfff9) != 0) {
+          fragment = true;
+          upper_protocol = header[0];
+          upper_offset = static_cast<uint16_t>(at + length);
+          r.Skip(payload.offset());
+          return ParseError::kOk;
+        }
+        break;
     }
-    if (!payload.Skip(length - 2)) return ParseError::kTruncatedIpv6ExtensionHeader;
-    next = following;
+    naming = at;
+    next = header[0];
   }
 }
 

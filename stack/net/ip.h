@@ -1,8 +1,12 @@
 // IPv4 (RFC 791) and IPv6 (RFC 8200) headers. Fields are host order; Parse and Write convert.
 //
-// Ipv4Header::Parse checks version, header length, total length and the header checksum, skips
-// options, and recognises fragments. Ipv6Header::Parse walks the extension headers (at most
-// kMaxExtensionHeaders) to the upper-layer protocol and recognises fragments.
+// Ipv4Header::Parse checks version, header length, total length and the header checksum,
+// checks each option's length and refuses a source route naming a further hop (we route
+// nothing), and recognises fragments. Ipv6Header::Parse walks the extension headers (at most
+// kMaxExtensionHeaders) to the upper-layer protocol as RFC 8200 4.2-4.5 says a destination
+// processes them: options whose type says discard, a routing header with segments left, and a
+// hop-by-hop header anywhere but first are errors (some of which ask for an ICMPv6 Parameter
+// Problem: `problem`); the walk stops at a Fragment header that is not an atomic fragment.
 //
 //   ByteReader r(packet);
 //   Ipv4Header ip;
@@ -72,6 +76,16 @@ struct Ipv6Header {
   uint16_t upper_offset = 0;   // from the start of the IPv6 header
   int extension_count = 0;
   bool fragment = false;  // a Fragment header that is not an atomic fragment
+
+  // When Parse refused the packet for an extension header that RFC 8200 answers with an
+  // ICMPv6 Parameter Problem: its code and pointer (an offset from the start of the IPv6
+  // header). An unrecognised option of type 11xxxxxx sent to a multicast address asks none.
+  struct ParameterProblem {
+    bool asked = false;
+    uint8_t code = 0;  // kIcmpv6CodeErroneousField, ...UnrecognizedNextHeader, ...Option
+    uint32_t pointer = 0;
+  };
+  ParameterProblem problem;
 
   bool is_fragment() const { return fragment; }
 

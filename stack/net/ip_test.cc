@@ -104,6 +104,51 @@ TEST(Ipv4Test, NamesEachMalformation) {
   }
 }
 
+// A UDP packet whose header carries `options` (hex, a multiple of four bytes).
+std::vector<uint8_t> Ipv4WithOptions(const std::string& options) {
+  const std::vector<uint8_t> o = FromHex(options);
+  std::vector<uint8_t> p = Ipv4Packet();
+  p.insert(p.begin() + 20, o.begin(), o.end());
+  p[0] = static_cast<uint8_t>(0x40 | (20 + o.size()) / 4);
+  StoreBe16(&p[2], static_cast<uint16_t>(p.size()));
+  StoreBe16(&p[10], 0);
+  StoreBe16(&p[10], Ipv4HeaderChecksum({p.data(), 20 + o.size()}));
+  return p;
+}
+
+ParseError ParseIpv4(const std::vector<uint8_t>& p) {
+  ByteReader r(p);
+  Ipv4Header ip;
+  return ip.Parse(r);
+}
+
+TEST(Ipv4Test, ChecksEachOptionsLength) {
+  EXPECT_EQ(ParseIpv4(Ipv4WithOptions("0701 0000")), ParseError::kBadIpv4Option);  // < 2
+  EXPECT_EQ(ParseIpv4(Ipv4WithOptions("0700 0000")), ParseError::kBadIpv4Option);
+  EXPECT_EQ(ParseIpv4(Ipv4WithOptions("0109 0400")), ParseError::kBadIpv4Option);  // past the end
+  EXPECT_EQ(ParseIpv4(Ipv4WithOptions("0101 0107")), ParseError::kBadIpv4Option);  // no length
+  // Record route (7), length 7, pointer 4, one empty slot; then End: fine.
+  EXPECT_EQ(ParseIpv4(Ipv4WithOptions("0707 0400 0000 0000")), ParseError::kOk);
+  // After End of Option List the rest is padding, not options.
+  EXPECT_EQ(ParseIpv4(Ipv4WithOptions("00ff ffff")), ParseError::kOk);
+}
+
+TEST(Ipv4Test, RefusesSourceRoutesNamingAFurtherHop) {
+  for (const char* type : {"83", "89"}) {  // LSRR, SSRR
+    SCOPED_TRACE(type);
+    const std::string t(type);
+    // Length 11: two addresses. Pointer 4 and 8 name one still to visit; 12 is past the end.
+    EXPECT_EQ(ParseIpv4(Ipv4WithOptions("01" + t + "0b04 0a010009 0a010002")),
+              ParseError::kIpv4SourceRoute);
+    EXPECT_EQ(ParseIpv4(Ipv4WithOptions("01" + t + "0b08 0a010009 0a010002")),
+              ParseError::kIpv4SourceRoute);
+    EXPECT_EQ(ParseIpv4(Ipv4WithOptions("01" + t + "0b0c 0a010009 0a010002")), ParseError::kOk);
+    EXPECT_EQ(ParseIpv4(Ipv4WithOptions("01" + t + "0b03 0a010009 0a010002")),
+              ParseError::kBadIpv4Option);  // a pointer before the first address
+    EXPECT_EQ(ParseIpv4(Ipv4WithOptions("0101" + t + "02")), ParseError::kBadIpv4Option);
+  }
+}
+
 TEST(Ipv4Test, WriteRoundTrips) {
   Ipv4Header ip;
   ip.total_length = 20;
@@ -218,6 +263,105 @@ TEST(Ipv6Test, NamesEachMalformation) {
     ByteReader r(p);
     EXPECT_EQ(ip.Parse(r), ParseError::kTruncatedIpv6ExtensionHeader);
   }
+}
+
+// RFC 8200 4.2: an unrecognised option is skipped (type 00xxxxxx), discards the packet silently
+// (01), or discards it and asks for a Parameter Problem code 2 pointing at the option's type
+// (10, and 11 unless the destination is multicast). Options in a destination options header
+// are read the same way.
+TEST(Ipv6Test, UnrecognisedOptionsDoWhatTheirTypeSays) {
+  for (const char* header : {"00", "3c"}) {
+    SCOPED_TRACE(header);
+    const struct {
+      const char* type;
+      ParseError error;
+      bool problem;
+    } cases[] = {
+        {"1e", ParseError::kOk, false},
+        {"5e", ParseError::kIpv6UnrecognizedOption, false},
+        {"9e", ParseError::kIpv6UnrecognizedOption, true},
+        {"de", ParseError::kIpv6UnrecognizedOption, true},
+    };
+    for (const auto& c : cases) {
+      SCOPED_TRACE(c.type);
+      // Pad1, the option (2 bytes of data), Pad1.
+      std::vector<uint8_t> p =
+          Ipv6Packet(header, std::string("1100 00") + c.type + "02 0000 00 0001 0002 0008 0000");
+      ByteReader r(p);
+      Ipv6Header ip;
+      EXPECT_EQ(ip.Parse(r), c.error);
+      EXPECT_EQ(ip.problem.asked, c.problem);
+      if (c.problem) {
+        EXPECT_EQ(ip.problem.code, 2);
+        EXPECT_EQ(ip.problem.pointer, 40u + 3);
+      }
+      // To a multicast group, type 11 asks for no Parameter Problem.
+      p[24] = 0xff;
+      ByteReader r2(p);
+      EXPECT_EQ(ip.Parse(r2), c.error);
+      EXPECT_EQ(ip.problem.asked, c.type == std::string("9e"));
+    }
+  }
+}
+
+TEST(Ipv6Test, AnOptionPastItsHeaderIsMalformed) {
+  // PadN claiming 8 bytes in a header with 6 left.
+  std::vector<uint8_t> p = Ipv6Packet("00", "1100 0108 00000000 0001 0002 0008 0000");
+  ByteReader r(p);
+  Ipv6Header ip;
+  EXPECT_EQ(ip.Parse(r), ParseError::kBadIpv6Option);
+  // An option type in the header's last byte, with no room for its length.
+  std::vector<uint8_t> q = Ipv6Packet("00", "1100 0103 000000 1e 0001 0002 0008 0000");
+  ByteReader r2(q);
+  EXPECT_EQ(ip.Parse(r2), ParseError::kBadIpv6Option);
+}
+
+// A routing header with segments left is for further hops: we route nothing, and every type is
+// one we do not process (type 0 is deprecated, RFC 5095): Parameter Problem code 0 pointing at
+// the routing type (RFC 8200 4.4). With no segments left it is ignored.
+TEST(Ipv6Test, RoutingHeaderWithSegmentsLeftIsNotForUs) {
+  for (const char* type : {"00", "02", "04", "fe"}) {
+    SCOPED_TRACE(type);
+    std::vector<uint8_t> p =
+        Ipv6Packet("2b", std::string("1100 ") + type + "01 00000000 0001 0002 0008 0000");
+    ByteReader r(p);
+    Ipv6Header ip;
+    EXPECT_EQ(ip.Parse(r), ParseError::kIpv6RoutingHeader);
+    EXPECT_TRUE(ip.problem.asked);
+    EXPECT_EQ(ip.problem.code, 0);
+    EXPECT_EQ(ip.problem.pointer, 40u + 2);
+    std::vector<uint8_t> done =
+        Ipv6Packet("2b", std::string("1100 ") + type + "00 00000000 0001 0002 0008 0000");
+    ByteReader r2(done);
+    EXPECT_EQ(ip.Parse(r2), ParseError::kOk);
+    EXPECT_EQ(ip.upper_protocol, kIpProtoUdp);
+  }
+}
+
+TEST(Ipv6Test, HopByHopOnlyRightAfterTheFixedHeader) {
+  // Destination options (8 bytes), then hop-by-hop: Parameter Problem code 1 (an unrecognised
+  // Next Header) pointing at the destination options' Next Header field.
+  std::vector<uint8_t> p =
+      Ipv6Packet("3c", "0000 0104 00000000  1100 0104 00000000  0001 0002 0008 0000");
+  ByteReader r(p);
+  Ipv6Header ip;
+  EXPECT_EQ(ip.Parse(r), ParseError::kIpv6HopByHopNotFirst);
+  EXPECT_TRUE(ip.problem.asked);
+  EXPECT_EQ(ip.problem.code, 1);
+  EXPECT_EQ(ip.problem.pointer, 40u);
+}
+
+// Past a Fragment header that is not an atomic fragment the bytes are payload: the walk stops.
+TEST(Ipv6Test, TheWalkStopsAtAFragment) {
+  // A later fragment whose payload would read as a destination options header of 2 KiB.
+  std::vector<uint8_t> p = Ipv6Packet("2c", "3c00 0011 12345678  11ff 0000 00000000");
+  ByteReader r(p);
+  Ipv6Header ip;
+  ASSERT_EQ(ip.Parse(r), ParseError::kOk);
+  EXPECT_TRUE(ip.is_fragment());
+  EXPECT_EQ(ip.upper_protocol, kIpProtoDestOptions);
+  EXPECT_EQ(ip.upper_offset, 48);
+  EXPECT_EQ(ip.extension_count, 1);
 }
 
 TEST(Ipv6Test, NoNextHeaderHasNoUpperLayer) {

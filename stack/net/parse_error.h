@@ -24,11 +24,17 @@ namespace quadsock::net {
   X(kBadIpv4HeaderLength, "bad_ipv4_header_length")                                \
   X(kBadIpv4TotalLength, "bad_ipv4_total_length")                                  \
   X(kBadIpv4Checksum, "bad_ipv4_checksum")                                         \
+  X(kBadIpv4Option, "bad_ipv4_option")  /* a length or pointer out of bounds */ \
+  X(kIpv4SourceRoute, "ipv4_source_route")  /* LSRR/SSRR naming a further hop */   \
   X(kTruncatedIpv6, "truncated_ipv6")                                              \
   X(kBadIpv6Version, "bad_ipv6_version")                                           \
   X(kBadIpv6PayloadLength, "bad_ipv6_payload_length")                              \
   X(kTruncatedIpv6ExtensionHeader, "truncated_ipv6_extension_header")              \
   X(kTooManyIpv6ExtensionHeaders, "too_many_ipv6_extension_headers")               \
+  X(kBadIpv6Option, "bad_ipv6_option")  /* an option past its header's end */      \
+  X(kIpv6UnrecognizedOption, "ipv6_unrecognized_option")  /* its type says discard */ \
+  X(kIpv6HopByHopNotFirst, "ipv6_hop_by_hop_not_first")                            \
+  X(kIpv6RoutingHeader, "ipv6_routing_header")  /* segments left: we route nothing */ \
   X(kTruncatedUdp, "truncated_udp")                                                \
   X(kBadUdpLength, "bad_udp_length")                                               \
   X(kBadUdpChecksum, "bad_udp_checksum")                                           \
