@@ -73,6 +73,7 @@ grpc::Status AdminServiceImpl::ListInterfaces(grpc::ServerContext* ctx,
       iface->set_xdp_mode(info_.xdp_mode);
       iface->set_bind_mode(links[i].mode);
     }
+    if (iface->bind_mode() != links[i].mode) iface->set_bind_mode("mixed");
     v1::Queue* q = iface->add_queues();
     q->set_queue(links[i].queue);
     q->set_mode(links[i].mode);

@@ -19,6 +19,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -30,7 +31,15 @@
 #include "stack/net/ethernet.h"
 
 ABSL_FLAG(std::string, interface, "", "The network interface to run on (required), e.g. eth0.");
-ABSL_FLAG(uint32_t, queues, 1, "RX queues to serve: one AF_XDP socket and poll thread each.");
+ABSL_FLAG(uint32_t, queues, 0,
+          "RX queues to serve, 0..N-1: one AF_XDP socket and poll thread each. 0 (the default): "
+          "all of the interface's (ethtool -l). Fewer than it has are refused, since the NIC "
+          "spreads the stack's frames over all of them, unless --allow_unserved_queues.");
+ABSL_FLAG(bool, allow_unserved_queues, false,
+          "Start with --queues below the interface's RX queue count: for an interface whose "
+          "ntuple rules (ethtool -N) steer all traffic for the stack's addresses, ARP and NDP "
+          "too, to the served queues. Frames for the stack that reach another queue go to the "
+          "kernel and are counted (redirect_no_xsk).");
 ABSL_FLAG(std::vector<std::string>, address, {},
           "The stack's own addresses with prefix lengths (required), comma-separated or "
           "repeated on the command line (in a --flagfile, one line with the list): "
@@ -38,10 +47,11 @@ ABSL_FLAG(std::vector<std::string>, address, {},
           "for them goes to quadsock.");
 ABSL_FLAG(uint32_t, vlan, 0,
           "The 802.1Q VLAN id (1-4094) the addresses are on: only frames with that one tag are "
-          "the stack's, and all it sends carry it. 0: untagged (the default). XDP must see "
-          "the tags: the interface's VLAN tag stripping on receive is turned off while "
-          "quadsockd runs (ethtool -K IF rxvlan off) and back on at a clean exit (not after "
-          "SIGKILL).");
+          "the stack's, and all it sends carry it. 0: untagged (the default): frames with a tag "
+          "of another VLAN are not the stack's. XDP must see the tags: the interface's VLAN tag "
+          "stripping on receive is turned off while quadsockd runs, whatever --vlan (ethtool -K "
+          "IF rxvlan off, and rx-vlan-stag-hw-parse off), and back on at a clean exit (not "
+          "after SIGKILL).");
 ABSL_FLAG(std::vector<std::string>, gateway, {},
           "Default gateways, at most one per family, on a connected network: 10.1.0.1");
 ABSL_FLAG(std::string, xdp_mode, "auto",
@@ -51,7 +61,9 @@ ABSL_FLAG(std::string, xdp_mode, "auto",
 ABSL_FLAG(bool, hash4, true,
           "Demultiplex connected sockets with the 4-tuple hash (false: score them in hash2, "
           "as before Linux 6.13; for comparisons).");
-ABSL_FLAG(uint32_t, umem_frames, 8192, "UMEM frames in all (split over the queues).");
+ABSL_FLAG(uint32_t, umem_frames, 0,
+          "UMEM frames in all (split over the queues). 0: 8192, or 4096 per queue (at least "
+          "twice --ring_size per queue) where that is more.");
 ABSL_FLAG(uint32_t, frame_size, 4096, "UMEM frame size: 2048 or 4096.");
 ABSL_FLAG(uint32_t, ring_size, 2048, "Size of each AF_XDP ring (a power of two).");
 ABSL_FLAG(bool, busy_poll, false,
@@ -99,8 +111,8 @@ ABSL_FLAG(uint32_t, lease_seconds, 30,
           "Seconds without a call before a client's session and sockets are closed (an open "
           "Receive or Exchange stream renews it; a Session stream holds it).");
 ABSL_FLAG(std::string, listen, "unix:/run/quadsock/quadsock.sock",
-          "Where clients connect: unix:PATH (mode 0660) or HOST:PORT (needs --tls_cert and "
-          "--tls_key).");
+          "Where clients connect: unix:PATH (mode 0660) or HOST:PORT (needs --tls_cert, "
+          "--tls_key and --tls_client_ca, or --allow_unauthenticated_tcp).");
 ABSL_FLAG(std::string, admin_listen, "unix:/run/quadsock-admin/admin.sock",
           "The administration listener: unix:PATH, made with mode 0600 so that only quadsockd's "
           "own user (root) may connect, in a folder made 0700 if missing (keep it out of the "
@@ -120,7 +132,11 @@ ABSL_FLAG(std::string, tls_cert, "", "Server certificate (PEM), for a TCP listen
 ABSL_FLAG(std::string, tls_key, "", "Server private key (PEM).");
 ABSL_FLAG(std::string, tls_client_ca, "",
           "CA (PEM) that signs client certificates: clients must present one (mTLS), and "
-          "sessions belong to its identity.");
+          "sessions belong to its identity. Needed on a TCP --listen unless "
+          "--allow_unauthenticated_tcp.");
+ABSL_FLAG(bool, allow_unauthenticated_tcp, false,
+          "Serve a TCP --listen without client certificates (no --tls_client_ca): anyone who "
+          "reaches the port may then open sockets and send UDP from this node's addresses.");
 ABSL_FLAG(std::string, metrics_listen, "",
           "HOST:PORT for Prometheus metrics (GET /metrics), e.g. 127.0.0.1:9464; empty: off.");
 
@@ -173,6 +189,26 @@ std::vector<std::string> AdminIdentities() {
     out.emplace_back(absl::StripAsciiWhitespace(id));
   }
   return out;
+}
+
+// A TCP --listen: TLS always, and client certificates unless the operator says otherwise, since
+// any client may send UDP from the node's NIC.
+absl::Status CheckTcpListen() {
+  const std::string listen = absl::GetFlag(FLAGS_listen);
+  if (absl::StartsWith(listen, "unix:")) return absl::OkStatus();
+  if (absl::GetFlag(FLAGS_tls_cert).empty() || absl::GetFlag(FLAGS_tls_key).empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--listen=", listen, " is TCP, which needs TLS: give --tls_cert and --tls_key, and "
+        "--tls_client_ca so that clients must present certificates"));
+  }
+  if (absl::GetFlag(FLAGS_tls_client_ca).empty() &&
+      !absl::GetFlag(FLAGS_allow_unauthenticated_tcp)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--listen=", listen, " without --tls_client_ca lets anyone who reaches the port send "
+        "UDP from this node: give --tls_client_ca (mTLS), or listen on a Unix socket "
+        "(--listen=unix:PATH); --allow_unauthenticated_tcp serves it as it is"));
+  }
+  return absl::OkStatus();
 }
 
 // Flags that contradict each other or do not fit where they go, refused before anything starts:
@@ -237,6 +273,7 @@ absl::Status CheckFlags() {
       !s.ok()) {
     return s;
   }
+  if (absl::Status s = CheckTcpListen(); !s.ok()) return s;
   if (!AdminIdentities().empty() && absl::GetFlag(FLAGS_tls_client_ca).empty()) {
     return absl::InvalidArgumentError(
         "--admin_identities needs --tls_client_ca: without mTLS no client has an identity");
@@ -277,6 +314,7 @@ int Main(int argc, char** argv) {
   stack::AfXdpOptions o;
   o.interface = absl::GetFlag(FLAGS_interface);
   o.queues = absl::GetFlag(FLAGS_queues);
+  o.allow_unserved_queues = absl::GetFlag(FLAGS_allow_unserved_queues);
   absl::StatusOr<xdp::XdpMode> mode = xdp::ParseXdpMode(absl::GetFlag(FLAGS_xdp_mode));
   if (!mode.ok()) return Fail("bad --xdp_mode", mode.status());
   o.mode = *mode;

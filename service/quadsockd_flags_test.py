@@ -55,6 +55,15 @@ class FlagCheckTest(unittest.TestCase):
 
     def test_no_channel_memory(self):
         self.assert_refused(["--max_channel_mib=0"], ["--max_channel_mib"])
+        self.assert_refused(["--max_all_channels_mib=0"], ["--max_all_channels_mib"])
+
+    def test_help_says_what_one_peer_may_hold(self):
+        p = subprocess.run([QUADSOCKD, "--help"], capture_output=True, text=True, timeout=30)
+        text = " ".join(p.stdout.split())  # the help wraps its lines
+        for words in ("--max_sessions_per_peer (", "0: half of --max_clients",
+                      "--max_streams_per_peer (", "0: half of --max_grpc_threads",
+                      "On a Unix socket gRPC tells no client from another"):
+            self.assertIn(words, text)
 
     def test_help_names_real_commands_and_capabilities(self):
         p = subprocess.run([QUADSOCKD, "--help"], capture_output=True, text=True, timeout=30)
@@ -87,6 +96,22 @@ class FlagCheckTest(unittest.TestCase):
     def test_admin_identities_without_mtls(self):
         self.assert_refused(["--admin_identities=CN=ops"],
                             ["--admin_identities", "--tls_client_ca"])
+
+    def test_tcp_without_client_certificates(self):
+        tls = ["--listen=127.0.0.1:7443", "--tls_cert=/nonexistent/cert.pem",
+               "--tls_key=/nonexistent/key.pem"]
+        # Anyone who reaches the port could send UDP from the node: both fixes are named.
+        self.assert_refused(tls, ["--listen=127.0.0.1:7443", "--tls_client_ca", "unix:PATH",
+                                  "--allow_unauthenticated_tcp"])
+        # Said so explicitly, it gets past the checks (to the interface, which is missing).
+        code, err = run(*tls, "--allow_unauthenticated_tcp")
+        self.assertEqual(code, 1, err)
+        self.assertIn("qs-no-such-if", err)
+
+    def test_tcp_without_tls(self):
+        # Even with --allow_unauthenticated_tcp: plain TCP is never served.
+        self.assert_refused(["--listen=127.0.0.1:7443", "--allow_unauthenticated_tcp"],
+                            ["--listen=127.0.0.1:7443", "needs TLS", "--tls_cert", "--tls_key"])
 
     def test_help_says_how_administration_works(self):
         p = subprocess.run([QUADSOCKD, "--help"], capture_output=True, text=True, timeout=30)

@@ -2,11 +2,14 @@
 
 #include <net/if.h>
 
+#include <algorithm>
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "stack/link/nic_features.h"
+#include "stack/xdp/steer_common.h"
 
 namespace quadsock::stack {
 
@@ -26,7 +29,19 @@ link::XskBindMode BindMode(xdp::XdpMode mode) {
   return link::XskBindMode::kCopy;
 }
 
+// "queue 3" or "queues 1-3".
+std::string QueueRange(uint32_t first, uint32_t last) {
+  return first == last ? absl::StrCat("queue ", first)
+                       : absl::StrCat("queues ", first, "-", last);
+}
+
 }  // namespace
+
+uint32_t DefaultUmemFrames(uint32_t queues, uint32_t ring_size) {
+  const uint64_t per_queue = std::max<uint64_t>(4096, 2 * uint64_t{ring_size});
+  const uint64_t frames = std::max<uint64_t>(8192, per_queue * queues);
+  return static_cast<uint32_t>(std::min<uint64_t>(frames, UINT32_MAX));
+}
 
 absl::StatusOr<std::unique_ptr<AfXdpStack>> AfXdpStack::Create(AfXdpOptions options) {
   if (!options.log) {
@@ -41,6 +56,9 @@ absl::StatusOr<std::unique_ptr<AfXdpStack>> AfXdpStack::Create(AfXdpOptions opti
   }
   std::unique_ptr<AfXdpStack> s(new AfXdpStack());
   s->options_ = options;
+  if (absl::Status st = s->ChooseQueues(); !st.ok()) return st;
+  options.queues = s->options_.queues;
+  options.umem_frames = s->options_.umem_frames;
 
   xdp::XdpProgram::Options program_options;
   program_options.log = options.log;
@@ -56,9 +74,7 @@ absl::StatusOr<std::unique_ptr<AfXdpStack>> AfXdpStack::Create(AfXdpOptions opti
   port.ring_size = options.ring_size;
   port.queues = options.queues;
   port.busy_poll = options.busy_poll;
-  if (options.stack.vlan != 0) {
-    if (absl::Status st = s->KeepVlanTags(); !st.ok()) return st;
-  }
+  if (absl::Status st = s->KeepVlanTags(); !st.ok()) return st;
   absl::StatusOr<xdp::XdpMode> attached = s->xdp_program_->Attach(ifindex, options.mode);
   if (!attached.ok()) return attached.status();
   s->xdp_mode_ = *attached;
@@ -72,8 +88,12 @@ absl::StatusOr<std::unique_ptr<AfXdpStack>> AfXdpStack::Create(AfXdpOptions opti
     absl::StatusOr<std::unique_ptr<link::XskLink>> l = s->port_->OpenQueue(q);
     if (!l.ok()) return l.status();
     if (absl::Status st = s->xdp_program_->SetXsk(q, (*l)->socket_fd()); !st.ok()) return st;
-    s->bind_mode_ = (*l)->info().mode;
+    s->queue_modes_.push_back((*l)->info().mode);
     links.push_back(std::move(*l));
+  }
+  s->bind_mode_ = s->queue_modes_[0];
+  for (const std::string& m : s->queue_modes_) {
+    if (m != s->bind_mode_) s->bind_mode_ = "mixed";
   }
   if (const uint32_t mtu = links[0]->info().mtu; mtu < s->port_->interface_mtu()) {
     options.log(absl::StrFormat(
@@ -99,43 +119,105 @@ AfXdpStack::~AfXdpStack() {
   stack_.reset();
   port_.reset();
   xdp_program_.reset();
-  if (restore_vlan_stripping_) {
-    const absl::Status s = link::SetNicFeature(options_.interface, link::kRxVlanStripping, true);
-    options_.log(s.ok() ? absl::StrCat(options_.interface, ": VLAN tag stripping on receive is "
-                                       "back on")
-                        : absl::StrCat(options_.interface, ": could not turn VLAN tag stripping "
-                                       "back on: ", s.message()));
+  for (const std::string& feature : restore_features_) {
+    const absl::Status s = link::SetNicFeature(options_.interface, feature, true);
+    options_.log(s.ok() ? absl::StrCat(options_.interface, ": ", feature, " (VLAN tag stripping "
+                                       "on receive) is back on")
+                        : absl::StrCat(options_.interface, ": could not turn ", feature,
+                                       " back on: ", s.message()));
   }
+}
+
+absl::Status AfXdpStack::ChooseQueues() {
+  const std::string& interface = options_.interface;
+  absl::StatusOr<uint32_t> count = link::RxQueueCount(interface);
+  if (!count.ok()) {
+    return absl::Status(count.status().code(),
+                        absl::StrCat("counting the RX queues of ", interface, ": ",
+                                     count.status().message()));
+  }
+  interface_queues_ = *count;
+  uint32_t& queues = options_.queues;
+  if (queues == 0) queues = *count;
+  if (queues > *count) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "%u queues asked for, but %s has %u RX queue%s", queues, interface, *count,
+        *count == 1 ? "" : "s"));
+  }
+  if (queues > QS_MAX_QUEUES) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "%s has %u RX queues, and quadsock serves at most %u: give it fewer (ethtool -L %s "
+        "combined %u)",
+        interface, queues, QS_MAX_QUEUES, interface, QS_MAX_QUEUES));
+  }
+  if (queues < *count) {
+    const std::string unserved = QueueRange(queues, *count - 1);
+    if (!options_.allow_unserved_queues) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "%s has %u RX queues and %u would be served: frames for the stack that the NIC puts "
+          "on %s would go to the kernel, which does not hold the stack's addresses. Serve them "
+          "all (--queues=0, the default, or --queues=%u), give the interface %u queue%s "
+          "(ethtool -L %s combined %u, or rx %u), or pin the stack's addresses to the served "
+          "queues with ntuple rules (ethtool -N %s flow-type udp4 dst-ip ADDRESS action 0, and "
+          "the same for ARP/NDP) and pass --allow_unserved_queues",
+          interface, *count, queues, unserved, *count, queues, queues == 1 ? "" : "s",
+          interface, queues, queues, interface));
+    }
+    options_.log(absl::StrFormat(
+        "%s: serving %s of its %u RX queues (allowed unserved): frames for the stack on %s "
+        "go to the kernel and count in redirect_no_xsk",
+        interface, QueueRange(0, queues - 1), *count, unserved));
+  }
+  if (options_.umem_frames == 0) {
+    options_.umem_frames = DefaultUmemFrames(queues, options_.ring_size);
+  }
+  return absl::OkStatus();
 }
 
 absl::Status AfXdpStack::KeepVlanTags() {
   const std::string& interface = options_.interface;
-  absl::StatusOr<bool> strips = link::GetNicFeature(interface, link::kRxVlanStripping);
-  // A device without the feature cannot strip.
-  if (strips.status().code() == absl::StatusCode::kNotFound) return absl::OkStatus();
-  if (!strips.ok()) return strips.status();
-  if (!*strips) return absl::OkStatus();
-  if (absl::Status s = link::SetNicFeature(interface, link::kRxVlanStripping, false); !s.ok()) {
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "%s strips VLAN tags on receive, which hides them from XDP, and it could not be turned "
-        "off (%s): run `ethtool -K %s rxvlan off`",
-        interface, s.message(), interface));
+  for (absl::string_view feature : {link::kRxVlanStripping, link::kRxStagStripping}) {
+    absl::StatusOr<bool> strips = link::GetNicFeature(interface, feature);
+    // A device without the feature cannot strip.
+    if (strips.status().code() == absl::StatusCode::kNotFound) continue;
+    if (!strips.ok()) return strips.status();
+    if (!*strips) continue;
+    if (absl::Status s = link::SetNicFeature(interface, feature, false); !s.ok()) {
+      const bool stag = feature == link::kRxStagStripping;
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "%s strips VLAN tags on receive (%s), which hides them from XDP, and it could not be "
+          "turned off (%s): run `ethtool -K %s %s off`",
+          interface, feature, s.message(), interface, stag ? "rx-vlan-stag-hw-parse" : "rxvlan"));
+    }
+    restore_features_.emplace_back(feature);
+    options_.log(absl::StrFormat(
+        "%s: turned %s (VLAN tag stripping on receive) off, so that XDP sees every tag; it is "
+        "turned back on at exit",
+        interface, feature));
   }
-  restore_vlan_stripping_ = true;
-  options_.log(absl::StrFormat(
-      "%s: turned VLAN tag stripping on receive off (ethtool rxvlan), so that XDP sees VLAN "
-      "%u's tags; it is turned back on at exit",
-      interface, options_.stack.vlan));
   return absl::OkStatus();
 }
 
 std::string AfXdpStack::Describe() const {
   const std::string vlan =
       options_.stack.vlan != 0 ? absl::StrFormat(", VLAN %u", options_.stack.vlan) : "";
-  return absl::StrFormat("%s%s: XDP %s, AF_XDP %s, %u queue%s, %u UMEM frames of %u bytes%s",
-                         options_.interface, vlan, xdp::XdpAttachName(xdp_mode_), bind_mode_,
-                         options_.queues, options_.queues == 1 ? "" : "s", options_.umem_frames,
-                         options_.frame_size, options_.busy_poll ? ", busy polling" : "");
+  std::string modes = bind_mode_;
+  if (bind_mode_ == "mixed") {
+    std::vector<std::string> each;
+    for (size_t q = 0; q < queue_modes_.size(); ++q) {
+      each.push_back(absl::StrCat(q, " ", queue_modes_[q]));
+    }
+    modes = absl::StrCat("per queue ", absl::StrJoin(each, ", "));
+  }
+  const uint32_t queues = options_.queues;
+  const std::string served =
+      queues < interface_queues_
+          ? absl::StrFormat("%u of %u RX queues", queues, interface_queues_)
+          : absl::StrFormat("%u queue%s", queues, queues == 1 ? "" : "s");
+  return absl::StrFormat("%s%s: XDP %s, AF_XDP %s, %s, %u UMEM frames of %u bytes%s",
+                         options_.interface, vlan, xdp::XdpAttachName(xdp_mode_), modes, served,
+                         options_.umem_frames, options_.frame_size,
+                         options_.busy_poll ? ", busy polling" : "");
 }
 
 }  // namespace quadsock::stack

@@ -516,8 +516,15 @@ TEST_F(AfXdpVlanTest, TagStrippingIsOffWhileTheStackRunsAndBackOnAfter) {
   EXPECT_EQ(link::GetNicFeature("qs0", link::kRxVlanStripping).value(), true);
 }
 
-TEST_F(AfXdpTest, AStackOnNoVlanLeavesTagStrippingAlone) {
+// Untagged too: a tag the NIC stripped would make a frame for another VLAN look like the stack's.
+TEST_F(AfXdpTest, AStackOnNoVlanKeepsTagsVisibleToo) {
+  EXPECT_EQ(link::GetNicFeature("qs0", link::kRxVlanStripping).value(), false);
+  EXPECT_EQ(link::GetNicFeature("qs0", link::kRxStagStripping).value(), false);
+  stack().Stop();
+  EXPECT_EQ(stack().CheckFrameAccounting(), absl::OkStatus());
+  afxdp_.reset();
   EXPECT_EQ(link::GetNicFeature("qs0", link::kRxVlanStripping).value(), true);
+  EXPECT_EQ(link::GetNicFeature("qs0", link::kRxStagStripping).value(), true);
 }
 
 TEST_F(AfXdpTest, FiveHundredConnectedSocketsEachGetTheirOwnDatagrams) {
@@ -692,6 +699,10 @@ TEST(AfXdpQueuesTest, TwoQueuesShareOneUmem) {
     stack::Stack& st = (*s)->stack();
     ASSERT_EQ(st.Links().size(), 2u);
     EXPECT_EQ(st.Links()[1].queue, 1u);
+    // As the kernel bound them (veth has no zero-copy), the queue sharing the UMEM too.
+    EXPECT_EQ(st.Links()[0].mode, "copy");
+    EXPECT_EQ(st.Links()[1].mode, "copy");
+    EXPECT_EQ((*s)->bind_mode(), "copy");
     ASSERT_EQ(st.Start(), absl::OkStatus());
     // Both ends are in this namespace: the kernel side (qs5) pings quadsock's address.
     EXPECT_EQ(Shell("ping -c 3 -i 0.2 -W 2 -I qs5 10.7.1.2 >/dev/null"), 0);

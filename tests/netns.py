@@ -34,11 +34,14 @@ def sh(command):
 
 
 class PeerNetwork:
-    def __init__(self, local, peer):
+    def __init__(self, local, peer, queues=1):
+        """`queues`: RX and TX queues of each veth end (the peer's TX queue is local's RX)."""
         self.local, self.peer = local, peer
         self.ns = "qs-e2e-%d-%s" % (os.getpid(), peer)
         sh("ip netns add %s" % self.ns)
-        sh("ip link add %s type veth peer name %s netns %s" % (local, peer, self.ns))
+        q = " numrxqueues %d numtxqueues %d" % (queues, queues) if queues != 1 else ""
+        sh("ip link add name %s%s type veth peer name %s%s netns %s"
+           % (local, q, peer, q, self.ns))
         sh("ip link set %s up" % local)
         self.peer_shell("ip link set lo up && ip link set %s up" % peer)
         # XDP sees veth frames with the checksum still to do: make the peer's kernel compute it.

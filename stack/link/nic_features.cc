@@ -9,6 +9,8 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
+#include <system_error>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -18,7 +20,9 @@ namespace quadsock::link {
 namespace {
 
 // One SIOCETHTOOL call on `interface` with `command` (a struct starting with its cmd word).
-absl::Status Ethtool(const std::string& interface, void* command, int* result = nullptr) {
+// `error`, when given, gets the call's errno (0 when it worked).
+absl::Status Ethtool(const std::string& interface, void* command, int* result = nullptr,
+                     int* error = nullptr) {
   if (interface.empty() || interface.size() >= IFNAMSIZ) {
     return absl::InvalidArgumentError(absl::StrCat("interface name \"", interface, "\""));
   }
@@ -28,8 +32,9 @@ absl::Status Ethtool(const std::string& interface, void* command, int* result = 
   std::memcpy(request.ifr_name, interface.data(), interface.size());
   request.ifr_data = static_cast<char*>(command);
   const int rc = ioctl(fd, SIOCETHTOOL, &request);
-  const int err = errno;
+  const int err = rc >= 0 ? 0 : errno;
   close(fd);
+  if (error != nullptr) *error = err;
   if (rc >= 0) {
     if (result != nullptr) *result = rc;
     return absl::OkStatus();
@@ -126,6 +131,29 @@ absl::Status SetNicFeature(const std::string& interface, absl::string_view featu
         interface, " kept ", feature, " ", on ? "off" : "on", " (the driver's constraints)"));
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<uint32_t> RxQueueCount(const std::string& interface) {
+  ethtool_channels channels{};
+  channels.cmd = ETHTOOL_GCHANNELS;
+  int error = 0;
+  absl::Status s = Ethtool(interface, &channels, nullptr, &error);
+  if (s.ok()) return channels.rx_count + channels.combined_count;
+  if (error != EOPNOTSUPP) return s;
+  // No get_channels in the driver: the kernel lists each RX queue in sysfs.
+  const std::filesystem::path queues =
+      std::filesystem::path("/sys/class/net") / interface / "queues";
+  std::error_code ec;
+  uint32_t count = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(queues, ec)) {
+    if (entry.path().filename().string().rfind("rx-", 0) == 0) ++count;
+  }
+  if (ec || count == 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        interface, " tells neither its channels (ethtool -l: ", s.message(), ") nor its RX "
+        "queues in ", queues.string(), ec ? absl::StrCat(" (", ec.message(), ")") : ""));
+  }
+  return count;
 }
 
 }  // namespace quadsock::link

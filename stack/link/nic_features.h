@@ -3,14 +3,18 @@
 // SIOCETHTOOL ioctl: the string set ETH_SS_FEATURES names the bits, ETHTOOL_GFEATURES and
 // ETHTOOL_SFEATURES read and set them. Reading needs no privilege; changing needs CAP_NET_ADMIN.
 //
-// quadsock needs one of them: a NIC that strips VLAN tags on receive (rx-vlan-hw-parse) hides
-// them from the XDP program, which steers by VLAN.
+// quadsock needs two of them: a NIC that strips VLAN tags on receive (rx-vlan-hw-parse, and
+// rx-vlan-stag-hw-parse for 802.1ad tags) hides them from the XDP program, which steers by VLAN.
+// It also needs the interface's RX queue count (ETHTOOL_GCHANNELS), since each RX queue needs an
+// AF_XDP socket of its own.
 //
 //   absl::StatusOr<bool> strips = link::GetNicFeature("eth0", link::kRxVlanStripping);
 //   if (strips.ok() && *strips) s = link::SetNicFeature("eth0", link::kRxVlanStripping, false);
+//   absl::StatusOr<uint32_t> queues = link::RxQueueCount("eth0");  // 4 on a 4-queue NIC
 #ifndef QUADSOCK_STACK_LINK_NIC_FEATURES_H_
 #define QUADSOCK_STACK_LINK_NIC_FEATURES_H_
 
+#include <cstdint>
 #include <string>
 
 #include "absl/status/status.h"
@@ -21,6 +25,8 @@ namespace quadsock::link {
 
 // The NIC removes 802.1Q tags from received frames and hands them on beside the frame.
 inline constexpr absl::string_view kRxVlanStripping = "rx-vlan-hw-parse";
+// The same for 802.1ad (service VLAN, QinQ outer) tags.
+inline constexpr absl::string_view kRxStagStripping = "rx-vlan-stag-hw-parse";
 
 // Whether `feature` is active on `interface`. NOT_FOUND when the interface does not exist or
 // knows no such feature, INVALID_ARGUMENT for an empty name or one of IFNAMSIZ characters or
@@ -31,6 +37,12 @@ absl::StatusOr<bool> GetNicFeature(const std::string& interface, absl::string_vi
 // cannot change it (a fixed feature), PERMISSION_DENIED without CAP_NET_ADMIN, NOT_FOUND and
 // INVALID_ARGUMENT as above.
 absl::Status SetNicFeature(const std::string& interface, absl::string_view feature, bool on);
+
+// The RX queues `interface` has now: the channels' rx_count plus combined_count (ethtool -l).
+// Where the driver has no get_channels (EOPNOTSUPP), the queues sysfs lists
+// (/sys/class/net/IF/queues/rx-*; this network namespace's only where sysfs was mounted in it).
+// NOT_FOUND and INVALID_ARGUMENT as above.
+absl::StatusOr<uint32_t> RxQueueCount(const std::string& interface);
 
 }  // namespace quadsock::link
 

@@ -58,5 +58,16 @@ TEST(NicFeaturesTest, FixedFeaturesAndUnknownNamesAreRefused) {
             absl::StatusCode::kInvalidArgument);
 }
 
+// veth reports its queues as channels (rx, no combined), as `ethtool -l` shows them.
+TEST(NicFeaturesTest, CountsTheRxQueues) {
+  {
+    testing::TestVeth veth("qsf0", "qsf1", /*queues=*/4);
+    EXPECT_EQ(RxQueueCount("qsf0").value(), 4u);
+  }
+  testing::TestVeth veth("qsf0", "qsf1");
+  EXPECT_EQ(RxQueueCount("qsf0").value(), 1u);
+  EXPECT_EQ(RxQueueCount("qs-nonesuch").status().code(), absl::StatusCode::kNotFound);
+}
+
 }  // namespace
 }  // namespace quadsock::link

@@ -180,28 +180,28 @@ absl::StatusOr<std::unique_ptr<XskLink>> XskPort::OpenQueue(uint32_t queue) {
   config.rx_size = options_.ring_size;
   config.tx_size = options_.ring_size;
   config.libxdp_flags = XSK_LIBXDP_FLAGS__INHIBIT_PROG_LOAD;
-  std::vector<std::pair<uint16_t, const char*>> attempts;
+  std::vector<uint16_t> attempts;
   switch (options_.bind_mode) {
     case XskBindMode::kAuto:
-      attempts = {{XDP_ZEROCOPY, "zerocopy"}, {XDP_COPY, "copy"}};
+      attempts = {XDP_ZEROCOPY, XDP_COPY};
       break;
     case XskBindMode::kZeroCopy:
-      attempts = {{XDP_ZEROCOPY, "zerocopy"}};
+      attempts = {XDP_ZEROCOPY};
       break;
     case XskBindMode::kCopy:
-      attempts = {{XDP_COPY, "copy"}};
+      attempts = {XDP_COPY};
       break;
   }
+  // The bind flags are the first queue's only: a socket that shares the UMEM with another
+  // queue's is bound with XDP_SHARED_UMEM alone (libxdp sends no others, the kernel takes none)
+  // and gets the mode of the UMEM's first socket. So the mode is read back below, never assumed.
   int err = 0;
-  for (const auto& [flag, name] : attempts) {
+  for (uint16_t flag : attempts) {
     config.bind_flags = static_cast<uint16_t>(flag | XDP_USE_NEED_WAKEUP);
     err = xsk_socket__create_shared(&link->xsk_, options_.interface.c_str(), queue, umem_,
                                     link->rx_.get(), link->tx_.get(), link->fill_, link->comp_,
                                     &config);
-    if (err == 0) {
-      link->info_.mode = name;
-      break;
-    }
+    if (err == 0) break;
   }
   if (err != 0) {
     return ErrnoStatus(err,
@@ -214,6 +214,20 @@ absl::StatusOr<std::unique_ptr<XskLink>> XskPort::OpenQueue(uint32_t queue) {
   link->info_.queue = queue;
   link->holds_queue_ = true;
   link->fd_ = xsk_socket__fd(link->xsk_);
+  xdp_options bound{};
+  socklen_t bound_len = sizeof(bound);
+  if (getsockopt(link->fd_, SOL_XDP, XDP_OPTIONS, &bound, &bound_len) != 0) {
+    return ErrnoStatus(errno, absl::StrFormat("reading the bind mode of %s queue %u",
+                                              options_.interface, queue));
+  }
+  const bool zero_copy = (bound.flags & XDP_OPTIONS_ZEROCOPY) != 0;
+  link->info_.mode = zero_copy ? "zerocopy" : "copy";
+  if (options_.bind_mode == XskBindMode::kZeroCopy && !zero_copy) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "%s queue %u: zero-copy was asked for, but the kernel bound the AF_XDP socket in copy "
+        "mode (the driver has no zero-copy there); auto or copy mode would run",
+        options_.interface, queue));
+  }
   if (options_.busy_poll) {
     int one = 1, usecs = 20, budget = 64;
     if (setsockopt(link->fd_, SOL_SOCKET, SO_PREFER_BUSY_POLL, &one, sizeof(one)) != 0 ||

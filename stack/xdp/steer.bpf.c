@@ -92,11 +92,11 @@ static __always_inline int pass(__u32 counter) {
 }
 
 static __always_inline int redirect(struct xdp_md* ctx, __u32 kind) {
-  count(QS_COUNTER_REDIRECT);
   count(kind);
-  // Falls back to XDP_PASS when the queue has no socket (yet, or any more).
+  // Falls back to XDP_PASS when the RX queue has no socket (yet, any more, or ever: a queue
+  // quadsockd does not serve). Then the frame is the kernel's, and not counted as redirected.
   int verdict = bpf_redirect_map(&qs_xsks, ctx->rx_queue_index, XDP_PASS);
-  if (verdict != XDP_REDIRECT) count(QS_COUNTER_REDIRECT_NO_XSK);
+  count(verdict == XDP_REDIRECT ? QS_COUNTER_REDIRECT : QS_COUNTER_REDIRECT_NO_XSK);
   return verdict;
 }
 

@@ -82,14 +82,15 @@ struct qs_port_value {
 };
 
 /* qs_counters: BPF_MAP_TYPE_PERCPU_ARRAY, key enum qs_counter, value __u64 (frames).
- * Each frame adds to exactly one of REDIRECT, PASS_NOT_OWNED, PASS_OTHER, MALFORMED; the rest
- * break REDIRECT down. */
+ * Each frame adds to exactly one of REDIRECT, PASS_NOT_OWNED, PASS_OTHER, MALFORMED,
+ * REDIRECT_NO_XSK; the REDIRECT_<kind> ones say what the stack's frames were (REDIRECT and
+ * REDIRECT_NO_XSK together). */
 enum qs_counter {
-  QS_COUNTER_REDIRECT = 0,     /* steered to the stack (bpf_redirect_map called) */
+  QS_COUNTER_REDIRECT = 0,     /* steered to the stack: redirected to the queue's socket */
   QS_COUNTER_PASS_NOT_OWNED,   /* IP or ARP for an address or port the stack does not own */
   QS_COUNTER_PASS_OTHER,       /* not ours by protocol: TCP, other ethertypes, 802.1ad/QinQ */
   QS_COUNTER_MALFORMED,        /* too short or impossible headers; passed to the kernel */
-  QS_COUNTER_REDIRECT_NO_XSK,  /* of REDIRECT: no socket on the RX queue, so passed instead */
+  QS_COUNTER_REDIRECT_NO_XSK,  /* the stack's, but its RX queue has no socket: passed instead */
   QS_COUNTER_REDIRECT_UDP,     /* of REDIRECT: UDP (IPv4 or IPv6) */
   QS_COUNTER_REDIRECT_ICMP,    /* of REDIRECT: ICMP, ICMPv6 (NDP to an exclusive address too) */
   QS_COUNTER_REDIRECT_ARP,     /* of REDIRECT: ARP */

@@ -74,10 +74,11 @@ absl::string_view XdpAttachName(XdpMode mode) {
 }
 
 std::string XdpProgramCounters::ToString() const {
-  return absl::StrCat("redirect=", redirect, " (udp=", redirect_udp, " icmp=", redirect_icmp,
-                      " arp=", redirect_arp, " ns=", redirect_ns, " other=", redirect_other,
-                      " no_xsk=", redirect_no_xsk, ") pass_not_owned=", pass_not_owned,
-                      " pass_other=", pass_other, " malformed=", malformed);
+  return absl::StrCat("redirect=", redirect, " redirect_no_xsk=", redirect_no_xsk,
+                      " (udp=", redirect_udp, " icmp=", redirect_icmp, " arp=", redirect_arp,
+                      " ns=", redirect_ns, " other=", redirect_other,
+                      ") pass_not_owned=", pass_not_owned, " pass_other=", pass_other,
+                      " malformed=", malformed);
 }
 
 void XdpProgram::ObjectCloser::operator()(bpf_object* object) const { bpf_object__close(object); }

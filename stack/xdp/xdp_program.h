@@ -57,8 +57,9 @@ absl::StatusOr<XdpMode> ParseXdpMode(absl::string_view name);
 absl::string_view XdpAttachName(XdpMode mode);
 
 // The program's counters (steer_common.h, enum qs_counter) summed over CPUs. Every frame adds
-// to one of redirect, pass_not_owned, pass_other and malformed; the redirect_* break redirect
-// down (redirect_no_xsk: steered, but the queue had no socket, so passed to the kernel).
+// to one of redirect, pass_not_owned, pass_other, malformed and redirect_no_xsk (the stack's,
+// but its RX queue had no socket, so passed to the kernel); redirect_udp and the other kinds say
+// what the stack's frames were (redirect and redirect_no_xsk together).
 struct XdpProgramCounters {
   uint64_t redirect = 0;
   uint64_t pass_not_owned = 0;
@@ -71,7 +72,9 @@ struct XdpProgramCounters {
   uint64_t redirect_ns = 0;
   uint64_t redirect_other = 0;
 
-  uint64_t total() const { return redirect + pass_not_owned + pass_other + malformed; }
+  uint64_t total() const {
+    return redirect + pass_not_owned + pass_other + malformed + redirect_no_xsk;
+  }
   std::string ToString() const;
   friend bool operator==(const XdpProgramCounters&, const XdpProgramCounters&) = default;
 };
