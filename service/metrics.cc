@@ -8,7 +8,6 @@
 #include "absl/strings/str_replace.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/message.h"
-#include "service/build_info.h"
 #include "stack/net/parse_error.h"
 #include "stack/stack_counters.h"
 
@@ -119,8 +118,9 @@ std::string HelpText(absl::string_view v) {
 
 class Page {
  public:
-  explicit Page(const std::string& interface)
-      : interface_(absl::StrCat("interface=\"", LabelValue(interface), "\"")) {}
+  explicit Page(const MetricsLabels& labels)
+      : labels_(labels),
+        interface_(absl::StrCat("interface=\"", LabelValue(labels.interface), "\"")) {}
 
   // A family's HELP and TYPE; its samples follow.
   void Family(const std::string& name, absl::string_view help, const char* type) {
@@ -146,12 +146,13 @@ class Page {
   void BuildInfo() {
     Family("build_info", "The quadsock version and git commit quadsockd was built from (1).",
            "gauge");
-    absl::StrAppend(&out_, "quadsock_build_info{version=\"", LabelValue(BuildVersion()),
-                    "\",commit=\"", LabelValue(BuildCommit()), "\"} 1\n");
+    absl::StrAppend(&out_, "quadsock_build_info{version=\"", LabelValue(labels_.version),
+                    "\",commit=\"", LabelValue(labels_.commit), "\"} 1\n");
   }
   std::string& text() { return out_; }
 
  private:
+  const MetricsLabels& labels_;
   const std::string interface_;
   std::string out_;
 };
@@ -192,8 +193,8 @@ void ChainHistogram(const v1::TableCounters& t, Page& page) {
 
 }  // namespace
 
-std::string RenderMetrics(const v1::Counters& c, const std::string& interface) {
-  Page page(interface);
+std::string RenderMetrics(const v1::Counters& c, const MetricsLabels& labels) {
+  Page page(labels);
   page.BuildInfo();
   page.Fields(c.stack(), "");
   ParseErrors(c.stack(), page);

@@ -11,10 +11,10 @@
 //   Queue.counters.x     quadsock_queue_x_total{queue="N"}
 //   XdpCounters.x        quadsock_xdp_x_total, and quadsock_xdp_pass_total (both kinds of pass)
 //   sessions, sockets    gauges; a bool field is a gauge of 0 or 1
-//   quadsock_build_info{version, commit} 1
+//   quadsock_build_info{version, commit} 1, from `labels` (quadsockd passes build_info.h's)
 // A name that holds a unit ends with it (quadsock_receive_queued_bytes): MetricName below.
 //
-//   std::string page = RenderMetrics(admin.Collect(), "eth0");
+//   std::string page = RenderMetrics(admin.Collect(), {"eth0", BuildVersion(), BuildCommit()});
 #ifndef QUADSOCK_SERVICE_METRICS_H_
 #define QUADSOCK_SERVICE_METRICS_H_
 
@@ -24,7 +24,14 @@
 
 namespace quadsock::service {
 
-std::string RenderMetrics(const v1::Counters& c, const std::string& interface);
+// What the page says besides the counters.
+struct MetricsLabels {
+  std::string interface;  // on every series
+  std::string version;    // quadsock_build_info's
+  std::string commit;
+};
+
+std::string RenderMetrics(const v1::Counters& c, const MetricsLabels& labels);
 
 }  // namespace quadsock::service
 

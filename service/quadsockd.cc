@@ -24,6 +24,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "service/build_info.h"
 #include "service/metrics.h"
 #include "service/metrics_http.h"
 #include "service/server.h"
@@ -399,8 +400,10 @@ int Main(int argc, char** argv) {
   if (!absl::GetFlag(FLAGS_metrics_listen).empty()) {
     service::Server* srv = server->get();
     absl::StatusOr<std::unique_ptr<service::MetricsHttp>> m = service::MetricsHttp::Start(
-        absl::GetFlag(FLAGS_metrics_listen), [srv, iface = o.interface] {
-          return service::RenderMetrics(srv->admin().Collect(), iface);
+        absl::GetFlag(FLAGS_metrics_listen),
+        [srv, labels = service::MetricsLabels{o.interface, service::BuildVersion(),
+                                              service::BuildCommit()}] {
+          return service::RenderMetrics(srv->admin().Collect(), labels);
         });
     if (!m.ok()) return Fail("cannot serve metrics", m.status());
     metrics = std::move(*m);
