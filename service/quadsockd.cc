@@ -80,9 +80,9 @@ ABSL_FLAG(uint32_t, max_streams_per_client, 16,
           "Session, Receive and Exchange streams one client session may have open at once; "
           "more are RESOURCE_EXHAUSTED.");
 ABSL_FLAG(uint32_t, max_sessions_per_peer, 0,
-          "Client sessions one peer may hold at once, over all its sessions: a peer is an mTLS "
-          "identity, or without mTLS a client host on TCP. 0: half of --max_clients. (On a "
-          "Unix socket gRPC tells no client from another: there only --max_clients holds.)");
+          "Client sessions one peer may hold at once: a peer is an mTLS identity, or without "
+          "mTLS a client host on TCP; more are RESOURCE_EXHAUSTED. 0: half of --max_clients. (On "
+          "a Unix socket gRPC tells no client from another: there only --max_clients holds.)");
 ABSL_FLAG(uint32_t, max_streams_per_peer, 0,
           "Session, Receive and Exchange streams one peer (as --max_sessions_per_peer) may have "
           "open at once, over all its sessions; more are RESOURCE_EXHAUSTED. 0: half of "

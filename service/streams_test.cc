@@ -136,11 +136,16 @@ TEST_F(ServiceTest, OpenStreamsRenewTheirSessionsLease) {
 // the stream's server side is blocked in Write (what the socket holds stops going down).
 class BlockedStreamTest : public ServiceTest {
  protected:
-  // A Receive stream of `handle` over the Unix socket, whose window stays at 64 KiB.
-  TestStream<ReceiveStream> ReceiveUnread(const std::string& session, const std::string& handle) {
+  // A stub over the Unix socket whose streams' window stays at 64 KiB.
+  v1::SocketService::Stub* SlowStub() {
     grpc::ChannelArguments args;
     args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
     stub_ = UnixStub(args);
+    return stub_.get();
+  }
+  // A Receive stream of `handle` over SlowStub.
+  TestStream<ReceiveStream> ReceiveUnread(const std::string& session, const std::string& handle) {
+    SlowStub();
     std::unique_ptr<ClientContext> ctx = StreamContext(session, absl::Seconds(60));
     v1::ReceiveRequest req;
     req.set_socket(handle);
@@ -212,6 +217,21 @@ TEST_F(BlockedStreamTest, ADatagramAStreamCouldNotWriteIsCounted) {
   }
   EXPECT_EQ(Get(s).counters().rx_dropped(), 1u);
   EXPECT_EQ(stack_->Counters().stream_dropped, 1u);
+}
+
+// The same for an Exchange stream: what its failed Write held is counted.
+TEST_F(BlockedStreamTest, DatagramsAnExchangeCouldNotWriteAreCounted) {
+  const std::string s = OpenBound(session_, "10.1.0.2", 4890, v1::FAMILY_IPV4, 1024);
+  TestStream<ExchangeStream> exchange = OpenExchange(session_, s, absl::Seconds(60), SlowStub());
+  ASSERT_NO_FATAL_FAILURE(FloodUntilBlocked(session_, s, 4890));
+  EXPECT_EQ(Get(s).counters().rx_dropped(), 0u);
+  exchange.Cancel();
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (Get(s).counters().rx_dropped() == 0 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_GT(Get(s).counters().rx_dropped(), 0u);
+  EXPECT_EQ(stack_->Counters().stream_dropped, Get(s).counters().rx_dropped());
 }
 
 // Exchange names its socket in the first request, but the session is in the call's metadata:
