@@ -9,10 +9,10 @@
 
 #include <string>
 
-#include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "service/service_context.h"
 #include "service/sessions.h"
+#include "stack/monotonic_clock.h"
 
 namespace quadsock::service {
 
@@ -22,7 +22,8 @@ class LeaseRenewal {
       : sessions_(sessions), token_(std::move(token)), identity_(std::move(identity)) {}
   // Cheap when called often: renews at most once a wait slice (leases are whole seconds).
   void Tick() {
-    const absl::Time now = absl::Now();
+    // Monotonic: a step back of the wall clock must not stop the renewals for as long.
+    const absl::Time now = stack::MonotonicNow();
     if (now < next_) return;
     next_ = now + kWaitSlice;
     (void)sessions_.Touch(token_, identity_);  // a session ended meanwhile stays ended

@@ -28,6 +28,7 @@
 #include "service/admin_service.h"
 #include "service/sessions.h"
 #include "service/socket_service.h"
+#include "stack/monotonic_clock.h"
 #include "stack/stack.h"
 
 namespace quadsock::service {
@@ -67,7 +68,9 @@ struct ServerOptions {
   std::function<void(absl::string_view)> log;
   // Unset: Keepalive::ForLease(sessions.default_lease).
   std::optional<Keepalive> keepalive;
-  std::function<absl::Time()> clock = [] { return absl::Now(); };
+  // The leases' clock: monotonic (stack/monotonic_clock.h), so that a step of the wall clock
+  // does not expire every session at once. Tests pass a fake.
+  std::function<absl::Time()> clock = stack::MonotonicNow;
   // Data channels (AttachChannel) on a Unix listener: their side socket is the listener's path
   // with ".channel" appended.
   ChannelLimits channels;

@@ -65,6 +65,8 @@ struct EndedSession {
 
 class Sessions {
  public:
+  // `clock` times the leases: a monotonic one (stack::MonotonicNow, ServerOptions' default),
+  // never the wall clock, whose steps would expire every session at once or keep dead ones.
   Sessions(SessionLimits limits, std::function<absl::Time()> clock)
       : limits_(limits), clock_(std::move(clock)) {}
 

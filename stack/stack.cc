@@ -70,7 +70,8 @@ absl::StatusOr<std::unique_ptr<Stack>> Stack::Create(
   stack->udp_ = std::make_unique<UdpProtocol>(stack->routes_, *stack->neighbors_,
                                               stack->local_, links[0]->info().mtu);
   const Protocols protocols{&stack->local_,          o.vlan,
-                            o.clock,                 stack->table_.get(),
+                            o.clock,                 o.wall_clock,
+                            stack->table_.get(),
                             stack->udp_.get(),       stack->neighbors_.get(),
                             stack->icmp_.get()};
   for (auto& l : links) {

@@ -44,6 +44,7 @@
 #include "stack/icmp_error.h"
 #include "stack/internal/local_addresses.h"
 #include "stack/link/link.h"
+#include "stack/monotonic_clock.h"
 #include "stack/neighbors.h"
 #include "stack/net/address.h"
 #include "stack/receive_budget.h"
@@ -85,7 +86,13 @@ struct StackOptions {
   uint32_t icmp_errors_per_second = 1000; // ICMP error rate limit (the kernel's defaults)
   uint32_t icmp_error_burst = 50;
   NeighborTable::Options neighbors;
-  std::function<absl::Time()> clock = [] { return absl::Now(); };
+  // The timers' clock (neighbours, the ICMP rate limit, the poll loop's pacing): monotonic, so
+  // that a step of the wall clock neither fires nor freezes them. Tests pass a fake.
+  std::function<absl::Time()> clock = MonotonicNow;
+  // The wall clock, for the arrival times datagrams carry to applications only. The poll thread
+  // reads it once a timer period (100 ms) and adds the difference to the monotonic time of
+  // each turn, so a step shows in arrival times within that period.
+  std::function<absl::Time()> wall_clock = [] { return absl::Now(); };
 };
 
 struct OpenOptions {

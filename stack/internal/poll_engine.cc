@@ -44,6 +44,7 @@ PollEngine::PollEngine(uint32_t index, std::unique_ptr<link::Link> link, Protoco
   e.data.u64 = kLinkTag;
   epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, link_->wait_fd(), &e);
   AddWaitFd(wake_fd_);
+  ReadWallClock();
 }
 
 PollEngine::~PollEngine() {
@@ -129,7 +130,7 @@ size_t PollEngine::Turn(demux::LookupContext& ctx) {
   link::FrameBuffer frames[kRxBatch];
   const size_t n = link_->Receive(frames);
   Bump(EngineCounter::rx_frames, n);
-  if (n > 0) ReceiveBatch(ctx, {frames, n}, now);
+  if (n > 0) ReceiveBatch(ctx, {frames, n}, now, now + wall_offset_);
   link_->Release({frames, n});
   p_.udp->SendQueued(*this, now);
   if (index_ == 0) p_.udp->SendFromChannels(*this, now);
@@ -137,16 +138,20 @@ size_t PollEngine::Turn(demux::LookupContext& ctx) {
   link_->Poll();
   if (now >= next_timer_) {
     next_timer_ = now + kTimerPeriod;
+    ReadWallClock();
     p_.neighbors->Tick(*this, now);
     FlushTx();
   }
   return n;
 }
 
+void PollEngine::ReadWallClock() { wall_offset_ = p_.wall_clock() - p_.clock(); }
+
 // ---- Receive --------------------------------------------------------------------------------
 
 void PollEngine::ReceiveBatch(demux::LookupContext& ctx,
-                              std::span<const link::FrameBuffer> frames, absl::Time now) {
+                              std::span<const link::FrameBuffer> frames, absl::Time now,
+                              absl::Time arrival) {
   // Three passes, so that the memory loads of the whole batch overlap instead of following one
   // another frame by frame (with 100k sockets each datagram's slot, entry and socket are cold):
   // (1) parse and classify every frame, keeping only a UDP datagram's flow and payload; (2)
@@ -240,7 +245,7 @@ void PollEngine::ReceiveBatch(demux::LookupContext& ctx,
         } else {
           // Counted delivered either way (it found its socket); one the socket had no room for
           // is counted here too, so that the count outlives the socket.
-          if (UdpProtocol::Deliver(*found, rx_.keys[j], rx_.payloads[j], now, index_) ==
+          if (UdpProtocol::Deliver(*found, rx_.keys[j], rx_.payloads[j], arrival, index_) ==
               UdpSocket::Delivery::kFull) {
             Bump(EngineCounter::udp_queue_full);
           }

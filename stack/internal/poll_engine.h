@@ -52,7 +52,8 @@ constexpr size_t kTxBatch = 64;
 struct Protocols {
   const LocalAddresses* local;
   uint16_t vlan;  // the stack's 802.1Q VLAN id, 0 for none (StackOptions::vlan)
-  std::function<absl::Time()> clock;
+  std::function<absl::Time()> clock;       // monotonic: the timers' (StackOptions::clock)
+  std::function<absl::Time()> wall_clock;  // for datagrams' arrival times only
   demux::SocketTable* table;
   UdpProtocol* udp;
   NeighborResolution* neighbors;
@@ -136,8 +137,10 @@ class PollEngine {
   };
 
   void Run(const std::atomic<bool>& running);
+  // `now` on the stack's (monotonic) clock; `arrival` the same instant on the wall clock.
   void ReceiveBatch(demux::LookupContext& ctx, std::span<const link::FrameBuffer> frames,
-                    absl::Time now);
+                    absl::Time now, absl::Time arrival);
+  void ReadWallClock();  // sets wall_offset_
   FrameKind Classify(std::span<const uint8_t> bytes, net::ParsedFrame& f);
   // Whether a parsed frame came to our MAC (or a multicast one) on our VLAN.
   bool IsOurs(const net::ParsedFrame& f) const;
@@ -163,6 +166,9 @@ class PollEngine {
   std::vector<TxOwner> tx_owners_;  // one per frame of tx_batch_
   absl::Time next_timer_ = absl::InfinitePast();
   absl::Time turn_time_ = absl::InfinitePast();  // the stack clock at the start of the last turn
+  // The wall clock minus the monotonic one, read with the timers: a turn's monotonic time plus
+  // this is its arrival time, without a second clock read per turn.
+  absl::Duration wall_offset_ = absl::ZeroDuration();
   std::array<std::atomic<uint64_t>, kEngineCounterCount> counters_{};
   std::array<std::atomic<uint64_t>, net::kParseErrorCount> parse_errors_{};
   std::atomic<uint64_t> tx_queue_full_{0};  // written by QueueSend's callers

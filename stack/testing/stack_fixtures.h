@@ -37,11 +37,16 @@ inline const net::MacAddress kMacA = *net::MacAddress::Parse("02:00:00:00:00:0a"
 inline const net::MacAddress kMacB = *net::MacAddress::Parse("02:00:00:00:00:0b");
 inline const net::MacAddress kMacPeer = *net::MacAddress::Parse("02:00:00:00:00:99");
 
-// A clock the test moves.
+// A clock the test moves: `now` is the monotonic clock (StackOptions::clock), `now +
+// wall_step` the wall clock (StackOptions::wall_clock), which a test may step alone.
 struct FakeClock {
   absl::Time now = absl::FromUnixSeconds(1'000'000);
+  absl::Duration wall_step = absl::ZeroDuration();
   std::function<absl::Time()> fn() {
     return [this] { return now; };
+  }
+  std::function<absl::Time()> wall_fn() {
+    return [this] { return now + wall_step; };
   }
 };
 
@@ -49,6 +54,7 @@ inline StackOptions Options(FakeClock& clock, const char* v4, const char* v6) {
   StackOptions o;
   o.addresses = {*net::IpPrefix::Parse(v4), *net::IpPrefix::Parse(v6)};
   o.clock = clock.fn();
+  o.wall_clock = clock.wall_fn();
   return o;
 }
 
