@@ -40,7 +40,7 @@ std::optional<net::MacAddress> NeighborTable::Lookup(const net::IpAddress& ip, a
   if (e.state == NeighborState::kStale && !e.refresh) {
     e.refresh = true;
     e.probes = 0;
-    e.next_probe = now;
+    e.next_probe = now + options_.delay_first_probe;
   }
   return e.mac;
 }
@@ -50,31 +50,86 @@ bool NeighborTable::Expired(const Entry& e, absl::Time now) const {
          (e.state == NeighborState::kReachable && now - e.updated > options_.reachable_time);
 }
 
-bool NeighborTable::MakeRoom(absl::Time now, bool evict_reachable) {
+void NeighborTable::Resolved(Entry& e) {
+  if (e.state != NeighborState::kIncomplete) return;
+  if (e.gateway) return;  // the caps never counted it
+  --unresolved_;
+  auto it = unresolved_by_owner_.find(e.owner);
+  if (--it->second == 0) unresolved_by_owner_.erase(it);
+}
+
+void NeighborTable::Erase(Iterator it) {
+  Entry& e = it->second;
+  Resolved(e);
+  counters_.dropped_unresolved += e.pending.size();
+  Dropped(e.pending);
+  entries_.erase(it);
+}
+
+bool NeighborTable::MakeRoom(absl::Time now, bool for_next_hop) {
   if (entries_.size() < options_.max_entries) return true;
-  // The entry updated longest ago among the stale (or expired) ones, else, if allowed, among
-  // the reachable: they can be resolved again. Permanent entries and unresolved ones (our own
-  // datagrams wait there) stay.
-  auto oldest = entries_.end();
-  bool oldest_expired = false;
+  // The cheapest entry to lose first: an unresolved one (a made-up next hop costs a sender
+  // nothing; a resolved one took an answer), then a stale (or expired) one, then a reachable
+  // one; the one updated longest ago of its kind. A neighbour from the wire may take a stale
+  // one's place only. Permanent entries and the gateways' stay.
+  const auto rank = [&](const Entry& e) -> int {
+    if (e.state == NeighborState::kPermanent || e.gateway) return -1;
+    if (e.state == NeighborState::kIncomplete) return for_next_hop ? 0 : -1;
+    if (Expired(e, now)) return 1;
+    return for_next_hop ? 2 : -1;
+  };
+  auto victim = entries_.end();
+  int victim_rank = -1;
   for (auto it = entries_.begin(); it != entries_.end(); ++it) {
-    const Entry& e = it->second;
-    const bool expired = Expired(e, now);
-    if (!expired && !(evict_reachable && e.state == NeighborState::kReachable)) continue;
-    if (oldest == entries_.end() || (expired && !oldest_expired) ||
-        (expired == oldest_expired && e.updated < oldest->second.updated)) {
-      oldest = it;
-      oldest_expired = expired;
+    const int r = rank(it->second);
+    if (r < 0) continue;
+    if (victim == entries_.end() || r < victim_rank ||
+        (r == victim_rank && it->second.updated < victim->second.updated)) {
+      victim = it;
+      victim_rank = r;
     }
   }
-  if (oldest == entries_.end()) {
+  if (victim == entries_.end()) {
     ++counters_.table_full;
     return false;
   }
-  counters_.dropped_unresolved += oldest->second.pending.size();
-  Dropped(oldest->second.pending);
-  entries_.erase(oldest);
+  ++counters_.evicted;
+  Erase(victim);
   return true;
+}
+
+bool NeighborTable::TakeProbeToken(absl::Time now) {
+  if (probe_refill_ != absl::InfinitePast() && now > probe_refill_) {
+    probe_tokens_ = std::min<double>(
+        options_.probe_burst,
+        probe_tokens_ + absl::ToDoubleSeconds(now - probe_refill_) * options_.probes_per_second);
+  }
+  if (probe_refill_ == absl::InfinitePast() || now > probe_refill_) probe_refill_ = now;
+  if (probe_tokens_ < 1) return false;
+  probe_tokens_ -= 1;
+  return true;
+}
+
+bool NeighborTable::MayResolve(const PendingDatagram& d, bool gateway, absl::Time now) {
+  uint64_t* refused = nullptr;
+  if (!gateway) {
+    auto owned = unresolved_by_owner_.find(d.owner);
+    if (unresolved_ >= options_.max_unresolved) {
+      refused = &counters_.refused_unresolved;
+    } else if (owned != unresolved_by_owner_.end() &&
+               owned->second >= options_.max_unresolved_per_owner) {
+      refused = &counters_.refused_owner_unresolved;
+    } else if (!TakeProbeToken(now)) {
+      refused = &counters_.probes_rate_limited;
+    }
+  }
+  if (refused == nullptr && !MakeRoom(now, /*for_next_hop=*/true)) {
+    refused = &counters_.dropped_unresolved;
+  }
+  if (refused == nullptr) return true;
+  ++*refused;
+  Dropped(d);
+  return false;
 }
 
 bool NeighborTable::Queue(PendingDatagram datagram, absl::Time now) {
@@ -82,15 +137,20 @@ bool NeighborTable::Queue(PendingDatagram datagram, absl::Time now) {
   auto it = entries_.find(ip);
   bool fresh = false;
   if (it == entries_.end()) {
-    if (!MakeRoom(now, /*evict_reachable=*/true)) {
-      ++counters_.dropped_unresolved;
-      Dropped(datagram);
-      return false;
-    }
+    const bool gateway =
+        std::find(gateways_.begin(), gateways_.end(), ip) != gateways_.end();
+    if (!MayResolve(datagram, gateway, now)) return false;
     it = entries_.emplace(ip, Entry{}).first;
-    it->second.updated = now;
-    it->second.next_probe = now + options_.retransmit;
-    it->second.probes = 1;
+    Entry& e = it->second;
+    e.updated = now;
+    e.next_probe = now + options_.retransmit;
+    e.probes = 1;
+    e.gateway = gateway;
+    e.owner = datagram.owner;
+    if (!gateway) {
+      ++unresolved_;
+      ++unresolved_by_owner_[e.owner];
+    }
     ++counters_.probes_sent;
     fresh = true;
   }
@@ -105,27 +165,53 @@ bool NeighborTable::Queue(PendingDatagram datagram, absl::Time now) {
 }
 
 std::vector<PendingDatagram> NeighborTable::Learn(const net::IpAddress& ip,
-                                                  const net::MacAddress& mac, absl::Time now,
-                                                  bool create) {
+                                                  const NeighborAdvert& a, absl::Time now) {
   auto it = entries_.find(ip);
   if (it == entries_.end()) {
-    // A neighbour learned from the wire (a request for us, RFC 826) takes only a stale
-    // entry's place: a flood of made-up senders must not push out the next hops we send to.
-    if (!create || !MakeRoom(now, /*evict_reachable=*/false)) return {};
-    it = entries_.emplace(ip, Entry{}).first;
+    // RFC 4861 7.2.3 (and Linux's ARP): only a request or solicitation for us makes an entry,
+    // STALE, and it takes only a stale entry's place: a flood of made-up senders must not push
+    // out the next hops we send to.
+    if (!a.create || !a.mac.has_value() || !MakeRoom(now, /*for_next_hop=*/false)) return {};
+    Entry& e = entries_.emplace(ip, Entry{}).first->second;
+    e.mac = a.mac;
+    e.state = NeighborState::kStale;
+    e.updated = now;
+    e.gateway = std::find(gateways_.begin(), gateways_.end(), ip) != gateways_.end();
+    return {};
   }
   Entry& e = it->second;
   if (e.state == NeighborState::kPermanent) return {};
-  if (!e.mac.has_value()) ++counters_.resolved;
-  e.mac = mac;
-  e.state = NeighborState::kReachable;
-  e.updated = now;
-  e.refresh = false;
-  e.probes = 0;
-  std::vector<PendingDatagram> ready(std::make_move_iterator(e.pending.begin()),
-                                     std::make_move_iterator(e.pending.end()));
-  e.pending.clear();
-  return ready;
+  if (e.state == NeighborState::kIncomplete) {
+    if (!a.mac.has_value()) return {};  // 7.2.5: nothing to resolve with
+    Resolved(e);
+    ++counters_.resolved;
+    e.mac = a.mac;
+    e.state = a.solicited ? NeighborState::kReachable : NeighborState::kStale;
+    e.updated = now;
+    e.refresh = false;
+    e.probes = 0;
+    std::vector<PendingDatagram> ready(std::make_move_iterator(e.pending.begin()),
+                                       std::make_move_iterator(e.pending.end()));
+    e.pending.clear();
+    return ready;
+  }
+  const bool differs = a.mac.has_value() && a.mac != e.mac;
+  if (differs && !a.override) {
+    // 7.2.5 I: the MAC stays; a reachable entry is doubted (STALE, probed on next use).
+    if (e.state == NeighborState::kReachable) e.state = NeighborState::kStale;
+    return {};
+  }
+  if (differs) e.mac = a.mac;
+  if (a.solicited) {
+    e.state = NeighborState::kReachable;
+    e.updated = now;
+    e.refresh = false;
+    e.probes = 0;
+  } else if (differs) {
+    e.state = NeighborState::kStale;
+    e.updated = now;
+  }
+  return {};
 }
 
 std::vector<net::IpAddress> NeighborTable::Tick(absl::Time now) {
@@ -140,12 +226,15 @@ std::vector<net::IpAddress> NeighborTable::Tick(absl::Time now) {
     if (e.probes >= options_.max_probes) {
       if (e.state == NeighborState::kIncomplete) {
         ++counters_.failed;
-        counters_.dropped_unresolved += e.pending.size();
-        Dropped(e.pending);
-        entries_.erase(it++);
+        Erase(it++);
         continue;
       }
       e.refresh = false;  // a stale entry that did not answer stays stale, and is used
+      ++it;
+      continue;
+    }
+    if (!e.gateway && !TakeProbeToken(now)) {
+      ++counters_.probes_rate_limited;  // put off: due again at the next tick
       ++it;
       continue;
     }
@@ -200,13 +289,15 @@ absl::Status NeighborTable::SetPermanent(const net::IpAddress& ip, const net::Ma
     }
   }
   if (it == entries_.end()) {
-    if (!MakeRoom(now, /*evict_reachable=*/true)) {
+    if (!MakeRoom(now, /*for_next_hop=*/true)) {
       return absl::ResourceExhaustedError(
           absl::StrCat("neighbour table full (", options_.max_entries, " entries)"));
     }
     it = entries_.emplace(ip, Entry{}).first;
+    it->second.state = NeighborState::kPermanent;  // new: never counted as unresolved
   }
   Entry& e = it->second;
+  Resolved(e);
   e.mac = mac;
   e.state = NeighborState::kPermanent;
   e.refresh = false;
@@ -228,9 +319,7 @@ absl::Status NeighborTable::Remove(const net::IpAddress& ip) {
   if (it == entries_.end()) {
     return absl::NotFoundError(absl::StrCat("no neighbour entry for ", ip.ToString()));
   }
-  counters_.dropped_unresolved += it->second.pending.size();
-  Dropped(it->second.pending);
-  entries_.erase(it);
+  Erase(it);
   return absl::OkStatus();
 }
 

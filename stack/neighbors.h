@@ -1,19 +1,33 @@
 // The neighbour cache: ARP (IPv4) and NDP (IPv6) resolution of next hops to MAC addresses.
 //
 // An entry is INCOMPLETE while probes go out (every `retransmit`, at most `max_probes`), then
-// REACHABLE for `reachable_time` after an answer, then STALE: still used, and re-probed on use.
-// Datagrams waiting for a resolution wait in a bounded queue per entry; when it is full, or
-// the probes run out, they are dropped and counted. The table itself is bounded too: when it is
-// full, a next hop we send to replaces the stale (or expired) entry updated longest ago, else
-// the oldest reachable one; a neighbour learned from the wire takes only a stale one's place;
-// permanent and unresolved entries stay. What finds no room is refused (counted).
+// REACHABLE for `reachable_time` after a solicited answer, then STALE: still used, and re-probed
+// `delay_first_probe` after its first use. What the wire says changes entries as RFC 4861 7.2.3 and 7.2.5 say (Learn): an
+// unsolicited message makes or leaves an entry STALE, an advertisement without the override
+// flag never replaces a MAC, and a neighbour is made only from a request or solicitation for
+// us. Datagrams waiting for a resolution wait in a bounded queue per entry; when it is full,
+// or the probes run out, they are dropped and counted.
 //
-// The caller supplies the time (absl::Time), so tests drive the clock. Not thread-safe: the
-// Stack guards it.
+// Everything is bounded, so that one sender (a session sending to thousands of made-up
+// on-link addresses, or a flood of ARP from the wire) cannot take the table from the others:
+//   - unresolved (INCOMPLETE) entries: at most `max_unresolved` in all and
+//     `max_unresolved_per_owner` made by one owner's datagrams (PendingDatagram::owner, the
+//     session: stack::OpenOptions::owner); a datagram past either is refused and counted;
+//   - probes: a token bucket (`probes_per_second`, `probe_burst`) for every ARP request and
+//     solicitation; a new resolution without a token is refused, a retransmission put off;
+//   - entries: `max_entries`. When full, a next hop we send to takes the place of the oldest
+//     INCOMPLETE entry, else the stale (or expired) one updated longest ago, else the oldest
+//     reachable one; a neighbour learned from the wire takes only a stale one's place.
+// The gateways' entries are never evicted nor refused (by a cap or the bucket), and permanent
+// entries, set by the administration, are neither evicted nor changed by the wire: they are
+// the protection against a forged ARP or NDP message.
 //
-//   NeighborTable n({});
-//   if (auto mac = n.Lookup(next_hop, now)) Send(*mac); else if (n.Queue(next_hop, d, now)) Probe();
-//   std::vector<PendingDatagram> ready = n.Learn(ip, mac, now, /*create=*/true);
+// The caller supplies the time, on a monotonic clock (stack/monotonic_clock.h), so tests drive
+// it. Not thread-safe: the Stack guards it.
+//
+//   NeighborTable n({}, /*gateways=*/{gw});
+//   if (auto mac = n.Lookup(next_hop, now)) Send(*mac); else if (n.Queue(d, now)) Probe();
+//   std::vector<PendingDatagram> ready = n.Learn(ip, {.mac = mac, .solicited = true}, now);
 #ifndef QUADSOCK_STACK_NEIGHBORS_H_
 #define QUADSOCK_STACK_NEIGHBORS_H_
 
@@ -43,6 +57,19 @@ struct PendingDatagram {
   // The socket that sent it: what the table drops counts as the socket's send drop. (Null in
   // tests of the table alone.)
   std::shared_ptr<UdpSocket> socket;
+  // Who sent it (the socket's OpenOptions::owner: its session; 0 for none): the unresolved
+  // entries it makes count against that owner's cap.
+  uint64_t owner = 0;
+};
+
+// What an ARP or NDP message says of a neighbour, and how much it may change (Learn).
+struct NeighborAdvert {
+  // Its MAC: an ARP sender's, a solicitation's source or an advertisement's target link-layer
+  // option. An advertisement without the option only confirms or refreshes.
+  std::optional<net::MacAddress> mac;
+  bool solicited = false;  // an answer to our probe: the NA's S flag, an ARP reply to us
+  bool override = true;    // may replace a different MAC: the NA's O flag; always for ARP, NS
+  bool create = false;     // may make an entry: a request or solicitation for one of ours
 };
 
 enum class NeighborState { kIncomplete, kReachable, kStale, kPermanent };
@@ -63,6 +90,14 @@ struct NeighborCounters {
   uint64_t dropped_unresolved = 0; // datagrams dropped because their neighbour failed
   uint64_t dropped_queue_full = 0; // datagrams dropped because the wait queue was full
   uint64_t table_full = 0;         // new neighbours refused: no room
+  // Datagrams refused a new resolution: their owner had max_unresolved_per_owner pending, or
+  // the table max_unresolved.
+  uint64_t refused_owner_unresolved = 0;
+  uint64_t refused_unresolved = 0;
+  // Probes not sent at once for want of a token: a new resolution refused (its datagram
+  // dropped), or a retransmission put off to a later tick.
+  uint64_t probes_rate_limited = 0;
+  uint64_t evicted = 0;  // entries pushed out to make room
 };
 
 // Why no neighbour can have this address (unspecified, multicast, loopback, the IPv4 broadcast
@@ -77,22 +112,40 @@ class NeighborTable {
   struct Options {
     absl::Duration reachable_time = absl::Seconds(30);
     absl::Duration retransmit = absl::Seconds(1);
+    // A stale entry used waits this long before its refreshing probe (RFC 4861's DELAY state):
+    // an answer meanwhile (a neighbour we just heard from) spares the probe.
+    absl::Duration delay_first_probe = absl::Seconds(5);
     int max_probes = 3;
     size_t max_pending = 16;   // per neighbour
     size_t max_entries = 4096;
+    size_t max_unresolved = 256;           // INCOMPLETE entries in all
+    size_t max_unresolved_per_owner = 64;  // INCOMPLETE entries one owner's datagrams made
+    uint32_t probes_per_second = 256;      // ARP requests and solicitations, all together
+    uint32_t probe_burst = 256;
   };
 
-  explicit NeighborTable(Options options) : options_(options) {}
+  // `gateways`: the next hops of the default routes, whose entries are never evicted nor
+  // refused.
+  explicit NeighborTable(Options options, std::vector<net::IpAddress> gateways = {})
+      : options_(options), gateways_(std::move(gateways)), probe_tokens_(options.probe_burst) {}
 
   // The MAC to send to, if known. A stale entry is marked for a refreshing probe.
   std::optional<net::MacAddress> Lookup(const net::IpAddress& ip, absl::Time now);
   // Queues a datagram for an unresolved neighbour. Returns true when a probe should go out now
-  // (a new entry). A full queue drops the datagram (counted).
+  // (a new entry). A full queue drops the datagram (counted), and so does a new resolution
+  // past the unresolved caps, the probe bucket or the table's room (each counted).
   bool Queue(PendingDatagram datagram, absl::Time now);
-  // Records an answer (ARP reply or request, neighbour advertisement). With create=false only
-  // an existing entry is updated (RFC 826's merge rule). Returns the datagrams now sendable.
-  std::vector<PendingDatagram> Learn(const net::IpAddress& ip, const net::MacAddress& mac,
-                                     absl::Time now, bool create);
+  // Records what an ARP or NDP message says (see NeighborAdvert), as RFC 4861 7.2.5 says for
+  // an advertisement and 7.2.3 for a solicitation (ARP alike, with override always set):
+  //   - no entry: made, STALE, only when `create` (and there is room); else nothing;
+  //   - INCOMPLETE: takes the MAC (none: ignored), REACHABLE if solicited, else STALE;
+  //   - with a MAC: a different one without override leaves the MAC, and a REACHABLE entry
+  //     becomes STALE; otherwise the MAC is taken, and the entry becomes REACHABLE if
+  //     solicited, STALE if the MAC changed, and else keeps its state;
+  //   - permanent: never changed.
+  // Returns the datagrams now sendable (those that waited for an INCOMPLETE entry).
+  std::vector<PendingDatagram> Learn(const net::IpAddress& ip, const NeighborAdvert& advert,
+                                     absl::Time now);
   // Timers: the neighbours to probe now. Entries whose probes ran out are removed and their
   // datagrams dropped (counted).
   std::vector<net::IpAddress> Tick(absl::Time now);
@@ -116,14 +169,33 @@ class NeighborTable {
     absl::Time next_probe;
     int probes = 0;
     bool refresh = false;  // a stale entry was used: probe it once
+    bool gateway = false;  // never evicted nor refused
+    uint64_t owner = 0;    // whose datagram made it, while INCOMPLETE
     std::deque<PendingDatagram> pending;
   };
+  using Iterator = absl::flat_hash_map<net::IpAddress, Entry>::iterator;
+
   bool Expired(const Entry& e, absl::Time now) const;
-  // Room for one more entry: false (counted) when the table is full of what may not go.
-  bool MakeRoom(absl::Time now, bool evict_reachable);
+  // Room for one more entry: false (counted) when the table is full of what may not go. A
+  // next hop (`for_next_hop`) may push out an INCOMPLETE, stale or reachable entry; a
+  // neighbour from the wire a stale one only.
+  bool MakeRoom(absl::Time now, bool for_next_hop);
+  // A new resolution for `d`: false (counted, `d` dropped) past a cap or the probe bucket.
+  bool MayResolve(const PendingDatagram& d, bool gateway, absl::Time now);
+  // Takes a probe token, refilling the bucket first; false when there is none.
+  bool TakeProbeToken(absl::Time now);
+  // An entry leaves INCOMPLETE (resolved, made permanent or erased): the caps count it no more.
+  void Resolved(Entry& e);
+  // Erases an entry, dropping (counted) the datagrams that waited there.
+  void Erase(Iterator it);
 
   Options options_;
+  const std::vector<net::IpAddress> gateways_;
   absl::flat_hash_map<net::IpAddress, Entry> entries_;
+  size_t unresolved_ = 0;                                  // INCOMPLETE entries
+  absl::flat_hash_map<uint64_t, size_t> unresolved_by_owner_;  // of them, by owner
+  double probe_tokens_;
+  absl::Time probe_refill_ = absl::InfinitePast();
   NeighborCounters counters_;
 };
 

@@ -18,7 +18,7 @@ TEST(NeighborTableTest, QueueThenLearnReleasesInOrder) {
   EXPECT_FALSE(n.Lookup(kPeer, kT0).has_value());
   EXPECT_TRUE(n.Queue(Datagram("1"), kT0));   // new entry: probe now
   EXPECT_FALSE(n.Queue(Datagram("2"), kT0));  // already probing
-  std::vector<PendingDatagram> ready = n.Learn(kPeer, kMac, kT0, false);
+  std::vector<PendingDatagram> ready = n.Learn(kPeer, {.mac = kMac, .solicited = true}, kT0);
   ASSERT_EQ(ready.size(), 2u);
   EXPECT_EQ(ready[0].payload, "1");
   EXPECT_EQ(ready[1].payload, "2");
@@ -26,11 +26,14 @@ TEST(NeighborTableTest, QueueThenLearnReleasesInOrder) {
   EXPECT_EQ(n.counters().resolved, 1u);
 }
 
+// Only a request or solicitation for us makes an entry, and a STALE one (RFC 4861 7.2.3).
 TEST(NeighborTableTest, LearnWithoutCreateOnlyUpdates) {
   NeighborTable n({});
-  EXPECT_TRUE(n.Learn(kPeer, kMac, kT0, false).empty());
+  EXPECT_TRUE(n.Learn(kPeer, {.mac = kMac, .solicited = true}, kT0).empty());
   EXPECT_FALSE(n.Lookup(kPeer, kT0).has_value());
-  n.Learn(kPeer, kMac, kT0, true);
+  n.Learn(kPeer, {.mac = kMac, .create = true}, kT0);
+  ASSERT_EQ(n.List().size(), 1u);
+  EXPECT_EQ(n.List()[0].state, NeighborState::kStale);
   EXPECT_EQ(n.Lookup(kPeer, kT0), kMac);
 }
 
@@ -52,12 +55,15 @@ TEST(NeighborTableTest, ProbesThenFailsAndDrops) {
 
 TEST(NeighborTableTest, StaleEntriesAreUsedAndRefreshed) {
   NeighborTable n({.reachable_time = absl::Seconds(30)});
-  n.Learn(kPeer, kMac, kT0, true);
+  n.Queue(Datagram("1"), kT0);
+  n.Learn(kPeer, {.mac = kMac, .solicited = true}, kT0);
+  EXPECT_EQ(n.List()[0].state, NeighborState::kReachable);
   const absl::Time later = kT0 + absl::Seconds(31);
   EXPECT_EQ(n.Lookup(kPeer, later), kMac);  // stale, still used
   EXPECT_EQ(n.List()[0].state, NeighborState::kStale);
-  EXPECT_EQ(n.Tick(later).size(), 1u);       // one refreshing probe
-  n.Learn(kPeer, kMac, later, false);
+  EXPECT_TRUE(n.Tick(later).empty());        // RFC 4861's DELAY: an answer may yet come
+  EXPECT_EQ(n.Tick(later + absl::Seconds(5)).size(), 1u);  // one refreshing probe
+  n.Learn(kPeer, {.mac = kMac, .solicited = true}, later + absl::Seconds(5));
   EXPECT_EQ(n.List()[0].state, NeighborState::kReachable);
 }
 
@@ -83,44 +89,53 @@ TEST(NeighborTableTest, BoundedTableAndPermanentEntries) {
   const net::IpAddress a3 = *net::IpAddress::Parse("10.1.0.3");
   const net::IpAddress a4 = *net::IpAddress::Parse("10.1.0.4");
   ASSERT_EQ(n.SetPermanent(kPeer, kMac, kT0), absl::OkStatus());
-  n.Learn(a3, kMac, kT0, true);
-  // Full: a next hop we send to takes the reachable entry's place, never the permanent one's.
+  n.Learn(a3, {.mac = kMac, .create = true}, kT0);
+  // Full: a next hop we send to takes the learned entry's place, never the permanent one's.
   EXPECT_TRUE(n.Queue({{}, {}, a4, "x"}, kT0));
   EXPECT_FALSE(n.Lookup(a3, kT0).has_value());
   EXPECT_EQ(n.Lookup(kPeer, kT0), kMac);
-  // Now full of a permanent and an unresolved entry (a datagram waits there): no room.
-  EXPECT_FALSE(n.Queue({{}, {}, *net::IpAddress::Parse("10.1.0.5"), "y"}, kT0));
+  // Now full of a permanent and an unresolved entry: the unresolved one goes (dropped,
+  // counted) before the permanent one would.
+  EXPECT_TRUE(n.Queue({{}, {}, *net::IpAddress::Parse("10.1.0.5"), "y"}, kT0));
+  EXPECT_FALSE(n.Lookup(a4, kT0).has_value());
+  EXPECT_EQ(n.counters().evicted, 2u);
+  EXPECT_EQ(n.counters().dropped_unresolved, 1u);
+  // A neighbour from the wire finds no room: no stale entry to replace.
+  n.Learn(a3, {.mac = kMac, .create = true}, kT0);
   EXPECT_EQ(n.counters().table_full, 1u);
   EXPECT_EQ(n.SetPermanent(*net::IpAddress::Parse("10.1.0.6"), kMac, kT0).code(),
             absl::StatusCode::kResourceExhausted);
   EXPECT_EQ(n.Remove(*net::IpAddress::Parse("10.1.0.9")).code(), absl::StatusCode::kNotFound);
   // A permanent entry is never replaced by what the wire says.
-  n.Learn(kPeer, *net::MacAddress::Parse("02:00:00:00:00:66"), kT0, true);
+  n.Learn(kPeer, {.mac = *net::MacAddress::Parse("02:00:00:00:00:66"), .solicited = true},
+          kT0);
   EXPECT_EQ(n.Lookup(kPeer, kT0 + absl::Hours(1)), kMac);
 }
 
-// Neighbours learned from requests for us, never sent to, never looked up: they must not keep
-// the table full for good (they used to stay REACHABLE, and only stale entries made room).
+// Neighbours learned from requests for us (STALE) replace each other, oldest first, but never
+// push out a next hop we send to; a next hop pushes out a learned one, fresh or not.
 TEST(NeighborTableTest, LearnedNeighboursDoNotLockOutNextHops) {
-  NeighborTable n({.reachable_time = absl::Seconds(30), .max_entries = 4});
-  for (int i = 0; i < 4; ++i) {
-    n.Learn(net::IpAddress::V4(0x0a020000 + i), kMac, kT0 + absl::Seconds(i), true);
-  }
-  // Another sender on the wire while all four are fresh: not learned, nothing pushed out.
-  n.Learn(net::IpAddress::V4(0x0a020009), kMac, kT0 + absl::Seconds(5), true);
+  NeighborTable n({.max_entries = 4});
+  const auto learn = [&](uint32_t ip, absl::Time t) {
+    n.Learn(net::IpAddress::V4(ip), {.mac = kMac, .create = true}, t);
+  };
+  for (int i = 0; i < 4; ++i) learn(0x0a020000 + i, kT0 + absl::Seconds(i));
+  // A fifth sender on the wire takes the oldest learned one's place.
+  learn(0x0a020009, kT0 + absl::Seconds(5));
   EXPECT_EQ(n.List().size(), 4u);
-  EXPECT_FALSE(n.Lookup(net::IpAddress::V4(0x0a020009), kT0).has_value());
-  // A next hop we send to gets the oldest learned entry's place, fresh or not.
-  EXPECT_TRUE(n.Queue(Datagram("1"), kT0 + absl::Seconds(6)));
+  EXPECT_EQ(n.Lookup(net::IpAddress::V4(0x0a020009), kT0), kMac);
   EXPECT_FALSE(n.Lookup(net::IpAddress::V4(0x0a020000), kT0).has_value());
-  EXPECT_EQ(n.counters().table_full, 1u);  // only the wire's fifth sender
-  // Once the learned entries have expired, the wire's senders may take their places again,
-  // the oldest first.
-  const absl::Time later = kT0 + absl::Seconds(40);
-  n.Learn(net::IpAddress::V4(0x0a020009), kMac, later, true);
-  EXPECT_EQ(n.Lookup(net::IpAddress::V4(0x0a020009), later), kMac);
-  EXPECT_FALSE(n.Lookup(net::IpAddress::V4(0x0a020001), later).has_value());
-  EXPECT_EQ(n.Lookup(net::IpAddress::V4(0x0a020002), later), kMac);
+  // Next hops we send to (resolved: REACHABLE) take the learned ones' places ...
+  for (uint32_t i = 0; i < 4; ++i) {
+    const net::IpAddress hop = net::IpAddress::V4(0x0a010010 + i);
+    EXPECT_TRUE(n.Queue({{}, {}, hop, "x"}, kT0 + absl::Seconds(6)));
+    n.Learn(hop, {.mac = kMac, .solicited = true}, kT0 + absl::Seconds(6));
+  }
+  EXPECT_FALSE(n.Lookup(net::IpAddress::V4(0x0a020009), kT0).has_value());
+  // ... and the wire's senders cannot take theirs.
+  learn(0x0a020008, kT0 + absl::Seconds(7));
+  EXPECT_FALSE(n.Lookup(net::IpAddress::V4(0x0a020008), kT0).has_value());
+  EXPECT_EQ(n.counters().table_full, 1u);
 }
 
 // What no neighbour has is refused, saying what is wrong, and leaves no entry.
@@ -156,7 +171,7 @@ TEST(NeighborTableTest, PermanentEntriesTakeAtMostHalfTheTable) {
   EXPECT_EQ(third.code(), absl::StatusCode::kResourceExhausted);
   EXPECT_NE(third.message().find("2 permanent entries"), std::string::npos) << third.message();
   // A learned neighbour does not become permanent past the cap either.
-  n.Learn(net::IpAddress::V4(0x0a010004), kMac, kT0, true);
+  n.Learn(net::IpAddress::V4(0x0a010004), {.mac = kMac, .create = true}, kT0);
   EXPECT_EQ(n.SetPermanent(net::IpAddress::V4(0x0a010004), kMac, kT0).code(),
             absl::StatusCode::kResourceExhausted);
   // A permanent entry may change its MAC; and removing one makes room.
@@ -167,6 +182,150 @@ TEST(NeighborTableTest, PermanentEntriesTakeAtMostHalfTheTable) {
   EXPECT_TRUE(n.Queue({{}, {}, net::IpAddress::V4(0x0a010005), "x"}, kT0));
   EXPECT_TRUE(n.Queue({{}, {}, net::IpAddress::V4(0x0a010006), "y"}, kT0));
   EXPECT_EQ(n.counters().table_full, 0u);
+}
+
+const net::MacAddress kForged = *net::MacAddress::Parse("02:00:00:00:00:66");
+
+// A table with kPeer REACHABLE at kMac, as after our probe's answer.
+NeighborTable Resolved() {
+  NeighborTable n({});
+  n.Queue(Datagram("1"), kT0);
+  n.Learn(kPeer, {.mac = kMac, .solicited = true}, kT0);
+  return n;
+}
+
+NeighborInfo Entry(const NeighborTable& n) {
+  EXPECT_EQ(n.List().size(), 1u);
+  return n.List().empty() ? NeighborInfo{} : n.List()[0];
+}
+
+// RFC 4861 7.2.5, case by case: the S and O flags, and whether the MAC differs.
+TEST(NeighborTableTest, AdvertisementsFollowRfc4861) {
+  const absl::Time t = kT0 + absl::Seconds(1);
+  {  // Unsolicited, override, another MAC: taken, but only STALE (it was REACHABLE for good).
+    NeighborTable n = Resolved();
+    n.Learn(kPeer, {.mac = kForged, .solicited = false, .override = true}, t);
+    EXPECT_EQ(Entry(n).mac, kForged);
+    EXPECT_EQ(Entry(n).state, NeighborState::kStale);
+  }
+  {  // No override, another MAC: the MAC stays; a reachable entry is doubted.
+    NeighborTable n = Resolved();
+    n.Learn(kPeer, {.mac = kForged, .solicited = true, .override = false}, t);
+    EXPECT_EQ(Entry(n).mac, kMac);
+    EXPECT_EQ(Entry(n).state, NeighborState::kStale);
+    // Stale already: ignored altogether.
+    n.Learn(kPeer, {.mac = kForged, .solicited = false, .override = false}, t);
+    EXPECT_EQ(Entry(n).mac, kMac);
+    EXPECT_EQ(Entry(n).state, NeighborState::kStale);
+    // Solicited with the MAC we have (no override needed): REACHABLE again.
+    n.Learn(kPeer, {.mac = kMac, .solicited = true, .override = false}, t);
+    EXPECT_EQ(Entry(n).state, NeighborState::kReachable);
+  }
+  {  // Unsolicited, the same MAC: no change of state.
+    NeighborTable n = Resolved();
+    n.Learn(kPeer, {.mac = kMac, .solicited = false, .override = true}, t);
+    EXPECT_EQ(Entry(n).state, NeighborState::kReachable);
+    EXPECT_EQ(Entry(n).updated, kT0);
+  }
+  {  // Solicited, override, another MAC: taken, REACHABLE.
+    NeighborTable n = Resolved();
+    n.Learn(kPeer, {.mac = kForged, .solicited = false, .override = true}, t);
+    n.Learn(kPeer, {.mac = kMac, .solicited = true, .override = true}, t);
+    EXPECT_EQ(Entry(n).mac, kMac);
+    EXPECT_EQ(Entry(n).state, NeighborState::kReachable);
+  }
+  {  // No link-layer option: a solicited one confirms (REACHABLE), an unsolicited one nothing.
+    NeighborTable n = Resolved();
+    n.Learn(kPeer, {.mac = kForged, .override = true}, t);
+    n.Learn(kPeer, {.solicited = false}, t);
+    EXPECT_EQ(Entry(n).state, NeighborState::kStale);
+    n.Learn(kPeer, {.solicited = true}, t);
+    EXPECT_EQ(Entry(n).state, NeighborState::kReachable);
+    EXPECT_EQ(Entry(n).mac, kForged);
+  }
+  {  // INCOMPLETE: an unsolicited answer resolves it STALE; one without a MAC does nothing.
+    NeighborTable n({});
+    n.Queue(Datagram("1"), kT0);
+    EXPECT_TRUE(n.Learn(kPeer, {.solicited = true}, t).empty());
+    EXPECT_EQ(Entry(n).state, NeighborState::kIncomplete);
+    EXPECT_EQ(n.Learn(kPeer, {.mac = kMac, .override = false}, t).size(), 1u);
+    EXPECT_EQ(Entry(n).state, NeighborState::kStale);
+    EXPECT_EQ(Entry(n).mac, kMac);
+  }
+  {  // No entry: an advertisement makes none.
+    NeighborTable n({});
+    n.Learn(kPeer, {.mac = kMac, .solicited = true, .override = true}, t);
+    EXPECT_TRUE(n.List().empty());
+  }
+}
+
+PendingDatagram From(uint64_t owner, uint32_t ip) {
+  PendingDatagram d = Datagram("x");
+  d.next_hop = net::IpAddress::V4(ip);
+  d.owner = owner;
+  return d;
+}
+
+// One owner (a session) sending to many made-up on-link addresses takes at most its share of
+// unresolved entries, all owners together at most max_unresolved; the rest is refused, counted.
+TEST(NeighborTableTest, UnresolvedEntriesAreCappedPerOwnerAndInAll) {
+  NeighborTable n({.max_unresolved = 5, .max_unresolved_per_owner = 3});
+  for (uint32_t i = 0; i < 10; ++i) n.Queue(From(1, 0x0a010100 + i), kT0);
+  EXPECT_EQ(n.List().size(), 3u);
+  EXPECT_EQ(n.counters().refused_owner_unresolved, 7u);
+  // Another owner still resolves, up to the total.
+  EXPECT_TRUE(n.Queue(From(2, 0x0a010200), kT0));
+  EXPECT_TRUE(n.Queue(From(2, 0x0a010201), kT0));
+  EXPECT_FALSE(n.Queue(From(3, 0x0a010300), kT0));
+  EXPECT_EQ(n.counters().refused_unresolved, 1u);
+  // A datagram to a next hop already being resolved joins it whoever sends it.
+  EXPECT_FALSE(n.Queue(From(3, 0x0a010100), kT0));
+  EXPECT_EQ(n.List().size(), 5u);
+  // Answers and failures give the places back.
+  n.Learn(net::IpAddress::V4(0x0a010100), {.mac = kMac, .solicited = true}, kT0);
+  EXPECT_TRUE(n.Queue(From(1, 0x0a010110), kT0));
+  for (int i = 1; i <= 3; ++i) n.Tick(kT0 + absl::Seconds(i));
+  EXPECT_EQ(n.counters().failed, 5u);
+  EXPECT_TRUE(n.Queue(From(1, 0x0a010120), kT0 + absl::Seconds(4)));
+}
+
+// Probes come out of a token bucket: new resolutions past it are refused, retransmissions put
+// off until tokens come back.
+TEST(NeighborTableTest, ProbesAreRateLimited) {
+  NeighborTable n({.max_unresolved_per_owner = 100, .probes_per_second = 2, .probe_burst = 4});
+  int fresh = 0;
+  for (uint32_t i = 0; i < 10; ++i) fresh += n.Queue(From(1, 0x0a010100 + i), kT0);
+  EXPECT_EQ(fresh, 4);
+  EXPECT_EQ(n.counters().probes_rate_limited, 6u);
+  EXPECT_EQ(n.counters().probes_sent, 4u);
+  // A second later: 2 tokens for the 4 retransmissions due; 2 put off to later ticks.
+  EXPECT_EQ(n.Tick(kT0 + absl::Seconds(1)).size(), 2u);
+  EXPECT_EQ(n.counters().probes_rate_limited, 8u);
+  EXPECT_EQ(n.Tick(kT0 + absl::Milliseconds(1500)).size(), 1u);
+  EXPECT_EQ(n.counters().probes_sent, 7u);
+}
+
+// The gateway's entry is never evicted, and its resolution never refused by a cap or the bucket.
+TEST(NeighborTableTest, TheGatewayIsNeverEvictedNorRefused) {
+  const net::IpAddress gw = *net::IpAddress::Parse("10.1.0.254");
+  NeighborTable n({.max_entries = 4, .max_unresolved = 2, .max_unresolved_per_owner = 2,
+                   .probes_per_second = 1, .probe_burst = 2},
+                  {gw});
+  EXPECT_TRUE(n.Queue(From(1, 0x0a010100), kT0));
+  EXPECT_TRUE(n.Queue(From(1, 0x0a010101), kT0));
+  PendingDatagram via = Datagram("out");
+  via.next_hop = gw;
+  via.owner = 1;
+  EXPECT_TRUE(n.Queue(std::move(via), kT0));  // past the caps and the bucket
+  n.Learn(gw, {.mac = kMac, .solicited = true}, kT0);
+  // Next hops and stale learned ones come and go; the gateway stays, even when stale.
+  for (uint32_t i = 0; i < 50; ++i) {
+    const absl::Time t = kT0 + absl::Seconds(60 + i);
+    n.Learn(net::IpAddress::V4(0x0a010200 + i), {.mac = kMac, .create = true}, t);
+    n.Queue(From(2 + i, 0x0a010300 + i), t);
+    n.Tick(t);
+  }
+  EXPECT_EQ(n.Lookup(gw, kT0 + absl::Seconds(200)), kMac);
 }
 
 }  // namespace

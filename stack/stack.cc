@@ -436,6 +436,10 @@ StackCounters Stack::Counters() const {
   c.neighbor_failed = n.failed;
   c.neighbor_dropped = n.dropped_unresolved + n.dropped_queue_full;
   c.neighbor_table_full = n.table_full;
+  c.neighbor_owner_unresolved_full = n.refused_owner_unresolved;
+  c.neighbor_unresolved_full = n.refused_unresolved;
+  c.neighbor_probes_rate_limited = n.probes_rate_limited;
+  c.neighbor_evicted = n.evicted;
   return c;
 }
 

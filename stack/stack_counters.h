@@ -41,6 +41,8 @@ namespace quadsock::stack {
   X(neighbor_messages_ignored, "ARP and NDP messages ignored: they speak for no neighbour "   \
                                "(a multicast, broadcast or loopback address, or one of ours) " \
                                "or carry a non-unicast MAC.")                                \
+  X(neighbor_messages_off_link, "ARP and NDP messages not learned from: their sender is on "  \
+                                "none of the stack's networks (requests for us are answered).") \
   X(tx_no_route, "Datagrams not sent: no route to the destination.")                         \
   X(tx_no_buffer, "Frames not sent: no free transmit buffer.")                              \
   X(tx_channel_no_socket, "Datagrams an application queued on a data channel for a socket "  \
@@ -63,7 +65,15 @@ namespace quadsock::stack {
   X(neighbor_failed, "Neighbours that never answered.")                                      \
   X(neighbor_dropped, "Datagrams dropped while waiting for a neighbour: it never answered, " \
                       "or its wait queue was full.")                                         \
-  X(neighbor_table_full, "New neighbours refused: the neighbour table was full.")
+  X(neighbor_table_full, "New neighbours refused: the neighbour table was full.")            \
+  X(neighbor_owner_unresolved_full, "Datagrams dropped: their session had its maximum of "  \
+                                    "neighbours being resolved (a new resolution refused).") \
+  X(neighbor_unresolved_full, "Datagrams dropped: the stack had its maximum of neighbours "  \
+                              "being resolved (a new resolution refused).")                  \
+  X(neighbor_probes_rate_limited, "ARP requests and solicitations not sent for the probe "   \
+                                  "rate limit: a new resolution refused (its datagram "      \
+                                  "dropped) or a retransmission put off.")                   \
+  X(neighbor_evicted, "Neighbour entries pushed out of a full table (unresolved ones first).")
 
 // Gauges: values now, not totals.
 #define QUADSOCK_STACK_GAUGES(X)                                                             \

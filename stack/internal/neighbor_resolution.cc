@@ -4,6 +4,7 @@
 #include "absl/strings/str_join.h"
 #include "stack/internal/poll_engine.h"
 #include "stack/internal/udp_protocol.h"
+#include "stack/internal/udp_socket.h"
 #include "stack/net/frame_builder.h"
 #include "stack/net/icmp.h"
 
@@ -39,9 +40,16 @@ void NeighborResolution::HandleArp(PollEngine& engine, const net::ParsedFrame& f
     return;
   }
   const bool for_us = local_.Contains(arp.target_ip);
-  // RFC 826: merge the sender into an existing entry; create one if the packet is for us.
-  if (!probe) Learn(engine, arp.sender_ip, arp.sender_mac, now, for_us);
-  if (!for_us || arp.op != net::ArpPacket::kRequest) return;
+  const bool request = arp.op == net::ArpPacket::kRequest;
+  // RFC 826's merge rule, as Linux has it: the sender refreshes an existing entry, and only a
+  // request for us makes one. A reply to us answers our probe; any message may move the MAC
+  // (ARP has no override flag): permanent entries are the protection against forgeries.
+  if (!probe) {
+    Learn(engine, arp.sender_ip,
+          {.mac = arp.sender_mac, .solicited = !request && for_us, .create = request && for_us},
+          now);
+  }
+  if (!for_us || !request) return;
   std::optional<link::FrameBuffer> out = engine.NewTxFrame();
   if (!out.has_value()) return;
   net::ArpPacket reply;
@@ -71,9 +79,24 @@ void NeighborResolution::HandleNdp(PollEngine& engine, const net::ParsedFrame& f
     engine.Bump(EngineCounter::neighbor_messages_ignored);
     return;
   }
-  if (m.link_address.has_value()) {
-    Learn(engine, solicitation ? f.src : m.target, *m.link_address, now,
-          solicitation && for_us);
+  if (solicitation) {
+    // RFC 4861 7.2.3: a solicitation for us makes or updates its sender's entry (STALE when
+    // the MAC is new); one for another node updates only.
+    if (!dad && m.link_address.has_value()) {
+      Learn(engine, f.src, {.mac = m.link_address, .create = for_us}, now);
+    }
+  } else {
+    // 7.1.2: a solicited advertisement is never sent to a group.
+    const bool solicited = (f.icmp.rest & net::NdpMessage::kFlagSolicited) != 0;
+    if (solicited && f.dst.IsMulticast()) {
+      engine.Bump(EngineCounter::neighbor_messages_ignored);
+      return;
+    }
+    Learn(engine, m.target,
+          {.mac = m.link_address,
+           .solicited = solicited,
+           .override = (f.icmp.rest & net::NdpMessage::kFlagOverride) != 0},
+          now);
   }
   if (!solicitation || !for_us) return;
   std::optional<link::FrameBuffer> out = engine.NewTxFrame();
@@ -93,14 +116,23 @@ void NeighborResolution::HandleNdp(PollEngine& engine, const net::ParsedFrame& f
 }
 
 void NeighborResolution::Learn(PollEngine& engine, const net::IpAddress& ip,
-                               const net::MacAddress& mac, absl::Time now, bool create) {
+                               const NeighborAdvert& advert, absl::Time now) {
+  // Only a host on one of our connected networks is ever a next hop: a sender from elsewhere
+  // (answered all the same) would only take a place in the table.
+  if (routes_.Connected(ip) == nullptr) {
+    engine.Bump(EngineCounter::neighbor_messages_off_link);
+    return;
+  }
   std::vector<PendingDatagram> ready;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    ready = table_.Learn(ip, mac, now, create);
+    ready = table_.Learn(ip, advert, now);
   }
   Changed();
-  // They all waited for the neighbour that just answered with `mac`.
+  if (ready.empty()) return;
+  // They all waited for the neighbour that just answered with its MAC (Learn releases them
+  // only when the message carried one).
+  const net::MacAddress mac = *advert.mac;
   for (PendingDatagram& d : ready) {
     TransmitUdp(engine, d.src, d.dst, mac,
                 {reinterpret_cast<const uint8_t*>(d.payload.data()), d.payload.size()},
@@ -121,7 +153,12 @@ std::optional<net::MacAddress> NeighborResolution::Resolve(
       shortcut.Put(next_hop, *mac, now, generation);
       return mac;
     }
-    probe = table_.Queue(waiting(), now);
+    PendingDatagram d = waiting();
+    // Its unresolved entries count against its session's cap: the socket's owner.
+    if (d.socket != nullptr) {
+      if (const demux::SocketInfo* info = d.socket->info()) d.owner = info->options.owner;
+    }
+    probe = table_.Queue(std::move(d), now);
   }
   if (probe) SendProbe(engine, next_hop);
   return std::nullopt;

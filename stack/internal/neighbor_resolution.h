@@ -78,7 +78,7 @@ class NeighborResolution {
   // `routes` and `local` are fixed for the stack's life.
   NeighborResolution(NeighborTable::Options options, const RouteTable& routes,
                      const LocalAddresses& local)
-      : routes_(routes), local_(local), table_(options) {}
+      : routes_(routes), local_(local), table_(options, Gateways(routes)) {}
 
   // ---- Poll thread ----
   void HandleArp(PollEngine& engine, const net::ParsedFrame& f, absl::Time now);
@@ -103,14 +103,23 @@ class NeighborResolution {
   NeighborCounters counters() const;
 
  private:
-  // Learns (or refreshes; `create`: adds) a neighbour's MAC from a packet, and sends the
-  // datagrams that were waiting for it.
-  void Learn(PollEngine& engine, const net::IpAddress& ip, const net::MacAddress& mac,
-             absl::Time now, bool create);
+  // Applies what a packet says of neighbour `ip` (NeighborTable::Learn), and sends the
+  // datagrams that were waiting for it. A sender on none of our connected networks is counted
+  // (neighbor_messages_off_link) and not learned.
+  void Learn(PollEngine& engine, const net::IpAddress& ip, const NeighborAdvert& advert,
+             absl::Time now);
   void SendProbe(PollEngine& engine, const net::IpAddress& target);
   // Whether an ARP or NDP message may speak for `ip`: a neighbour's address (not ours, not a
   // connected network's broadcast, no group).
   bool IsNeighborAddress(const net::IpAddress& ip) const;
+
+  static std::vector<net::IpAddress> Gateways(const RouteTable& routes) {
+    std::vector<net::IpAddress> g;
+    for (net::Family f : {net::Family::kV4, net::Family::kV6}) {
+      if (std::optional<net::IpAddress> a = routes.gateway(f)) g.push_back(*a);
+    }
+    return g;
+  }
 
   // Moves whenever an entry is learned, set or removed: the engines' shortcuts start again.
   void Changed() { generation_.fetch_add(1, std::memory_order_release); }
