@@ -106,6 +106,13 @@ absl::StatusOr<std::unique_ptr<AfXdpStack>> AfXdpStack::Create(AfXdpOptions opti
         !st.ok()) {
       return st;
     }
+    // Its neighbours' announcements to all nodes too: a forged advertisement is mended so.
+    if (!p.address().is_v4()) {
+      if (absl::Status st = s->xdp_program_->SteerAllNodesAdvertisements(options.stack.vlan);
+          !st.ok()) {
+        return st;
+      }
+    }
   }
   absl::StatusOr<std::unique_ptr<Stack>> stack = Stack::Create(options.stack, std::move(links));
   if (!stack.ok()) return stack.status();

@@ -51,6 +51,7 @@ struct {
 #define ARPHRD_ETHER_ 1
 #define IPPROTO_ICMPV6_ 58
 #define ICMPV6_NS 135
+#define ICMPV6_NA 136
 #define ICMP_HEADER_SIZE 8  // type, code, checksum and four type-specific bytes
 
 // A VLAN tag as it follows the MAC addresses: TCI, then the next ethertype.
@@ -72,7 +73,8 @@ struct arp_eth_ipv4 {
   __u8 tpa[4];
 };
 
-// The ICMPv6 header and the target address of a neighbour solicitation (RFC 4861 4.3).
+// The ICMPv6 header and the target address of a neighbour solicitation (RFC 4861 4.3) or
+// advertisement (4.4: the same layout, with flags in the reserved word).
 struct icmp6_ns {
   __u8 type;
   __u8 code;
@@ -182,10 +184,30 @@ static __always_inline int solicited_node(const struct in6_addr* a) {
          a->in6_u.u6_addr32[2] == bpf_htonl(1) && a->in6_u.u6_addr8[12] == 0xff;
 }
 
+// ff02::1 (RFC 4291 2.7.1).
+static __always_inline int all_nodes(const struct in6_addr* a) {
+  return a->in6_u.u6_addr32[0] == bpf_htonl(0xff020000) && a->in6_u.u6_addr32[1] == 0 &&
+         a->in6_u.u6_addr32[2] == 0 && a->in6_u.u6_addr32[3] == bpf_htonl(1);
+}
+
+// To all nodes: only neighbour advertisements, and only on a VLAN where the loader added the
+// group (steer_common.h); the rest (router advertisements, MLD, pings) is the kernel's.
+static __always_inline int steer_all_nodes(struct xdp_md* ctx, struct ipv6hdr* ip,
+                                           void* data_end, __u16 vlan) {
+  if (ip->nexthdr != IPPROTO_ICMPV6_) return pass(QS_COUNTER_PASS_NOT_OWNED);
+  struct icmp6_ns* na = (void*)(ip + 1);
+  if ((void*)na + 1 > data_end || na->type != ICMPV6_NA) return pass(QS_COUNTER_PASS_NOT_OWNED);
+  if (!owned(ip->daddr.in6_u.u6_addr8, vlan)) return pass(QS_COUNTER_PASS_NOT_OWNED);
+  if ((void*)(na + 1) > data_end) return pass(QS_COUNTER_MALFORMED);
+  return redirect(ctx, QS_COUNTER_REDIRECT_NS);
+}
+
 static __always_inline int steer_ipv6(struct xdp_md* ctx, void* l3, void* data_end, __u16 vlan) {
   struct ipv6hdr* ip = l3;
   if ((void*)(ip + 1) > data_end) return pass(QS_COUNTER_MALFORMED);
   if (ip->version != 6) return pass(QS_COUNTER_MALFORMED);
+
+  if (all_nodes(&ip->daddr)) return steer_all_nodes(ctx, ip, data_end, vlan);
 
   if (solicited_node(&ip->daddr)) {
     if (ip->nexthdr != IPPROTO_ICMPV6_) return pass(QS_COUNTER_PASS_OTHER);

@@ -15,6 +15,14 @@
  *     solicited-node multicast group). The stack owns the address outright and answers for it,
  *     so it can send port unreachable for closed ports (and the kernel, which does not hold the
  *     address, loses nothing).
+ *   - neighbour advertisements to all nodes (ff02::1) on a VLAN where the loader put ff02::1 in
+ *     qs_addrs (XdpProgram::SteerAllNodesAdvertisements: the stack has an exclusive IPv6
+ *     address there). A neighbour announces a new MAC so (RFC 4861 7.2.6), and the stack must
+ *     hear it to mend an entry a forged advertisement moved. XDP cannot copy a frame to both,
+ *     so the kernel no longer hears them on that interface and VLAN: its own neighbour entries
+ *     then recover by unreachability detection (the announcements are only a speed-up), and
+ *     duplicate address detection of kernel addresses there misses a defender's answer. Other
+ *     traffic to all nodes (router advertisements, MLD, pings) stays the kernel's.
  *   - to a shared (non-exclusive) owned address: only UDP to an owned port, looked up as
  *     (address, port) and then (the family's unspecified address, port), and only when UDP
  *     follows the IP header directly (no IPv6 extension headers, first IPv4 fragment). The
@@ -94,7 +102,8 @@ enum qs_counter {
   QS_COUNTER_REDIRECT_UDP,     /* of REDIRECT: UDP (IPv4 or IPv6) */
   QS_COUNTER_REDIRECT_ICMP,    /* of REDIRECT: ICMP, ICMPv6 (NDP to an exclusive address too) */
   QS_COUNTER_REDIRECT_ARP,     /* of REDIRECT: ARP */
-  QS_COUNTER_REDIRECT_NS,      /* of REDIRECT: solicitations to a solicited-node group */
+  QS_COUNTER_REDIRECT_NS,      /* of REDIRECT: NDP to a group: solicitations to a
+                                * solicited-node group, advertisements to all nodes */
   QS_COUNTER_REDIRECT_OTHER,   /* of REDIRECT: other IP protocols to an exclusive address */
   QS_COUNTER_MAX
 };

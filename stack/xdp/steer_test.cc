@@ -81,6 +81,20 @@ std::vector<uint8_t> Solicitation(const char* src, const char* target) {
   return frame;
 }
 
+// A neighbour advertisement for `target` with its link-layer option, from `target` to `dst`
+// (all nodes, unless given), with the override flag: what a host announcing its MAC sends.
+std::vector<uint8_t> Advertisement(const char* target, const char* dst = "ff02::1",
+                                   std::optional<net::VlanTag> vlan = std::nullopt) {
+  std::vector<uint8_t> frame(256);
+  net::LinkAddresses link = Link(vlan);
+  link.dst = Ip(dst).IsMulticast() ? net::MacAddress::Ipv6Multicast(Ip(dst)) : link.dst;
+  net::NdpMessage na{.target = Ip(target), .link_address = link.src};
+  frame.resize(net::BuildNdp(link, Ip(target), Ip(dst), net::kIcmpv6NeighborAdvertisement, na,
+                             frame, net::NdpMessage::kFlagOverride)
+                   .value());
+  return frame;
+}
+
 // UDP made into another protocol (TCP): the program reads only the protocol number.
 std::vector<uint8_t> Tcp(const char* src, const char* dst) {
   std::vector<uint8_t> frame = Udp(src, dst, 22);
@@ -273,6 +287,29 @@ TEST_F(SteerTest, SolicitationForExclusiveTargetIsRedirected) {
   Check(Solicitation("fe80::1", "fd00:1::2"), E::kRedirect, &XdpProgramCounters::redirect_ns);
   Check(Solicitation("fd00:1::1", "fd00:1::9"), E::kPassNotOwned);
   Check(Solicitation("fd00:1::1", "fd00:1::3"), E::kPassNotOwned);
+}
+
+// A neighbour's announcement to all nodes reaches the stack (it used to go to the kernel, and a
+// forged advertisement's MAC stayed in the stack's table) once the loader asks for them on the
+// frame's VLAN; nothing else to all nodes does.
+TEST_F(SteerTest, AdvertisementsToAllNodesAreRedirectedOnTheirVlan) {
+  uint64_t XdpProgramCounters::*ndp = &XdpProgramCounters::redirect_ns;
+  Check(Advertisement("fd00:1::1"), E::kPassNotOwned);  // not asked for yet
+  ASSERT_TRUE(program_->SteerAllNodesAdvertisements(/*vlan=*/0).ok());
+  Check(Advertisement("fd00:1::1"), E::kRedirect, ndp);
+  Check(Advertisement("fd00:1::1", "ff02::1", net::VlanTag{.tci = 100}), E::kPassNotOwned);
+  Check(Echo("fd00:1::1", "ff02::1"), E::kPassNotOwned);  // the kernel's
+  std::vector<uint8_t> router = Advertisement("fd00:1::1");
+  router[14 + 40] = 134;  // a router advertisement
+  Check(router, E::kPassNotOwned);
+  std::vector<uint8_t> cut = Advertisement("fd00:1::1");
+  cut.resize(14 + 40 + 8);  // no target address
+  Check(cut, E::kMalformed);
+  // To one of our addresses, as before: ICMPv6 to an exclusive address.
+  Check(Advertisement("fd00:1::1", "fd00:1::2"), E::kRedirect,
+        &XdpProgramCounters::redirect_icmp);
+  EXPECT_EQ(program_->SteerAllNodesAdvertisements(4095).code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST_F(SteerTest, IcmpToExclusiveAddressIsRedirected) {

@@ -270,6 +270,23 @@ absl::Status XdpProgram::AddAddress(const net::IpAddress& address, bool exclusiv
   return absl::OkStatus();
 }
 
+absl::Status XdpProgram::SteerAllNodesAdvertisements(uint16_t vlan) {
+  const net::IpAddress all_nodes = *net::IpAddress::Parse("ff02::1");
+  if (vlan > QS_MAX_VLAN) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cannot take advertisements on VLAN ", vlan, ": VLAN ids are 1-", QS_MAX_VLAN,
+        ", or 0 for none"));
+  }
+  qs_addr_key key;
+  std::memcpy(key.addr, all_nodes.bytes16().data(), sizeof(key.addr));
+  // The program reads only the VLAN of this entry (steer_all_nodes).
+  qs_addr_value value{.flags = QS_ADDR_EXCLUSIVE, .vlan = vlan, .pad = 0};
+  if (bpf_map_update_elem(addrs_fd_, &key, &value, BPF_ANY) != 0) {
+    return ErrnoStatus(errno, "cannot take neighbour advertisements to all nodes");
+  }
+  return absl::OkStatus();
+}
+
 absl::Status XdpProgram::RemoveAddress(const net::IpAddress& address) {
   qs_addr_key key;
   std::memcpy(key.addr, address.bytes16().data(), sizeof(key.addr));

@@ -114,6 +114,11 @@ class XdpProgram {
   absl::Status AddAddress(const net::IpAddress& address, bool exclusive, uint16_t vlan = 0);
   // NOT_FOUND when the address is not owned.
   absl::Status RemoveAddress(const net::IpAddress& address);
+  // Neighbour advertisements to all nodes (ff02::1) on `vlan` (0: untagged) go to the stack
+  // from now on, and no longer to the kernel: see steer_common.h for why and what the kernel
+  // loses. For a stack with an exclusive IPv6 address on that VLAN. INVALID_ARGUMENT for a VLAN
+  // id past 4094.
+  absl::Status SteerAllNodesAdvertisements(uint16_t vlan);
 
   // A UDP port the stack owns at a shared address, or at every shared address of the family
   // when `address` is unspecified (0.0.0.0 or ::). Counted: each AddPort needs a RemovePort
