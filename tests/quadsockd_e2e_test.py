@@ -433,6 +433,9 @@ class QuadsockdTest(unittest.TestCase):
             self.client.close()
         except quadsock.QuadsockError:
             pass
+        # A clean exit, which gives back what it changed on qs0 (tag stripping), as a SIGKILL
+        # would not.
+        self.daemon.stop(signal.SIGTERM)
         self.daemon.close()
         self.daemon = Daemon(extra)
         self.client = quadsock.Client(self.daemon.target, name="e2e")
@@ -519,7 +522,8 @@ class QuadsockdTest(unittest.TestCase):
 
 
     def test_vlan_takes_tagged_frames_and_keeps_the_tags_visible(self):
-        self.assertEqual(vlan_stripping("qs0"), "on")  # veth strips tags by default
+        # veth strips tags by default; setUp's quadsockd (untagged) turned that off too.
+        self.assertEqual(vlan_stripping("qs0"), "off")
         self.restart("--vlan=100")
         self.assertEqual(vlan_stripping("qs0"), "off", "quadsockd left tag stripping on")
         mac = json.loads(subprocess.run(["ip", "-j", "link", "show", "qs0"], capture_output=True,
@@ -541,7 +545,10 @@ class QuadsockdTest(unittest.TestCase):
 
     def test_vlan_is_refused_when_tag_stripping_cannot_be_turned_off(self):
         # Without CAP_NET_ADMIN quadsockd can load its program but not change qs0's features.
+        # A clean exit first: it turns the stripping that setUp's daemon turned off back on.
+        self.assertEqual(self.daemon.stop(signal.SIGTERM), 0, self.daemon.output())
         self.daemon.close()
+        self.assertEqual(vlan_stripping("qs0"), "on")
         p = subprocess.run(["setpriv", "--bounding-set=-net_admin", QUADSOCKD,
                             "--interface=qs0", "--address=%s/24" % STACK4, "--vlan=100",
                             "--listen=unix:/tmp/quadsock-e2e-vlan-%d.sock" % os.getpid(),
