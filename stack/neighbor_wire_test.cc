@@ -177,6 +177,13 @@ TEST_F(NeighborWireTest, OneSessionCannotExhaustTheNeighbourTable) {
   ASSERT_EQ(sent.size(), 1u);
   EXPECT_EQ(sent[0].eth.dst, kMacPeer);
   EXPECT_EQ(testing_fixtures::Str(sent[0].payload(keep[0])), "still");
+  // And it may still resolve a new neighbour of its own: an ARP request goes out.
+  ASSERT_EQ(stack_->Send(other, Bytes("new"), Ep("10.1.0.77:9")), absl::OkStatus());
+  stack_->PollOnce();
+  sent = Sent(keep);
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0].l3, net::L3::kArp);
+  EXPECT_EQ(sent[0].arp.target_ip, Ip("10.1.0.77"));
 }
 
 }  // namespace
