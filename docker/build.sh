@@ -7,11 +7,12 @@
 #
 #   sudo docker/build.sh            # the image
 #   sudo docker/build.sh --rebase   # also remake the base
+#   sudo docker/build.sh --base     # only the base, if it is missing (packaging/deb_test.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 case "${1:-}" in
-  "" | --rebase) ;;
+  "" | --rebase | --base) ;;
   -h | --help) sed -n '2,/^set /{/^#/s/^# \{0,1\}//p}' "$0"; exit 0 ;;
   *) echo "docker/build.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
 esac
@@ -41,6 +42,7 @@ if [[ "${1:-}" == "--rebase" ]] || ! podman image exists "$BASE"; then
   rm -rf "$root"
   trap - EXIT
 fi
+[[ "${1:-}" != --base ]] || exit 0
 
 log "building quadsockd and quadctl"
 bazel build -c opt //service:quadsockd //clients/quadctl:quadctl

@@ -13,6 +13,8 @@ SCRIPTS = {
     "scripts/setup.sh": "Debian 12",
     "docker/build.sh": "--rebase",
     "docker/smoke.sh": "kernel peer",
+    "packaging/build_deb.sh": "quadsock_VERSION_ARCH.deb",
+    "packaging/deb_test.sh": "fresh Debian 12",
 }
 
 

@@ -2,7 +2,8 @@
 # Runs every quadsock test on this machine, as root: installs what is missing (setup.sh), then
 # `bazel test //...` in the default build and again under AddressSanitizer and
 # UndefinedBehaviorSanitizer, the concurrency tests under ThreadSanitizer, quadsockd's container
-# image against a kernel peer (docker/smoke.sh), and the main job (scripts/demo.sh), which
+# image against a kernel peer (docker/smoke.sh), the Debian package installed in a fresh
+# Debian 12 container (packaging/deb_test.sh), and the main job (scripts/demo.sh), which
 # checks its own report. Privileged tests
 # (BPF, AF_XDP, network namespaces) run too; one that cannot run fails, it is never skipped.
 #
@@ -10,6 +11,7 @@
 #   QUADSOCK_TEST_CONFIGS=default scripts/test.sh    # only the plain build
 #   QUADSOCK_TEST_DEMO=0 scripts/test.sh             # without the main job (scripts/demo.sh)
 #   QUADSOCK_TEST_CONTAINER=0 scripts/test.sh        # without the container (docker/smoke.sh)
+#   QUADSOCK_TEST_DEB=0 scripts/test.sh              # without the .deb (packaging/deb_test.sh)
 #
 # Each test target counts once per configuration it runs in, and every one really runs: no
 # verdict is replayed from Bazel's cache (the disk cache speeds up builds, not verdicts).
@@ -112,6 +114,10 @@ run_script() {  # run_script NAME TITLE COMMAND...
 # quadsockd's container image, run with its minimal capabilities against a kernel peer.
 if [ "${QUADSOCK_TEST_CONTAINER:-1}" = 1 ]; then
   run_script container "docker/smoke.sh (the container image)" docker/smoke.sh
+fi
+# The .deb, installed with apt in a fresh Debian 12 container and used there.
+if [ "${QUADSOCK_TEST_DEB:-1}" = 1 ]; then
+  run_script deb "packaging/deb_test.sh (the Debian package)" packaging/deb_test.sh
 fi
 # The main job, which checks its own report (every datagram accounted for).
 if [ "${QUADSOCK_TEST_DEMO:-1}" = 1 ]; then

@@ -1,0 +1,78 @@
+#!/bin/bash
+# packaging/deb_test.sh: the .deb on a fresh Debian 12 (root, from the repository root; part of
+# scripts/test.sh). Builds it (build_deb.sh), checks its contents and control fields here, then
+# in a new container from the local Debian 12 base (docker/build.sh --base) runs
+# deb_test_inside.sh, which installs it with apt and checks what a user does next: the unit
+# (systemd-analyze verify), the programs, `import quadsock`, pip install into a venv, the C++
+# example built with make against the installed library, and quadsockd started as the unit
+# starts it on a veth pair inside the container, with the example, Python and quadctl as its
+# clients. Nothing is installed on this machine; the container is removed. Needs the Debian
+# archive from the container (apt). Fails if any step fails or it all takes over 20 minutes.
+#
+#   sudo packaging/deb_test.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+case "${1:-}" in
+  "") ;;
+  -h | --help) sed -n '2,/^set /{/^#/s/^# \{0,1\}//p}' "$0"; exit 0 ;;
+  *) echo "deb_test.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
+esac
+export CONTAINERS_CONF="$PWD/docker/containers.conf"
+BASE=localhost/quadsock-base:bookworm
+NAME=quadsock-deb-test-$$
+log() { echo "[deb_test] $*" >&2; }
+fail() { log "FAILED: $*"; exit 1; }
+
+work=$(mktemp -d /tmp/quadsock-deb-test.XXXXXX)
+cleanup() {
+  podman rm -f "$NAME" >/dev/null 2>&1 || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+deb=$(packaging/build_deb.sh -o "$work") || fail "build_deb.sh"
+version=$(head -n 1 VERSION | tr -d '[:space:]')
+[[ "$(basename "$deb")" == "quadsock_${version}_$(dpkg --print-architecture).deb" ]] ||
+  fail "unexpected file name $deb"
+
+# Contents: every file a user is told about, and nothing from a build tree.
+contents=$(dpkg-deb -c "$deb" | awk '{print $6}' | sed 's|^\./|/|')
+multiarch=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
+for f in /usr/sbin/quadsockd /usr/bin/quadctl /lib/systemd/system/quadsock@.service \
+  /etc/quadsock/example.flags "/usr/lib/$multiarch/libquadsock.a" \
+  "/usr/lib/$multiarch/pkgconfig/quadsock.pc" /usr/include/quadsock/clients/cpp/client.h \
+  /usr/include/quadsock/quadsock/v1/socket.grpc.pb.h /usr/include/quadsock/stack/channel/reader.h \
+  /usr/lib/python3/dist-packages/quadsock/__init__.py \
+  /usr/lib/python3/dist-packages/quadsock/v1/socket_pb2_grpc.py \
+  /usr/lib/python3/dist-packages/quadsock/std/health_pb2.py \
+  /usr/share/doc/quadsock/examples/udp_hello.cc /usr/share/doc/quadsock/examples/Makefile; do
+  grep -qxF "$f" <<<"$contents" || fail "$f is not in the package"
+done
+if grep -E 'bazel-|_test|\.pyc$|/build/' <<<"$contents"; then fail "build leftovers in the package"; fi
+[[ "$(dpkg-deb --ctrl-tarfile "$deb" | tar -xO ./conffiles)" == /etc/quadsock/example.flags ]] ||
+  fail "conffiles is not /etc/quadsock/example.flags"
+depends=$(dpkg-deb -f "$deb" Depends)
+depends_names=$(sed -e 's/ *([^)]*)//g' -e 's/, */\n/g' <<<"$depends")
+# Each shared library the programs link (NEEDED) must come from a package named in Depends.
+extract="$work/extract"
+dpkg-deb -x "$deb" "$extract"
+for lib in $(objdump -p "$extract/usr/sbin/quadsockd" "$extract/usr/bin/quadctl" |
+  awk '/NEEDED/ {print $2}' | sort -u); do
+  path=$(ldconfig -p | awk -v l="$lib" '$1 == l && /x86-64/ {print $NF; exit}')
+  [[ -n "$path" ]] || fail "$lib (NEEDED) is not on this machine"
+  pkg=$(dpkg -S "$(readlink -f "$path")" 2>/dev/null | head -n 1 | cut -d: -f1) ||
+    pkg=$(dpkg -S "$path" | head -n 1 | cut -d: -f1)
+  grep -qxF "$pkg" <<<"$depends_names" || fail "$lib is in $pkg, which Depends lacks: $depends"
+done
+log "contents and Depends checked: $depends"
+
+docker/build.sh --base
+libs=$(sed -n 's/^LIBS=//p' docker/build.sh)
+[[ -n "$libs" ]] || fail "no LIBS= line in docker/build.sh"
+log "installing it in a new container from $BASE"
+podman run -d --name "$NAME" --privileged --entrypoint sleep \
+  -v "$work:/deb:ro" -v "$PWD:/src:ro" "$BASE" 1200 >/dev/null
+timeout 1200 podman exec -e BASE_LIBS="$libs" -e DEB="/deb/$(basename "$deb")" "$NAME" \
+  /bin/bash /src/packaging/deb_test_inside.sh || fail "in the container (its output is above)"
+log "passed"
