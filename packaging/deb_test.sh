@@ -26,7 +26,7 @@ fail() { log "FAILED: $*"; exit 1; }
 
 work=$(mktemp -d /tmp/quadsock-deb-test.XXXXXX)
 cleanup() {
-  podman rm -f "$NAME" >/dev/null 2>&1 || true
+  podman rm -f -t 0 "$NAME" >/dev/null 2>&1 || true
   rm -rf "$work"
 }
 trap cleanup EXIT
