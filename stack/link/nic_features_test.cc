@@ -2,8 +2,13 @@
 // lets rx-vlan-hw-parse be turned on and off; `ethtool -k` is the independent reader.
 #include "stack/link/nic_features.h"
 
+#include <sched.h>
+#include <sys/mount.h>
+
 #include <gtest/gtest.h>
 
+#include <cerrno>
+#include <cstring>
 #include <string>
 
 #include "stack/testing/netns.h"
@@ -67,6 +72,21 @@ TEST(NicFeaturesTest, CountsTheRxQueues) {
   testing::TestVeth veth("qsf0", "qsf1");
   EXPECT_EQ(RxQueueCount("qsf0").value(), 1u);
   EXPECT_EQ(RxQueueCount("qs-nonesuch").status().code(), absl::StatusCode::kNotFound);
+}
+
+// macvlan has no get_channels (EOPNOTSUPP): its queues are counted in sysfs, which must be this
+// network namespace's (a sysfs mounted in it, here in a mount namespace of this process's own).
+TEST(NicFeaturesTest, CountsTheRxQueuesInSysfsWhereTheDriverHasNoChannels) {
+  testing::TestVeth veth("qsf0", "qsf1");
+  ASSERT_EQ(testing::Shell("ip link add link qsf0 name qsf2 numrxqueues 3 type macvlan"), 0);
+  absl::StatusOr<uint32_t> unseen = RxQueueCount("qsf2");  // /sys is the host's here
+  EXPECT_EQ(unseen.status().code(), absl::StatusCode::kFailedPrecondition) << unseen.status();
+  EXPECT_NE(unseen.status().message().find("/sys/class/net/qsf2/queues"), absl::string_view::npos)
+      << unseen.status();
+  ASSERT_EQ(unshare(CLONE_NEWNS), 0) << std::strerror(errno);
+  ASSERT_EQ(mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr), 0) << std::strerror(errno);
+  ASSERT_EQ(mount("sysfs", "/sys", "sysfs", 0, nullptr), 0) << std::strerror(errno);
+  EXPECT_EQ(RxQueueCount("qsf2").value(), 3u);
 }
 
 }  // namespace
