@@ -111,6 +111,17 @@ class QueuesTest(unittest.TestCase):
         self.assertGreater(len(busy), 1, "the flows all came in on one queue: %s" % queues)
         self.assertEqual(c.xdp.redirect_no_xsk, 0)
 
+    def test_zerocopy_is_refused_where_the_kernel_has_none(self):
+        p = subprocess.run([e2e.QUADSOCKD, "--interface=qs0", "--address=%s/24" % STACK4,
+                            "--xdp_mode=zerocopy",
+                            "--listen=unix:/tmp/quadsock-queues-%d.sock" % os.getpid(),
+                            "--admin_listen=", "--metrics_listen="],
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn("qs0 queue 0: zero-copy was asked for", p.stderr)
+        self.assertIn("auto or copy mode would run", p.stderr)
+        self.assertFalse(xdp_attached("qs0"), "a refused start left its XDP program")
+
     def test_fewer_queues_than_the_interface_has_are_refused(self):
         p = subprocess.run([e2e.QUADSOCKD, "--interface=qs0", "--address=%s/24" % STACK4,
                             "--queues=1",

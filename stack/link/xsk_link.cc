@@ -203,6 +203,12 @@ absl::StatusOr<std::unique_ptr<XskLink>> XskPort::OpenQueue(uint32_t queue) {
                                     &config);
     if (err == 0) break;
   }
+  if (err == -EOPNOTSUPP && options_.bind_mode == XskBindMode::kZeroCopy) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "%s queue %u: zero-copy was asked for, and the driver has none there (binding the "
+        "AF_XDP socket: EOPNOTSUPP); auto or copy mode would run",
+        options_.interface, queue));
+  }
   if (err != 0) {
     return ErrnoStatus(err,
                        absl::StrFormat("binding an AF_XDP socket to %s queue %u",

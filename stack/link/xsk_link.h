@@ -72,7 +72,8 @@ class XskPort {
   // Opens the AF_XDP socket of `queue`. In kAuto, tries zero-copy, then copy. The mode the
   // kernel bound (read back with XDP_OPTIONS: a queue that shares the UMEM takes the first
   // queue's mode, whatever it asked) is in the link's info().mode. PERMISSION_DENIED without
-  // CAP_NET_RAW/CAP_BPF; FAILED_PRECONDITION in kZeroCopy where the kernel bound copy mode.
+  // CAP_NET_RAW/CAP_BPF; FAILED_PRECONDITION in kZeroCopy where the driver has no zero-copy
+  // or the kernel bound copy mode.
   absl::StatusOr<std::unique_ptr<XskLink>> OpenQueue(uint32_t queue);
 
   const Options& options() const { return options_; }
