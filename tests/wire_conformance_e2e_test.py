@@ -1,0 +1,201 @@
+"""What quadsockd refuses on the wire (root): the real daemon on AF_XDP on a veth pair in private
+network namespaces, and scapy on the peer's side sending what no host should: datagrams and
+echo requests from martian sources, IPv6 extension headers that RFC 8200 says to discard, and a
+frame past the MTU. None may reach a socket or be answered, but for the Parameter Problems the
+RFC asks for; each is counted.
+
+Usage (Bazel passes it): wire_conformance_e2e_test.py QUADSOCKD
+"""
+
+import json
+import os
+import subprocess
+import sys
+import time
+import unittest
+
+import netns
+import quadsock
+
+QUADSOCKD = None
+STACK4, STACK6 = "10.8.0.2", "fd00:8::2"
+PEER4, PEER6 = "10.8.0.1", "fd00:8::1"
+
+# Run by Debian's python3 in the peer's namespace: sends every frame on qs1, then listens until
+# it has seen the Parameter Problems it expects (or 20 s pass), and prints what the stack sent.
+SCAPY = r"""
+import json, sys, time
+from scapy.all import (AsyncSniffer, Ether, IP, IPv6, UDP, ICMP, ICMPv6EchoRequest,
+                       IPv6ExtHdrHopByHop, IPv6ExtHdrRouting, IPv6ExtHdrDestOpt, HBHOptUnknown,
+                       Raw, sendp)
+mac, stack4, stack6, peer4, peer6, kind, expect = sys.argv[1:8]
+ours = Ether(dst=mac)
+frames = []
+if kind == "martians":
+    for src in ["10.8.0.2", "255.255.255.255", "10.8.0.255", "10.8.0.0", "224.0.0.1",
+                "127.0.0.1", "0.0.0.0"]:
+        for port in (4000, 4001, 7):
+            frames.append(ours / IP(src=src, dst=stack4) / UDP(sport=5000, dport=port) /
+                          b"martian")
+        frames.append(ours / IP(src=src, dst=stack4) / ICMP(type=8) / b"ping")
+    for src in ["fd00:8::2", "ff02::1", "::1", "::", "::ffff:10.8.0.1"]:
+        for port in (4001, 4002, 7):
+            frames.append(ours / IPv6(src=src, dst=stack6) / UDP(sport=5000, dport=port) /
+                          b"martian")
+        frames.append(ours / IPv6(src=src, dst=stack6) / ICMPv6EchoRequest() / b"ping")
+else:
+    # Extension headers: a hop-by-hop option whose type says "discard and answer" (10), one
+    # that says "discard" (01), a type 0 routing header with a segment left, hop-by-hop after
+    # another header.
+    v6 = ours / IPv6(src=peer6, dst=stack6)
+    data = UDP(sport=5000, dport=4002) / b"extension"
+    for otype in (0x9e, 0x5e):
+        frames.append(v6 / IPv6ExtHdrHopByHop(options=[HBHOptUnknown(otype=otype,
+                                                                     optdata=b"\0\0\0\0")])
+                      / data)
+    frames.append(v6 / IPv6ExtHdrRouting(type=0, segleft=1, addresses=["fd00:8::9"]) / data)
+    frames.append(v6 / IPv6ExtHdrDestOpt() / IPv6ExtHdrHopByHop() / data)
+    # A frame one byte past the MTU (1500): an IPv4 packet of 1501 bytes.
+    frames.append(ours / IP(src=peer4, dst=stack4) / UDP(sport=5000, dport=4000) /
+                  (b"m" * 1473))
+sent_before_last = len(frames)
+# Last, from hosts: these arrive, so the test knows the ones before them were seen.
+frames.append(ours / IP(src=peer4, dst=stack4) / UDP(sport=5000, dport=4000) / b"last4")
+frames.append(ours / IPv6(src=peer6, dst=stack6) / UDP(sport=5000, dport=4002) / b"last6")
+
+got = []  # what the stack sent, as it comes (the sniffer's own results only exist at stop)
+sniffer = AsyncSniffer(iface="qs1", filter="ether src " + mac, store=False, prn=got.append)
+sniffer.start()
+time.sleep(1)  # the sniffer's socket is open once start() has returned; a margin for its filter
+sendp(frames, iface="qs1", verbose=False)
+deadline = time.monotonic() + 20
+def problems():
+    return [p for p in list(got) if p.haslayer(IPv6) and p[IPv6].nh == 58
+            and bytes(p[IPv6].payload)[:1] == b"\x04"]
+while len(problems()) < int(expect) and time.monotonic() < deadline:
+    time.sleep(0.1)
+time.sleep(0.5)  # anything the stack wrongly sends after them
+sniffer.stop()
+out = {"sent": sent_before_last, "problems": [], "other": []}
+for p in got:
+    # From the stack's addresses (the kernel on qs0 speaks too: MLD, router solicitations).
+    if p.haslayer(IPv6) and p[IPv6].src == stack6:
+        body = bytes(p[IPv6].payload)
+        if p[IPv6].nh == 58 and body[0] == 4:
+            out["problems"].append([body[1], int.from_bytes(body[4:8], "big")])
+            continue
+        out["other"].append(p.summary())
+    elif p.haslayer(IP) and p[IP].src == stack4:
+        out["other"].append(p.summary())
+print(json.dumps(out))
+"""
+
+
+class WireConformanceTest(unittest.TestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        netns.enter_private_namespace()
+
+    def setUp(self):
+        self.net = netns.PeerNetwork("qs0", "qs1")
+        # The peer's MTU above qs0's 1500, so that it can send a frame past it (veth takes up
+        # to the receiver's MTU, its Ethernet header and a VLAN tag).
+        self.net.peer_shell("ip addr add %s/24 dev qs1 && ip addr add %s/64 dev qs1 nodad && "
+                            "ip link set qs1 mtu 1600" % (PEER4, PEER6))
+        pid = os.getpid()
+        self.socket_path = "/tmp/quadsock-wire-%d.sock" % pid
+        self.log = open("/tmp/quadsock-wire-%d.log" % pid, "w+")
+        self.proc = subprocess.Popen(
+            [QUADSOCKD, "--interface=qs0", "--address=%s/24,%s/64" % (STACK4, STACK6),
+             "--listen=unix:" + self.socket_path,
+             "--admin_listen=unix:/tmp/quadsock-wire-%d-admin.sock" % pid,
+             "--metrics_listen="],
+            stdout=self.log, stderr=subprocess.STDOUT)
+        self.target = "unix:" + self.socket_path
+        deadline = time.monotonic() + 30
+        while True:
+            if self.proc.poll() is not None:
+                self.fail("quadsockd exited with %d:\n%s" % (self.proc.returncode, self.output()))
+            try:
+                with quadsock.Client(self.target, hold=False) as c:
+                    if c.health() == "SERVING":
+                        break
+            except quadsock.QuadsockError:
+                pass
+            if time.monotonic() > deadline:
+                self.fail("quadsockd did not become SERVING:\n" + self.output())
+            time.sleep(0.1)
+        self.client = quadsock.Client(self.target, name="wire")
+
+    def tearDown(self):
+        try:
+            self.client.close()
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+            self.log.close()
+            self.net.close()
+
+    def output(self):
+        self.log.flush()
+        self.log.seek(0)
+        return self.log.read()
+
+    def send_from_peer(self, kind, problems):
+        """Runs SCAPY in the peer's namespace: `kind` of frames, then one datagram from a host to
+        each of v4 (port 4000) and v6only (port 4002), which must be the first to arrive."""
+        mac = json.loads(subprocess.run(["ip", "-j", "link", "show", "qs0"], capture_output=True,
+                                        text=True, check=True).stdout)[0]["address"]
+        self.v4 = self.client.open("ipv4")
+        self.v4.bind("0.0.0.0:4000")
+        self.dual = self.client.open("ipv6")
+        self.dual.bind("[::]:4001")
+        self.v6only = self.client.open("ipv6", v6only=True)
+        self.v6only.bind("[::]:4002")
+        sent = subprocess.run(
+            ["ip", "netns", "exec", self.net.ns, "/usr/bin/python3", "-c", SCAPY, mac, STACK4,
+             STACK6, PEER4, PEER6, kind, str(problems)],
+            capture_output=True, text=True, timeout=120)
+        self.assertEqual(sent.returncode, 0, sent.stderr)
+        seen = json.loads(sent.stdout.strip().splitlines()[-1])
+        # The hosts' datagrams, sent last, arrive; nothing sent before them does.
+        firsts = [sock.receive_one(timeout=10) for sock in (self.v4, self.v6only)]
+        self.assertEqual([d.payload[:16] if d else None for d in firsts], [b"last4", b"last6"])
+        for sock in (self.v4, self.dual, self.v6only):
+            self.assertIsNone(sock.receive_one(timeout=0.2))
+        self.assertEqual(seen["other"], [], "the stack answered what it must not")
+        return seen
+
+    def test_martian_sources_are_dropped_unanswered(self):
+        # From our own addresses, broadcasts, our network's address, multicast, loopback, the
+        # unspecified addresses and a v4-mapped IPv6 source: datagrams to bound ports (one a
+        # v6only socket's) and a closed one, and echo requests. No echo reply, no port
+        # unreachable (RFC 1122 3.2.2).
+        seen = self.send_from_peer("martians", 0)
+        self.assertEqual(seen["problems"], [])
+        c = self.client.counters().stack
+        self.assertEqual(c.martian_source, seen["sent"])
+        self.assertEqual(c.udp_delivered, 2)
+        self.assertEqual(c.icmp_echo_replies, 0)
+        self.assertEqual(c.icmp_errors_sent, 0)
+
+    def test_extension_headers_to_discard_and_frames_past_the_mtu_are_dropped(self):
+        seen = self.send_from_peer("headers", 3)
+        # Parameter Problems for the option of type 10 (code 2, at the option's type), the
+        # routing header (code 0, at its type) and the late hop-by-hop (code 1, at the Next
+        # Header that named it); none for the option of type 01.
+        self.assertEqual(sorted(seen["problems"]), [[0, 42], [1, 40], [2, 42]], seen)
+        c = self.client.counters().stack
+        self.assertEqual(c.rx_too_long, 1)
+        self.assertEqual(c.udp_delivered, 2)
+        self.assertEqual(c.icmp_errors_sent, 3)
+        self.assertEqual(c.parse_errors["ipv6_unrecognized_option"], 2)
+        self.assertEqual(c.parse_errors["ipv6_routing_header"], 1)
+        self.assertEqual(c.parse_errors["ipv6_hop_by_hop_not_first"], 1)
+
+
+if __name__ == "__main__":
+    QUADSOCKD = os.path.abspath(sys.argv.pop(1))
+    unittest.main(verbosity=2)
