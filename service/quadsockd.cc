@@ -8,28 +8,38 @@
 // UNAVAILABLE, sockets close, the XDP program is detached, exit 0 within 5 seconds. SIGKILL
 // leaves nothing behind: the program is attached as a bpf_link and dies with the process.
 #include <signal.h>
+#include <time.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <functional>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/algorithm/container.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/flags/reflection.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "common/did_you_mean.h"
 #include "service/build_info.h"
+#include "service/checksum_hint.h"
 #include "service/metrics.h"
 #include "service/metrics_http.h"
 #include "service/server.h"
 #include "stack/afxdp_stack.h"
+#include "stack/link/kernel_addresses.h"
 #include "stack/net/ethernet.h"
+#include "stack/xdp/library_log.h"
 
 ABSL_FLAG(std::string, interface, "", "The network interface to run on (required), e.g. eth0.");
 ABSL_FLAG(uint32_t, queues, 0,
@@ -45,7 +55,16 @@ ABSL_FLAG(std::vector<std::string>, address, {},
           "The stack's own addresses with prefix lengths (required), comma-separated or "
           "repeated on the command line (in a --flagfile, one line with the list): "
           "10.1.0.2/24,fd00:1::2/64. The kernel must not have them; all UDP, ICMP, ARP and NDP "
-          "for them goes to quadsock.");
+          "for them goes to quadsock. One that the kernel holds, on any interface, is refused "
+          "unless --allow_kernel_address.");
+ABSL_FLAG(bool, allow_kernel_address, false,
+          "Start even if the kernel holds one of the --address values: on --interface both "
+          "then answer for it and the kernel's traffic to it goes to quadsock; on another "
+          "interface the host's own traffic to it stays in the kernel. Without it quadsockd "
+          "refuses to start and names the kernel's address and interface (ip addr del ...).");
+ABSL_FLAG(bool, verbose, false,
+          "Log libbpf's and libxdp's own messages (\"libbpf: ...\") too, which quadsockd "
+          "otherwise drops: its own errors say what failed.");
 ABSL_FLAG(uint32_t, vlan, 0,
           "The 802.1Q VLAN id (1-4094) the addresses are on: only frames with that one tag are "
           "the stack's, and all it sends carry it. 0: untagged (the default): frames with a tag "
@@ -153,6 +172,37 @@ void Log(absl::string_view message) {
 int Fail(absl::string_view what, const absl::Status& s) {
   Log(absl::StrCat(what, ": ", s.ToString()));
   return 1;
+}
+
+// A flag on the command line that quadsockd does not have, with the one meant if it is near:
+// absl's own error ("Unknown command line flag 'interfac'") names no other. A --flagfile's
+// flags are left to absl, and so is everything when --undefok allows unknown ones.
+absl::Status CheckFlagNames(int argc, char** argv) {
+  // absl's usage flags, which its registry does not list.
+  static constexpr absl::string_view kUsageFlags[] = {
+      "help", "helpfull", "helpshort", "helppackage", "helpon", "helpmatch", "version",
+      "only_check_args"};
+  auto is_flag = [](absl::string_view name) {
+    return absl::FindCommandLineFlag(name) != nullptr || absl::c_linear_search(kUsageFlags, name);
+  };
+  for (int i = 1; i < argc; ++i) {
+    absl::string_view arg = argv[i];
+    if (arg == "--") break;
+    if (!absl::ConsumePrefix(&arg, "--") && !absl::ConsumePrefix(&arg, "-")) continue;
+    const absl::string_view name = arg.substr(0, arg.find('='));
+    if (name == "undefok") return absl::OkStatus();
+    absl::string_view negated = name;  // --nohash4
+    if (is_flag(name) || (absl::ConsumePrefix(&negated, "no") && is_flag(negated))) continue;
+    std::vector<std::string> known(std::begin(kUsageFlags), std::end(kUsageFlags));
+    for (const auto& [flag_name, flag] : absl::GetAllFlags()) known.emplace_back(flag_name);
+    std::sort(known.begin(), known.end());  // DidYouMean takes the first of equally near ones
+    const std::optional<std::string> meant = DidYouMean(name, known);
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown flag --", name,
+                     meant ? absl::StrCat(" (did you mean --", *meant, "?)") : "",
+                     "; --help lists them"));
+  }
+  return absl::OkStatus();
 }
 
 // --address may be repeated on the command line as well as comma-separated; absl keeps only
@@ -304,6 +354,7 @@ int Main(int argc, char** argv) {
       "own user only, in a folder of its own) takes AdminService calls without a session, and\n"
       "only there may the neighbour table be changed (`quadctl --admin neigh set ADDRESS MAC`);\n"
       "see --admin_identities for administrators over mTLS.");
+  if (absl::Status s = CheckFlagNames(argc, argv); !s.ok()) return Fail("bad flags", s);
   absl::ParseCommandLine(argc, argv);
   const std::vector<std::string> addresses = AllOccurrences(argc, argv, "address", FLAGS_address);
   const std::vector<std::string> gateways = AllOccurrences(argc, argv, "gateway", FLAGS_gateway);
@@ -333,6 +384,14 @@ int Main(int argc, char** argv) {
     if (!p.ok()) return Fail("bad --address", p.status());
     o.stack.addresses.push_back(*p);
   }
+  if (!absl::GetFlag(FLAGS_allow_kernel_address)) {
+    absl::StatusOr<std::vector<link::KernelAddress>> held = link::KernelAddresses();
+    if (!held.ok()) return Fail("cannot list the kernel's addresses", held.status());
+    if (absl::Status s = link::CheckNotKernelAddresses(o.stack.addresses, *held, o.interface);
+        !s.ok()) {
+      return Fail("bad --address", s);
+    }
+  }
   for (const std::string& g : gateways) {
     absl::StatusOr<net::IpAddress> ip = net::IpAddress::Parse(g);
     if (!ip.ok()) return Fail("bad --gateway", ip.status());
@@ -352,8 +411,15 @@ int Main(int argc, char** argv) {
   sigaddset(&stop_signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
+  // libbpf's and libxdp's own lines only when asked for: quadsockd's errors say what failed.
+  const bool verbose = absl::GetFlag(FLAGS_verbose);
+  xdp::RouteLibraryMessages(verbose ? Log : nullptr);
   absl::StatusOr<std::unique_ptr<stack::AfXdpStack>> afxdp = stack::AfXdpStack::Create(o);
-  if (!afxdp.ok()) return Fail(absl::StrCat("cannot start on ", o.interface), afxdp.status());
+  if (!afxdp.ok()) {
+    Log(absl::StrCat("cannot start on ", o.interface, ": ", afxdp.status().ToString(),
+                     verbose ? "" : " (--verbose adds libbpf's own messages)"));
+    return 1;
+  }
 
   service::ServerOptions so;
   so.listen = absl::GetFlag(FLAGS_listen);
@@ -420,8 +486,13 @@ int Main(int argc, char** argv) {
                        ? "; no administration listener"
                        : absl::StrCat("; administration on ", (*server)->admin_listening_on())));
 
+  // Until SIGTERM or SIGINT; meanwhile, once a second, what the counters tell of the peers.
+  service::ChecksumHint checksum_hint(Log);
+  const timespec second = {.tv_sec = 1, .tv_nsec = 0};
   int signal = 0;
-  sigwait(&stop_signals, &signal);
+  while ((signal = sigtimedwait(&stop_signals, nullptr, &second)) < 0) {
+    checksum_hint.Check(dp->stack().Counters(), absl::Now());
+  }
   const absl::Time stopping = absl::Now();
   Log(absl::StrCat("got ", strsignal(signal), ": stopping"));
   (*server)->Shutdown(absl::Seconds(3));

@@ -127,6 +127,20 @@ class FlagCheckTest(unittest.TestCase):
         self.assertEqual(code, 1, err)
         self.assertIn("qs-no-such-if", err)
 
+    def test_a_mistyped_flag_gets_the_one_meant(self):
+        code, err = run("--lease_secnods=60")
+        self.assertEqual(code, 1, err)
+        self.assertIn("bad flags: INVALID_ARGUMENT: unknown flag --lease_secnods (did you mean "
+                      "--lease_seconds?); --help lists them", err)
+        code, err = run("--zzzzzz")
+        self.assertEqual(code, 1, err)
+        self.assertIn("unknown flag --zzzzzz; --help lists them", err)
+        self.assertNotIn("did you mean", err)
+        # A boolean's "no" form is no typo.
+        code, err = run("--nohash4")
+        self.assertEqual(code, 1, err)
+        self.assertIn("qs-no-such-if", err)
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -63,14 +63,14 @@ class PeerNetwork:
         return subprocess.run(["ip", "netns", "exec", self.ns, "sh", "-c", command],
                               check=check).returncode
 
-    def peer_socket(self, family, kind):
+    def peer_socket(self, family, kind, proto=0):
         """A kernel socket made inside the peer namespace (it stays there)."""
         result = {}
 
         def make():
             try:
                 _check(_libc.setns(self._fd, CLONE_NEWNET), "setns")
-                result["sock"] = socket.socket(family, kind)
+                result["sock"] = socket.socket(family, kind, proto)
             except OSError as e:
                 result["error"] = e
         t = threading.Thread(target=make)

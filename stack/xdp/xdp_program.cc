@@ -91,7 +91,11 @@ absl::StatusOr<std::unique_ptr<XdpProgram>> XdpProgram::Load(Options options) {
   if (object == nullptr) return ErrnoStatus(errno, "cannot open the embedded XDP object");
   loaded->object_.reset(object);
   if (int error = bpf_object__load(object); error != 0) {
-    return ErrnoStatus(error, "cannot load the XDP steering program (BPF needs root or CAP_BPF)");
+    // libbpf's own lines (as non-root: "Make sure your kernel supports BPF") go where
+    // library_log.h sends them; this error says what is missing.
+    return ErrnoStatus(error, "cannot load the XDP steering program",
+                       "(loading BPF needs root, or CAP_BPF, CAP_NET_ADMIN and CAP_PERFMON: run "
+                       "quadsockd as root or in its container)");
   }
 
   bpf_program* program = bpf_object__find_program_by_name(object, QS_PROGRAM_NAME);
