@@ -111,29 +111,26 @@ class QueuesTest(unittest.TestCase):
         self.assertGreater(len(busy), 1, "the flows all came in on one queue: %s" % queues)
         self.assertEqual(c.xdp.redirect_no_xsk, 0)
 
-    def test_zerocopy_is_refused_where_the_kernel_has_none(self):
+    def refused(self, *flags):
+        """quadsockd's error output, when it refuses to start with these flags."""
         p = subprocess.run([e2e.QUADSOCKD, "--interface=qs0", "--address=%s/24" % STACK4,
-                            "--xdp_mode=zerocopy",
                             "--listen=unix:/tmp/quadsock-queues-%d.sock" % os.getpid(),
-                            "--admin_listen=", "--metrics_listen="],
+                            "--admin_listen=", "--metrics_listen="] + list(flags),
                            capture_output=True, text=True, timeout=60)
         self.assertEqual(p.returncode, 1, p.stderr)
-        self.assertIn("qs0 queue 0: zero-copy was asked for", p.stderr)
-        self.assertIn("auto or copy mode would run", p.stderr)
         self.assertFalse(xdp_attached("qs0"), "a refused start left its XDP program")
+        return p.stderr
+
+    def test_zerocopy_is_refused_where_the_kernel_has_none(self):
+        err = self.refused("--xdp_mode=zerocopy")
+        self.assertIn("qs0 queue 0: zero-copy was asked for", err)
+        self.assertIn("auto or copy mode would run", err)
 
     def test_fewer_queues_than_the_interface_has_are_refused(self):
-        p = subprocess.run([e2e.QUADSOCKD, "--interface=qs0", "--address=%s/24" % STACK4,
-                            "--queues=1",
-                            "--listen=unix:/tmp/quadsock-queues-%d.sock" % os.getpid(),
-                            "--admin_listen=unix:/tmp/quadsock-queues-%d-admin.sock"
-                            % os.getpid(), "--metrics_listen="],
-                           capture_output=True, text=True, timeout=60)
-        self.assertEqual(p.returncode, 1, p.stderr)
+        err = self.refused("--queues=1")
         for fix in ("has 4 RX queues", "queues 1-3", "--queues=4", "ethtool -L qs0 combined 1",
                     "ethtool -N qs0", "--allow_unserved_queues"):
-            self.assertIn(fix, p.stderr)
-        self.assertFalse(xdp_attached("qs0"), "a refused start left its XDP program")
+            self.assertIn(fix, err)
 
     def test_frames_on_unserved_queues_are_counted_and_not_as_redirected(self):
         self.start("--queues=1", "--allow_unserved_queues")
