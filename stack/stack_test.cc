@@ -281,6 +281,8 @@ TEST_F(TwoStacksTest, PeersThatAreNoUnicastHostAreRefused) {
       {dual, "[ff02::1]:9", "multicast"},
       {v4, "255.255.255.255:9", "broadcast"},
       {v4, "10.1.0.255:9", "broadcast address of 10.1.0.1/24"},
+      {v4, "10.1.0.0:9", "network address of 10.1.0.1/24"},
+      {dual, "[::ffff:10.1.0.0]:9", "network address of 10.1.0.1/24"},
       {bound6, "10.1.0.7:9", "IP version"},
       {bound6, "[::ffff:10.1.0.7]:9", "IP version"},
       {v4, "127.0.0.1:9", "loopback"},

@@ -1,5 +1,6 @@
 // ICMP in the stack (ICMPv4 and ICMPv6 but NDP): echo replies, port unreachable for a datagram
-// no socket takes (rate-limited as the kernel's icmp_global_allow), and ICMP errors that quote a
+// no socket takes and Parameter Problem for an IPv6 packet refused for an extension header
+// (both rate-limited as the kernel's icmp_global_allow), and ICMP errors that quote a
 // datagram one of our sockets sent, handed to that socket (stack/icmp_error.h says what it
 // makes of them). Runs on the poll threads; the rate limit is shared by all of them. Internal
 // to the stack.

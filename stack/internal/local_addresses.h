@@ -4,7 +4,8 @@
 //   LocalAddresses local({*net::IpPrefix::Parse("10.1.0.2/24")});
 //   local.Contains(*net::IpAddress::Parse("10.1.0.2"));      // true
 //   local.BroadcastOf(*net::IpAddress::Parse("10.1.0.255")); // the 10.1.0.2/24 prefix
-//   local.IsMartianSource(*net::IpAddress::Parse("10.1.0.0")); // true: the network address
+//   local.NetworkAddressOf(*net::IpAddress::Parse("10.1.0.0"));  // the same prefix
+//   local.IsMartianSource(*net::IpAddress::Parse("10.1.0.0")); // true: no host sends from it
 #ifndef QUADSOCK_STACK_INTERNAL_LOCAL_ADDRESSES_H_
 #define QUADSOCK_STACK_INTERNAL_LOCAL_ADDRESSES_H_
 
@@ -66,6 +67,18 @@ class LocalAddresses {
       if (std::memcmp(own.data(), a, 16) == 0) return true;
     }
     return false;
+  }
+
+  // The connected IPv4 network whose network address (host bits all zero) `a` is, or null: no
+  // host has it (a /31 or /32 has none).
+  const net::IpPrefix* NetworkAddressOf(const net::IpAddress& a) const {
+    for (const net::IpPrefix& p : prefixes) {
+      if (a.is_v4() && p.address().is_v4() && p.length() <= 30 && p.Contains(a) &&
+          p.Network().address() == a) {
+        return &p;
+      }
+    }
+    return nullptr;
   }
 
   // Whether a packet from `src` cannot come from a host on the wire (a martian source), and is

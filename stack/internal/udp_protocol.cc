@@ -42,6 +42,8 @@ absl::Status UdpProtocol::CheckPeer(const net::Endpoint& peer,
     why = absl::StrCat("another IP version than the socket's address ", local.ToString());
   } else if (const net::IpPrefix* network = local_.BroadcastOf(wire)) {
     why = absl::StrCat("the broadcast address of ", network->ToString());
+  } else if (const net::IpPrefix* network = local_.NetworkAddressOf(wire)) {
+    why = absl::StrCat("the network address of ", network->ToString());
   } else if (wire.IsLoopback()) {
     why = "a loopback address (this stack has no loopback)";
   } else if (local_.Contains(wire)) {
