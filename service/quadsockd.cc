@@ -106,6 +106,9 @@ ABSL_FLAG(uint32_t, max_streams_per_peer, 0,
           "Session, Receive and Exchange streams one peer (as --max_sessions_per_peer) may have "
           "open at once, over all its sessions; more are RESOURCE_EXHAUSTED. 0: half of "
           "--max_grpc_threads.");
+ABSL_FLAG(uint32_t, max_sockets_per_peer, 0,
+          "Sockets one peer (as --max_sessions_per_peer) may hold over all its sessions; more "
+          "are RESOURCE_EXHAUSTED. 0: half of --max_sockets.");
 ABSL_FLAG(uint32_t, max_grpc_threads, 1024,
           "gRPC's threads for calls in all: each open stream holds one; calls beyond them fail "
           "with RESOURCE_EXHAUSTED.");
@@ -444,6 +447,8 @@ int Main(int argc, char** argv) {
       half_unless(absl::GetFlag(FLAGS_max_sessions_per_peer), absl::GetFlag(FLAGS_max_clients));
   so.sessions.max_streams_per_peer = half_unless(absl::GetFlag(FLAGS_max_streams_per_peer),
                                                  absl::GetFlag(FLAGS_max_grpc_threads));
+  so.sessions.max_sockets_per_peer = half_unless(absl::GetFlag(FLAGS_max_sockets_per_peer),
+                                                 absl::GetFlag(FLAGS_max_sockets));
   so.sessions.default_lease = absl::Seconds(absl::GetFlag(FLAGS_lease_seconds));
   so.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   so.log = Log;

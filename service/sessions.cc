@@ -91,6 +91,11 @@ absl::StatusOr<Sessions::Session*> Sessions::WithRoom(const std::string& token) 
     return absl::ResourceExhaustedError(absl::StrFormat(
         "the session has its maximum of %u sockets", limits_.max_sockets_per_session));
   }
+  if (!s->peer.empty() && peers_.at(s->peer).sockets >= limits_.max_sockets_per_peer) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "client %s has its maximum of %u sockets over its sessions (--max_sockets_per_peer)",
+        absl::CHexEscape(s->peer.substr(0, 128)), limits_.max_sockets_per_peer));
+  }
   return s;
 }
 
@@ -109,6 +114,7 @@ absl::StatusOr<std::string> Sessions::AddSocket(const std::string& token, Socket
   (*s)->sockets[handle] = id;
   (*s)->by_index[(*s)->next_index] = id;
   (*s)->indexes[handle] = (*s)->next_index++;
+  if (!(*s)->peer.empty()) ++peers_.at((*s)->peer).sockets;
   return handle;
 }
 
@@ -138,6 +144,7 @@ absl::Status Sessions::RemoveSocket(const std::string& token, const std::string&
   Session* s = Find(token);
   if (s == nullptr) return absl::UnauthenticatedError("unknown or expired session");
   if (s->sockets.erase(handle) == 0) return NotInSession(*s, handle);
+  if (!s->peer.empty()) --peers_.at(s->peer).sockets;
   s->by_index.erase(s->indexes[handle]);
   s->indexes.erase(handle);
   owners_.erase(handle);
@@ -238,6 +245,7 @@ EndedSession Sessions::Take(absl::node_hash_map<std::string, Session>::iterator 
   if (const std::string& peer = it->second.peer; !peer.empty()) {
     PeerUse& use = peers_.at(peer);
     use.streams -= it->second.streams;
+    use.sockets -= it->second.sockets.size();
     if (--use.sessions == 0) peers_.erase(peer);
   }
   EndedSession out{.token = it->first, .name = it->second.name, .lease = it->second.lease};

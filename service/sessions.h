@@ -11,9 +11,9 @@
 // identity presenting the token is UNAUTHENTICATED.
 //
 // Each session belongs to a peer (its mTLS identity, or the client's host on TCP): one peer may
-// hold at most max_sessions_per_peer sessions and max_streams_per_peer streams, so that it
-// cannot take every session and every server thread. A session of no known peer ("") has no
-// per-peer limit.
+// hold at most max_sessions_per_peer sessions, max_streams_per_peer streams and
+// max_sockets_per_peer sockets, so that it cannot take every session, server thread or socket.
+// A session of no known peer ("") has no per-peer limit.
 //
 //   Sessions sessions(limits, clock);
 //   auto [token, lease] = sessions.Create("demo", identity, 0, peer).value();
@@ -47,10 +47,11 @@ struct SessionLimits {
   size_t max_sockets_per_session = 65536;
   // Session, Receive and Exchange streams open at once: each holds one of the server's threads.
   size_t max_streams_per_session = 16;
-  // The same, over all sessions of one peer (Create's `peer`): --max_sessions_per_peer and
-  // --max_streams_per_peer of quadsockd, which the messages name.
+  // The same, over all sessions of one peer (Create's `peer`): --max_sessions_per_peer,
+  // --max_streams_per_peer and --max_sockets_per_peer of quadsockd, which the messages name.
   size_t max_sessions_per_peer = 512;
   size_t max_streams_per_peer = 512;
+  size_t max_sockets_per_peer = 1 << 19;
   absl::Duration default_lease = absl::Seconds(30);
   absl::Duration max_lease = absl::Hours(1);
 };
@@ -83,7 +84,8 @@ class Sessions {
   // side connection); nothing when it has ended.
   void Renew(const std::string& token);
 
-  // A new handle for a socket of the session. RESOURCE_EXHAUSTED over the per-session quota.
+  // A new handle for a socket of the session. RESOURCE_EXHAUSTED over the per-session quota, or
+  // its peer's.
   absl::StatusOr<std::string> AddSocket(const std::string& token, SocketId id);
   // The quota check alone, before the socket is made.
   absl::Status CheckQuota(const std::string& token);
@@ -160,6 +162,7 @@ class Sessions {
   struct PeerUse {
     size_t sessions = 0;
     size_t streams = 0;
+    size_t sockets = 0;
   };
   absl::flat_hash_map<std::string, PeerUse> peers_;
 };

@@ -240,6 +240,18 @@ class PeerLimitTest : public TlsTest {
     EXPECT_NE(s.error_message().find(flag), std::string::npos) << s.error_message();
     return nullptr;
   }
+  // Opens a socket in session `token`: the call's code (its message names `flag`).
+  grpc::StatusCode OpenSocket(v1::SocketService::Stub& client, const std::string& token,
+                              const std::string& flag = "") {
+    grpc::ClientContext ctx;
+    ctx.AddMetadata(kSessionHeader, token);
+    v1::OpenRequest open;
+    open.set_family(v1::FAMILY_IPV4);
+    v1::OpenResponse opened;
+    const grpc::Status s = client.Open(&ctx, open, &opened);
+    EXPECT_NE(s.error_message().find(flag), std::string::npos) << s.error_message();
+    return s.error_code();
+  }
   void Release(std::unique_ptr<Held> held) {
     held->ctx.TryCancel();
     held->stream->Finish();
@@ -251,6 +263,7 @@ TEST_F(PeerLimitTest, OneIdentityCannotTakeEverySessionOrStream) {
   o.sessions.max_sessions = 8;
   o.sessions.max_sessions_per_peer = 2;
   o.sessions.max_streams_per_peer = 3;
+  o.sessions.max_sockets_per_peer = 3;
   absl::StatusOr<std::unique_ptr<Server>> server = Server::Start(o, *stack_);
   ASSERT_TRUE(server.ok()) << server.status();
   auto alice = Connect(**server, "alice");
@@ -266,6 +279,12 @@ TEST_F(PeerLimitTest, OneIdentityCannotTakeEverySessionOrStream) {
   held.push_back(Hold(*alice, a2));
   Hold(*alice, a1, grpc::StatusCode::RESOURCE_EXHAUSTED, "--max_streams_per_peer");
   held.push_back(Hold(*bob, b1));
+  // Sockets count over all of Alice's sessions too.
+  EXPECT_EQ(OpenSocket(*alice, a1), grpc::StatusCode::OK);
+  EXPECT_EQ(OpenSocket(*alice, a2), grpc::StatusCode::OK);
+  EXPECT_EQ(OpenSocket(*alice, a2), grpc::StatusCode::OK);
+  EXPECT_EQ(OpenSocket(*alice, a1, "--max_sockets_per_peer"), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_EQ(OpenSocket(*bob, b1), grpc::StatusCode::OK);
   // A stream that ends gives its place back.
   Release(std::move(held[2]));
   held.push_back(Hold(*alice, a1));
@@ -280,6 +299,7 @@ TEST_F(PeerLimitTest, OneIdentityCannotTakeEverySessionOrStream) {
     absl::SleepFor(absl::Milliseconds(20));
   }
   EXPECT_TRUE(created.ok()) << created.error_message();
+  EXPECT_EQ(OpenSocket(*alice, a1), grpc::StatusCode::OK);  // a2's two sockets went with it
   for (auto& h : held) {
     if (h != nullptr) Release(std::move(h));
   }
