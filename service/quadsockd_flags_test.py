@@ -62,6 +62,7 @@ class FlagCheckTest(unittest.TestCase):
         text = " ".join(p.stdout.split())  # the help wraps its lines
         for words in ("--max_sessions_per_peer (", "0: half of --max_clients",
                       "--max_streams_per_peer (", "0: half of --max_grpc_threads",
+                      "--max_sockets_per_peer (", "0: half of --max_sockets",
                       "On a Unix socket gRPC tells no client from another"):
             self.assertIn(words, text)
 
