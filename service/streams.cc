@@ -8,7 +8,6 @@
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "service/convert.h"
-#include "service/lease_renewal.h"
 #include "service/socket_service.h"
 #include "common/status.h"
 
@@ -42,11 +41,9 @@ grpc::Status SocketServiceImpl::Receive(grpc::ServerContext* ctx, const v1::Rece
   const SocketId id = r->second;
   if (absl::Status st = c_.StartReading(id); !st.ok()) return ToGrpc(st);
   absl::Cleanup reading_ends = [&] { c_.EndReading(id); };
-  LeaseRenewal lease(c_.sessions, r->first, ServiceContext::Identity(ctx));
   for (uint32_t sent = 0; !ctx->IsCancelled() &&
                           (req->max_datagrams() == 0 || sent < req->max_datagrams());) {
     if (c_.shutting_down.load()) return ToGrpc(absl::UnavailableError("the server is shutting down"));
-    lease.Tick();
     absl::StatusOr<std::optional<stack::ReceivedDatagram>> d = c_.stack.Receive(id);
     if (!d.ok()) return grpc::Status::OK;  // the socket closed: the stream ends
     if (!d->has_value()) {
@@ -135,7 +132,6 @@ grpc::Status SocketServiceImpl::Exchange(
   });
   grpc::Status status = grpc::Status::OK;
   absl::Status end;  // why the server ends the stream, if it does
-  LeaseRenewal lease(c_.sessions, *token, ServiceContext::Identity(ctx));
   std::optional<v1::Datagram> carried;  // received, for the next response
   bool write_failed = false;
   uint64_t lost = 0;  // datagrams taken off the socket that no response delivered
@@ -148,7 +144,6 @@ grpc::Status SocketServiceImpl::Exchange(
       status = ToGrpc(end);
       break;
     }
-    lease.Tick();
     // Up to max_batch datagrams, and no more than fit the message limit: a larger response's
     // Write fails, and the datagrams already taken off the socket were lost uncounted. The one
     // that does not fit is carried over to the next response.
