@@ -25,9 +25,14 @@ not be an assignment that later lines need.
     blocks = readme_examples.parse(open("README.md").read())
     problems = readme_examples.unmarked(blocks)
     script = readme_examples.shell_script(blocks[0])
+
+It also holds the stand-ins for the programs the blocks call that a test cannot run as such
+(write_shims): `bazel build`, and `sudo` where it is not installed.
 """
 
+import os
 import re
+import shutil
 
 SHELL = ("sh", "bash", "shell")
 PYTHON = ("python", "python3")
@@ -207,3 +212,79 @@ def shell_script(block):
                    '"$__readme_out" %s' % (number, status.group(1) if status else "0",
                                             " ".join(_quote(_ere(q)) for q in quoted)))
     return "\n".join(out) + "\n"
+
+
+# The programs README.md's blocks call that this test stands in for (shims: see write_shims).
+SECURE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+BAZEL_SHIM = r"""#!/bin/bash
+# bazel, as README.md's blocks see it in tests/readme_examples_test.py: `bazel build` gives the
+# binaries the test was built with, under bazel-out/<configuration>/bin, and points bazel-bin at
+# the configuration of the last build, as Bazel does. Anything else is not run in the test.
+set -euo pipefail
+built=%(built)s
+if [ "${1:-}" != build ]; then
+  echo "bazel ${1:-}: not run in the README's test (mark the block: <!-- example: not run: ... -->)" >&2
+  exit 2
+fi
+shift
+mode=fastbuild config=""
+targets=()
+while [ $# -gt 0 ]; do
+  case $1 in
+    -c) mode=$2; shift 2 ;;
+    --compilation_mode=*) mode=${1#*=}; shift ;;
+    --config=*) config=$config-${1#*=}; shift ;;
+    -*) echo "bazel build: the README's test does not know the flag $1" >&2; exit 2 ;;
+    *) targets+=("$1"); shift ;;
+  esac
+done
+[ ${#targets[@]} -gt 0 ] || { echo "bazel build: no targets" >&2; exit 2; }
+out="bazel-out/k8-$mode$config/bin"
+for target in "${targets[@]}"; do
+  package=${target#//}; package=${package%%:*}
+  name=${target##*:}; [ "$name" != "$target" ] || name=${package##*/}
+  path=$(awk -v t="//$package:$name" '$1 == t { print $2 }' "$built")
+  if [ -z "$path" ]; then
+    echo "bazel build: the README's test was not built with $target (add it to its data)" >&2
+    exit 1
+  fi
+  mkdir -p "$out/$package"
+  ln -sfn "$path" "$out/$package/$name"
+done
+ln -sfn "$out" bazel-bin
+echo "INFO: Build completed successfully (the README's test: ${targets[*]} in k8-$mode$config)"
+"""
+
+SUDO_SHIM = r"""#!/bin/bash
+# sudo, as README.md's blocks see it in tests/readme_examples_test.py (they run as root): the
+# environment reset as Debian's sudo resets it (env_reset; -E keeps it), and PATH the secure path.
+set -euo pipefail
+keep=0
+while [ $# -gt 0 ]; do
+  case $1 in
+    -E | --preserve-env) keep=1; shift ;;
+    --) shift; break ;;
+    -*) echo "sudo: the README's test does not know the option $1" >&2; exit 2 ;;
+    *) break ;;
+  esac
+done
+[ $# -gt 0 ] || { echo "usage: sudo [-E] COMMAND..." >&2; exit 2; }
+if [ $keep = 1 ]; then
+  exec env PATH=%(secure_path)s SUDO_USER=root "$@"
+fi
+exec env -i PATH=%(secure_path)s HOME=%(root_home)s TERM="${TERM:-dumb}" LANG=C.UTF-8 \
+  USER=root LOGNAME=root SHELL=/bin/bash SUDO_USER=root "$@"
+"""
+
+
+def write_shims(folder, built, root_home):
+    """Writes `bazel` into `folder` (`built`: a file of "LABEL PATH" lines, the binaries it
+    gives), and `sudo` unless sudo is installed (root_home: HOME for what it runs)."""
+    shims = {"bazel": BAZEL_SHIM % {"built": built}}
+    if not shutil.which("sudo", path=SECURE_PATH):
+        shims["sudo"] = SUDO_SHIM % {"secure_path": SECURE_PATH, "root_home": root_home}
+    for name, text in shims.items():
+        path = os.path.join(folder, name)
+        with open(path, "w") as f:
+            f.write(text)
+        os.chmod(path, 0o755)

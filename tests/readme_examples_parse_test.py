@@ -1,7 +1,9 @@
-"""readme_examples: which README blocks run, which are marked, and the checks a line's comment
-states (run in bash here, no root needed)."""
+"""readme_examples: which README blocks run, which are marked, the checks a line's comment
+states (run in bash here), and the stand-ins for bazel and sudo. No root needed."""
 
+import os
 import subprocess
+import tempfile
 import unittest
 
 import readme_examples
@@ -99,6 +101,64 @@ class ShellScriptTest(unittest.TestCase):
                             0)
         # A comment with no quoted text and no exit status checks nothing.
         self.assertEqual(run(self.script("echo x   # counters that move\n")).returncode, 0)
+
+
+class ShimsTest(unittest.TestCase):
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory(dir=os.environ.get("TEST_TMPDIR"))
+        self.dir = self.tmp.name
+        built = os.path.join(self.dir, "built")
+        with open(built, "w") as f:
+            f.write("//service:quadsockd /bin/true\n//clients/quadctl:quadctl /bin/echo\n")
+        os.mkdir(os.path.join(self.dir, "shims"))
+        readme_examples.write_shims(os.path.join(self.dir, "shims"), built, "/root-home")
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def bazel(self, *args):
+        return subprocess.run([os.path.join(self.dir, "shims", "bazel")] + list(args),
+                              cwd=self.dir, capture_output=True, text=True).returncode
+
+    def built(self, path):
+        return os.path.exists(os.path.join(self.dir, "bazel-bin", path))
+
+    def test_bazel_bin_follows_the_last_builds_configuration(self):
+        self.assertEqual(self.bazel("build", "-c", "opt", "//service:quadsockd",
+                                    "//clients/quadctl:quadctl"), 0)
+        self.assertTrue(self.built("service/quadsockd"))
+        self.assertTrue(self.built("clients/quadctl/quadctl"))
+        self.assertEqual(self.bazel("build", "//clients/quadctl"), 0)  # fastbuild
+        self.assertTrue(self.built("clients/quadctl/quadctl"))
+        self.assertFalse(self.built("service/quadsockd"))  # in k8-opt, no longer bazel-bin
+        self.assertEqual(self.bazel("build", "//clients/quadctl:quadctl", "-c", "opt"), 0)
+        self.assertTrue(self.built("service/quadsockd"))
+
+    def test_bazel_refuses_what_it_cannot_give(self):
+        self.assertEqual(self.bazel("build", "//service:other"), 1)
+        self.assertEqual(self.bazel("build", "--keep_going", "//service:quadsockd"), 2)
+        self.assertEqual(self.bazel("build"), 2)
+        self.assertEqual(self.bazel("test", "//..."), 2)
+        self.assertEqual(self.bazel("run", "//stack/net:frame_tool"), 2)
+
+    def test_sudo_resets_the_environment_unless_told(self):
+        sudo = os.path.join(self.dir, "sudo")
+        with open(sudo, "w") as f:
+            f.write(readme_examples.SUDO_SHIM % {"secure_path": readme_examples.SECURE_PATH,
+                                                 "root_home": "/root-home"})
+        os.chmod(sudo, 0o755)
+        env = {"PATH": "/elsewhere:" + os.environ["PATH"], "QUADSOCK_SESSION": "s1"}
+        show = ["sh", "-c", 'echo "${QUADSOCK_SESSION:-none} $PATH ${HOME:-}"']
+
+        def run_sudo(*args):
+            return subprocess.run([sudo] + list(args) + show, env=env, capture_output=True,
+                                  text=True, check=True).stdout.split()
+
+        self.assertEqual(run_sudo(), ["none", readme_examples.SECURE_PATH, "/root-home"])
+        self.assertEqual(run_sudo("-E")[:2], ["s1", readme_examples.SECURE_PATH])
+        self.assertEqual(subprocess.run([sudo, "-u", "nobody", "true"],
+                                        capture_output=True).returncode, 2)
 
 
 if __name__ == "__main__":

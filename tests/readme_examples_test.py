@@ -44,71 +44,9 @@ BLOCK_SECONDS = 120   # a block's time (the Python package's install builds it)
 READY_SECONDS = 60    # for a background block's path to appear
 STOP_SECONDS = 30     # for a background block to end after SIGTERM
 PEER_GRACE_SECONDS = 20  # for what a block sent to reach the peer after the block ended
-SECURE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 CLONE_NEWNS = 0x00020000
 
 ARGS = None
-
-BAZEL_SHIM = r"""#!/bin/bash
-# bazel, as README.md's blocks see it in tests/readme_examples_test.py: `bazel build` gives the
-# binaries the test was built with, under bazel-out/<configuration>/bin, and points bazel-bin at
-# the configuration of the last build, as Bazel does. Anything else is not run in the test.
-set -euo pipefail
-built=%(built)s
-if [ "${1:-}" != build ]; then
-  echo "bazel ${1:-}: not run in the README's test (mark the block: <!-- example: not run: ... -->)" >&2
-  exit 2
-fi
-shift
-mode=fastbuild config=""
-targets=()
-while [ $# -gt 0 ]; do
-  case $1 in
-    -c) mode=$2; shift 2 ;;
-    --compilation_mode=*) mode=${1#*=}; shift ;;
-    --config=*) config=$config-${1#*=}; shift ;;
-    -*) echo "bazel build: the README's test does not know the flag $1" >&2; exit 2 ;;
-    *) targets+=("$1"); shift ;;
-  esac
-done
-[ ${#targets[@]} -gt 0 ] || { echo "bazel build: no targets" >&2; exit 2; }
-out="bazel-out/k8-$mode$config/bin"
-for target in "${targets[@]}"; do
-  package=${target#//}; package=${package%%:*}
-  name=${target##*:}; [ "$name" != "$target" ] || name=${package##*/}
-  path=$(awk -v t="//$package:$name" '$1 == t { print $2 }' "$built")
-  if [ -z "$path" ]; then
-    echo "bazel build: the README's test was not built with $target (add it to its data)" >&2
-    exit 1
-  fi
-  mkdir -p "$out/$package"
-  ln -sfn "$path" "$out/$package/$name"
-done
-ln -sfn "$out" bazel-bin
-echo "INFO: Build completed successfully (the README's test: ${targets[*]} in k8-$mode$config)"
-"""
-
-SUDO_SHIM = r"""#!/bin/bash
-# sudo, as README.md's blocks see it in tests/readme_examples_test.py (they run as root): the
-# environment reset as Debian's sudo resets it (env_reset; -E keeps it), and PATH the secure path.
-set -euo pipefail
-keep=0
-while [ $# -gt 0 ]; do
-  case $1 in
-    -E | --preserve-env) keep=1; shift ;;
-    --) shift; break ;;
-    -*) echo "sudo: the README's test does not know the option $1" >&2; exit 2 ;;
-    *) break ;;
-  esac
-done
-[ $# -gt 0 ] || { echo "usage: sudo [-E] COMMAND..." >&2; exit 2; }
-if [ $keep = 1 ]; then
-  exec env PATH=%(secure_path)s SUDO_USER=root "$@"
-fi
-exec env -i PATH=%(secure_path)s HOME=%(root_home)s TERM="${TERM:-dumb}" LANG=C.UTF-8 \
-  USER=root LOGNAME=root SHELL=/bin/bash SUDO_USER=root "$@"
-"""
-
 
 def sh(command):
     subprocess.run(["sh", "-c", command], check=True)
@@ -186,12 +124,8 @@ class ReadmeExamplesTest(unittest.TestCase):
             for entry in ARGS.built:
                 label, path = entry.split("=", 1)
                 f.write("%s %s\n" % (label, os.path.abspath(path)))
-        self.write_shim(os.path.join(shims, "bazel"), BAZEL_SHIM % {"built": built})
-        if not shutil.which("sudo", path=SECURE_PATH):
-            self.write_shim(os.path.join(shims, "sudo"), SUDO_SHIM % {
-                "secure_path": shims + ":" + SECURE_PATH,
-                "root_home": os.path.join(self.tmp, "root-home")})
-        self.env = {"PATH": shims + ":" + SECURE_PATH, "HOME": self.home, "LANG": "C.UTF-8",
+        readme_examples.write_shims(shims, built, os.path.join(self.tmp, "root-home"))
+        self.env = {"PATH": shims + ":" + readme_examples.SECURE_PATH, "HOME": self.home, "LANG": "C.UTF-8",
                     "USER": "root", "LOGNAME": "root", "SHELL": "/bin/bash", "TERM": "dumb",
                     "TMPDIR": self.tmp}
         self.background = []  # (block, process, log path)
@@ -208,12 +142,6 @@ class ReadmeExamplesTest(unittest.TestCase):
         failures = [f for f in failures if f]
         if failures:
             raise AssertionError("\n".join(failures))
-
-    @staticmethod
-    def write_shim(path, text):
-        with open(path, "w") as f:
-            f.write(text)
-        os.chmod(path, 0o755)
 
     def log_of(self, path, lines=60):
         with open(path, errors="replace") as f:
@@ -247,6 +175,7 @@ class ReadmeExamplesTest(unittest.TestCase):
     def run_block(self, n, block):
         script = os.path.join(self.tmp, "block%d" % n)
         log = script + ".log"
+        print("%r:\n%s" % (block, block.text))
         since = time.monotonic()
         proc = self.start(self.command(block, script), log)
         if block.ready_path:
