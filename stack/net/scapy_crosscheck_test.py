@@ -3,7 +3,8 @@
 Thousands of varied frames are made with scapy (UDP over IPv4/IPv6 with VLAN tags, IPv4 options
 and IPv6 extension headers, ICMP and ICMPv6 echo, ICMP errors quoting a UDP datagram, NDP, ARP,
 broken checksums and truncations);
-`frame_tool parse` must agree with scapy field by field. Then frames built by `frame_tool build`
+`frame_tool parse` must agree with scapy field by field, and refuse the options and extension
+headers a destination must discard. Then frames built by `frame_tool build`
 must dissect in scapy to the fields asked for, with checksums that scapy recomputes the same.
 
 Runs on Debian's /usr/bin/python3 (python3-scapy). Usage: scapy_crosscheck_test.py FRAME_TOOL
@@ -17,8 +18,9 @@ import unittest
 import logging
 
 logging.getLogger("scapy.runtime").setLevel(logging.ERROR)
-from scapy.all import (ARP, ICMP, IP, IPOption_NOP, IPv6, IPv6ExtHdrDestOpt,  # noqa: E402
-                       IPv6ExtHdrFragment, IPv6ExtHdrHopByHop, UDP, Dot1Q, Ether,
+from scapy.all import (ARP, ICMP, IP, IPOption_LSRR, IPOption_NOP,  # noqa: E402
+                       IPOption_SSRR, IPv6, IPv6ExtHdrDestOpt, IPv6ExtHdrRouting,
+                       HBHOptUnknown, IPv6ExtHdrFragment, IPv6ExtHdrHopByHop, UDP, Dot1Q, Ether,
                        ICMPv6DestUnreach, ICMPv6EchoReply, ICMPv6EchoRequest, ICMPv6ND_NA,
                        ICMPv6ND_NS, ICMPv6NDOptDstLLAddr, ICMPv6NDOptSrcLLAddr,
                        ICMPv6PacketTooBig, ICMPv6ParamProblem, ICMPv6TimeExceeded, raw)
@@ -225,6 +227,47 @@ class ParseAgreesWithScapy(unittest.TestCase):
                         self.assertNotIn("l3=arp", line)
                 else:
                     self.assertEqual(error, expected)
+
+
+class HeadersAreProcessedAsTheRfcsSay(unittest.TestCase):
+    """Options and extension headers built by scapy (an independent encoder) get the verdict
+    their RFCs give a destination host: RFC 8200 4.2 (an option's two high type bits), 4.4 and
+    RFC 5095 (a routing header with segments left), RFC 791 (a source route not at its end)."""
+
+    def test_verdicts(self):
+        cases = []
+        for _ in range(COUNT // 3):
+            udp = UDP(sport=RNG.randrange(65536), dport=RNG.randrange(65536)) / rand_payload(50)
+            kind = RNG.choice(["option", "routing", "route4"])
+            if kind == "option":
+                otype = RNG.randrange(2, 256)  # not Pad1 or PadN
+                header = RNG.choice([IPv6ExtHdrHopByHop, IPv6ExtHdrDestOpt])
+                data = bytes(RNG.randrange(256) for _ in range(RNG.randrange(0, 12)))
+                pkt = IPv6(src=rand_v6(), dst=rand_v6()) / \
+                    header(options=[HBHOptUnknown(otype=otype, optdata=data)]) / udp
+                expected = "ok" if otype >> 6 == 0 else "ipv6_unrecognized_option"
+            elif kind == "routing":
+                segleft = RNG.randrange(0, 3)
+                addresses = [rand_v6() for _ in range(max(segleft, RNG.randrange(0, 3)))]
+                pkt = IPv6(src=rand_v6(), dst=rand_v6()) / \
+                    IPv6ExtHdrRouting(type=RNG.choice([0, 2, 3, 4, 253]), segleft=segleft,
+                                      addresses=addresses) / udp
+                expected = "ipv6_routing_header" if segleft else "ok"
+            else:
+                hops = [rand_v4() for _ in range(RNG.randrange(1, 4))]
+                option = RNG.choice([IPOption_LSRR, IPOption_SSRR])
+                pointer = 4 + 4 * RNG.randrange(0, len(hops) + 1)  # len(hops): at its end
+                # No UDP checksum: scapy sums a source-routed datagram's over its last hop,
+                # as its sender would, not over the IP destination a last hop receives.
+                udp[UDP].chksum = 0
+                pkt = IP(src=rand_v4(), dst=rand_v4(),
+                         options=[option(routers=hops, pointer=pointer)]) / udp
+                expected = "ipv4_source_route" if pointer <= 3 + 4 * len(hops) else "ok"
+            cases.append((kind, raw(link() / pkt), expected))
+        results = run_tool("parse", [frame.hex() for _, frame, _ in cases])
+        for (kind, frame, expected), line in zip(cases, results):
+            with self.subTest(kind=kind, frame=frame.hex()):
+                self.assertEqual(fields(line)["error"], expected)
 
 
 class BuiltFramesPassScapy(unittest.TestCase):
