@@ -218,6 +218,17 @@ class QuadsockdTest(unittest.TestCase):
             self.assertEqual(sock.get().counters.icmp_errors, 1)
             sock.send(b"once more")  # reported once: this one goes
 
+    def test_a_send_batch_that_fails_part_way_says_how_many_went(self):
+        # A retry sends only the rest: the count is a field, not only words in the message.
+        peer = self.peer_udp(socket.AF_INET, PEER4, 5003)
+        with self.client.open("ipv4") as sock:
+            sock.bind((STACK4, 0))
+            with self.assertRaises(quadsock.PartialSendError) as failed:
+                sock.send_batch([(b"one", (PEER4, 5003)), (b"two", (PEER4, 5003)), b"nowhere"])
+            self.assertEqual(failed.exception.queued, 2)
+            self.assertEqual(failed.exception.code, grpc.StatusCode.FAILED_PRECONDITION)
+            self.assertEqual([peer.recv(2048), peer.recv(2048)], [b"one", b"two"])
+
     def test_exchange_both_ways_on_one_stream(self):
         peer = self.peer_udp(socket.AF_INET, PEER4, 5002)
         with self.client.open("ipv4") as sock:
