@@ -276,6 +276,14 @@ TEST_F(WireConformanceTest, FramesPastTheMtuAreDropped) {
   EXPECT_EQ(stack_->Receive(s).value()->payload, fits);
   EXPECT_EQ(stack_->Receive(s).value()->payload, fits6);
   EXPECT_FALSE(stack_->Receive(s).value().has_value());
+  // An 802.1Q tag (a priority tag here) adds its 4 bytes to what fits, not to the IP packet.
+  const net::VlanTag priority{.tpid = net::kEtherTypeVlan, .tci = 5 << 13};
+  ASSERT_TRUE(wire_->Inject(Udp("10.1.0.1:5000", "10.1.0.2:4000", fits, priority)));
+  ASSERT_TRUE(wire_->Inject(Udp("10.1.0.1:5000", "10.1.0.2:4000", over, priority)));
+  Drain();
+  EXPECT_EQ(stack_->Counters().rx_too_long, 3u);
+  EXPECT_EQ(stack_->Receive(s).value()->payload, fits);
+  EXPECT_FALSE(stack_->Receive(s).value().has_value());
 }
 
 }  // namespace

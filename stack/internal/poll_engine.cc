@@ -28,6 +28,13 @@ bool ForThisLink(const net::MacAddress& dst, const net::MacAddress& ours) {
   return dst == ours || dst.IsMulticast();
 }
 
+// Whether a frame longer than `max_untagged` bytes is a tagged one within it and its 802.1Q
+// tag (the tag of a stack on a VLAN, or a priority tag).
+bool FitsWithATag(std::span<const uint8_t> frame, size_t max_untagged) {
+  return frame.size() <= max_untagged + 4 &&
+         net::LoadBe16(frame.data() + 12) == net::kEtherTypeVlan;
+}
+
 }  // namespace
 
 PollEngine::PollEngine(uint32_t index, std::unique_ptr<link::Link> link, Protocols protocols,
@@ -162,13 +169,12 @@ void PollEngine::ReceiveBatch(demux::LookupContext& ctx,
   // batch of them (20 KiB) crowding it out.
   const LocalAddresses& local = *p_.local;
   const link::LinkInfo& link = link_->info();
-  // The longest frame the MTU allows: an IP packet of the MTU, its Ethernet header, and the
-  // stack's VLAN tag if it has one.
-  const size_t max_frame = link.mtu + net::EthernetHeader::kSize + (p_.vlan != 0 ? 4 : 0);
+  // The longest untagged frame the MTU allows: an IP packet of the MTU and its Ethernet header.
+  const size_t max_frame = link.mtu + net::EthernetHeader::kSize;
   size_t udp = 0;
   for (size_t i = 0; i < frames.size(); ++i) {
     const std::span<const uint8_t> bytes(frames[i].data, frames[i].length);
-    if (bytes.size() > max_frame) {
+    if (bytes.size() > max_frame && !FitsWithATag(bytes, max_frame)) {
       Bump(EngineCounter::rx_too_long);
       rx_.kind[i] = FrameKind::kDone;
       continue;
