@@ -131,16 +131,26 @@ struct TargetChoice {
   std::string source;  // "--target", "QUADSOCK_TARGET", or "" for the default
 };
 
-// What to do when quadsockd does not answer at the target: gRPC's own message names only a
-// socket file that is not there.
-std::string UnreachableHint(const TargetChoice& t, bool admin) {
+// What to do when quadctl cannot connect to the target: gRPC's own message names only a socket
+// file that is not there, or that this user may not open.
+std::string UnreachableHint(const TargetChoice& t, bool admin, const absl::Status& failure) {
   const char* env = admin ? "QUADSOCK_ADMIN_TARGET" : "QUADSOCK_TARGET";
-  std::string hint = absl::StrCat(
-      "quadctl: nothing answers at ", t.target, " (",
+  const std::string source =
       t.source.empty() ? absl::StrCat("the default: neither --target nor ", env, " is set")
-                       : absl::StrCat("from ", t.source),
-      "). Is quadsockd running, with ", admin ? "--admin_listen" : "--listen",
-      " there? Point quadctl at it with --target=unix:PATH or ", env, ".\n");
+                       : absl::StrCat("from ", t.source);
+  if (absl::StrContains(failure.message(), "Permission denied")) {
+    return absl::StrCat(
+        "quadctl: this user may not open ", t.target, " (", source, "). ",
+        admin ? "The administration listener is for quadsockd's own user only: `sudo quadctl "
+                "--admin ...`.\n"
+              : "quadsockd's listener is for its user and group (mode 0660): run quadctl as "
+                "one of them, or with `sudo -E`, which keeps QUADSOCK_TARGET and "
+                "QUADSOCK_SESSION.\n");
+  }
+  std::string hint = absl::StrCat(
+      "quadctl: nothing answers at ", t.target, " (", source, "). Is quadsockd running, with ",
+      admin ? "--admin_listen" : "--listen", " there? Point quadctl at it with "
+      "--target=unix:PATH or ", env, ".\n");
   if (t.source.empty() && !admin && std::getenv("SUDO_USER") != nullptr) {
     absl::StrAppend(&hint,
                     "quadctl: sudo drops QUADSOCK_TARGET and QUADSOCK_SESSION from the "
@@ -252,7 +262,7 @@ int Main(int argc, char** argv) {
       std::cerr << "quadctl: " << absl::StatusCodeToString(result.code()) << ": "
                 << result.message() << "\n";
       if (absl::IsUnavailable(result) && absl::StrContains(result.message(), "failed to connect")) {
-        std::cerr << UnreachableHint(choice, admin);
+        std::cerr << UnreachableHint(choice, admin, result);
       }
       return 1;
     }

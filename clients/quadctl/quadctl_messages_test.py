@@ -8,6 +8,8 @@ quadsockd of the host's answers there.
 """
 
 import os
+import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -71,6 +73,36 @@ class UnreachableTargetTest(unittest.TestCase):
         self.assertIn("quadctl: sudo drops QUADSOCK_TARGET and QUADSOCK_SESSION from the "
                       "environment: `sudo -E quadctl ...` keeps them, or pass --target and "
                       "--session.", r.stderr)
+
+    def test_a_socket_this_user_may_not_open(self):
+        # A listener of root's, mode 0600 (as quadsockd's administration listener), and quadctl
+        # run as nobody from where nobody may run it (Bazel's runfiles are under root's home).
+        os.chmod(self.dir.name, 0o755)
+        path = os.path.join(self.dir.name, "root-only.sock")
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listener.bind(path)
+        listener.listen()
+        os.chmod(path, 0o600)
+        binary = os.path.join(self.dir.name, "quadctl")
+        shutil.copy(QUADCTL, binary)
+        os.chmod(binary, 0o755)
+        nobody = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
+        try:
+            r = subprocess.run(nobody + [binary, "--admin", "neigh"], capture_output=True,
+                               text=True, timeout=60,
+                               env={"QUADSOCK_ADMIN_TARGET": "unix:" + path})
+            self.assertEqual(r.returncode, 1, r.stderr)
+            self.assertIn("quadctl: this user may not open unix:%s (from QUADSOCK_ADMIN_TARGET). "
+                          "The administration listener is for quadsockd's own user only: "
+                          "`sudo quadctl --admin ...`." % path, r.stderr)
+            self.assertNotIn("nothing answers", r.stderr)
+            r = subprocess.run(nobody + [binary, "--target=unix:" + path, "stats"],
+                               capture_output=True, text=True, timeout=60, env={})
+            self.assertEqual(r.returncode, 1, r.stderr)
+            self.assertIn("this user may not open unix:%s (from --target). quadsockd's listener "
+                          "is for its user and group (mode 0660)" % path, r.stderr)
+        finally:
+            listener.close()
 
     def test_other_errors_get_no_such_hint(self):
         r = quadctl("--target=unix:", "stats")
