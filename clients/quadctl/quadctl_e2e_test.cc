@@ -233,12 +233,18 @@ TEST_F(QuadctlTest, SocketsAgainstAKernelPeer) {
   EXPECT_EQ(ParseJson<v1::SendBatchResponse>(Ok({"--json", "send", s, "--hex", "6869"})).queued(),
             1u);
   EXPECT_EQ(PeerRecv(peer), "hi");
+  // A batch that fails part-way says how much of it went: a retry sends only the rest.
+  const Outcome partial = Quadctl({"send", s, "ok", std::string(1473, 'x')});  // over the MTU
+  EXPECT_EQ(partial.rc, 1);
+  EXPECT_NE(partial.err.find("(1 of 2 datagrams queued before it)"), std::string::npos)
+      << partial.err;
+  EXPECT_EQ(PeerRecv(peer), "ok");
 
   v1::Socket info = ParseJson<v1::Socket>(Ok({"get", s, "--json"}));
   EXPECT_EQ(info.state(), v1::SOCKET_STATE_CONNECTED);
   EXPECT_TRUE(info.in_hash4());
   EXPECT_EQ(info.peer().port(), 5000u);
-  EXPECT_EQ(info.counters().tx_datagrams(), 5u);
+  EXPECT_EQ(info.counters().tx_datagrams(), 6u);
   EXPECT_EQ(info.counters().rx_datagrams(), 5u);
   const std::string table = Ok({"get", s});
   EXPECT_NE(table.find("counters.tx_datagrams"), std::string::npos) << table;
