@@ -19,7 +19,7 @@ The peer, a kernel UDP socket at 10.1.0.1:5000, sends "hello" to 10.1.0.2:4000 t
 second throughout; a block marked `the peer gets "..."` passes only if those payloads reached it
 while (or just after) the block ran. Every block runs within a bounded time.
 
-Usage (Bazel passes these): readme_examples_test.py README --built=LABEL=PATH... --tree=PATH...
+Usage (Bazel passes these): readme_examples_test.py README --built=LABEL=PATH... --tree PATH...
 """
 
 import argparse
@@ -47,6 +47,7 @@ PEER_GRACE_SECONDS = 20  # for what a block sent to reach the peer after the blo
 CLONE_NEWNS = 0x00020000
 
 ARGS = None
+
 
 def sh(command):
     subprocess.run(["sh", "-c", command], check=True)
