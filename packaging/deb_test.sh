@@ -1,13 +1,14 @@
 #!/bin/bash
 # packaging/deb_test.sh: the .deb on a fresh Debian 12 (root, from the repository root; part of
-# scripts/test.sh). Builds it (build_deb.sh), checks its contents and control fields here, then
-# in a new container from the local Debian 12 base (docker/build.sh --base) runs
-# deb_test_inside.sh, which installs it with apt and checks what a user does next: the unit
-# (systemd-analyze verify), the programs, `import quadsock`, pip install into a venv, the C++
-# example built with make against the installed library, and quadsockd started as the unit
-# starts it on a veth pair inside the container, with the example, Python and quadctl as its
-# clients. Nothing is installed on this machine; the container is removed. Needs the Debian
-# archive from the container (apt). Fails if any step fails or it all takes over 20 minutes.
+# scripts/test.sh). Builds it (build_deb.sh) and checks its contents and control fields here.
+# Then, in a new container from the local Debian 12 base (docker/build.sh --base),
+# deb_test_install.sh installs it with apt and checks what a user does next: the programs,
+# `import quadsock`, the unit (systemd-analyze verify), pip install into a venv, and the C++
+# example built with make against the installed library. That container, committed and booted
+# with systemd, runs deb_test_run.sh: `systemctl start quadsock@qsd0` on a veth pair inside it,
+# used by quadctl, the example and Python. Nothing is installed on this machine; the containers
+# and the image are removed. Needs the Debian archive from the container (apt). Each container
+# step fails after 15 minutes.
 #
 #   sudo packaging/deb_test.sh
 set -euo pipefail
@@ -20,13 +21,17 @@ case "${1:-}" in
 esac
 export CONTAINERS_CONF="$PWD/docker/containers.conf"
 BASE=localhost/quadsock-base:bookworm
-NAME=quadsock-deb-test-$$
+NAME=quadsock-deb-test-$$ BOOTED=quadsock-deb-test-systemd-$$
+IMAGE=localhost/quadsock-deb-test:$$
 log() { echo "[deb_test] $*" >&2; }
 fail() { log "FAILED: $*"; exit 1; }
+trap 'log "FAILED: line $LINENO: $BASH_COMMAND"' ERR
 
 work=$(mktemp -d /tmp/quadsock-deb-test.XXXXXX)
 cleanup() {
   podman rm -f -t 0 "$NAME" >/dev/null 2>&1 || true
+  podman rm -f -t 0 "$BOOTED" >/dev/null 2>&1 || true
+  podman rmi -f "$IMAGE" >/dev/null 2>&1 || true
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -57,12 +62,13 @@ depends_names=$(sed -e 's/ *([^)]*)//g' -e 's/, */\n/g' <<<"$depends")
 # Each shared library the programs link (NEEDED) must come from a package named in Depends.
 extract="$work/extract"
 dpkg-deb -x "$deb" "$extract"
+ldcache=$(ldconfig -p)
 for lib in $(objdump -p "$extract/usr/sbin/quadsockd" "$extract/usr/bin/quadctl" |
   awk '/NEEDED/ {print $2}' | sort -u); do
-  path=$(ldconfig -p | awk -v l="$lib" '$1 == l && /x86-64/ {print $NF; exit}')
+  path=$(awk -v l="$lib" '$1 == l && /x86-64/ {print $NF}' <<<"$ldcache" | sed -n 1p)
   [[ -n "$path" ]] || fail "$lib (NEEDED) is not on this machine"
-  pkg=$(dpkg -S "$(readlink -f "$path")" 2>/dev/null | head -n 1 | cut -d: -f1) ||
-    pkg=$(dpkg -S "$path" | head -n 1 | cut -d: -f1)
+  pkg=$({ dpkg -S "$path" || dpkg -S "$(readlink -f "$path")"; } 2>/dev/null | sed -n '1s/:.*//p') ||
+    fail "no package holds $path"
   grep -qxF "$pkg" <<<"$depends_names" || fail "$lib is in $pkg, which Depends lacks: $depends"
 done
 log "contents and Depends checked: $depends"
@@ -72,7 +78,22 @@ libs=$(sed -n 's/^LIBS=//p' docker/build.sh)
 [[ -n "$libs" ]] || fail "no LIBS= line in docker/build.sh"
 log "installing it in a new container from $BASE"
 podman run -d --name "$NAME" --privileged --entrypoint sleep \
-  -v "$work:/deb:ro" -v "$PWD:/src:ro" "$BASE" 1200 >/dev/null
-timeout 1200 podman exec -e BASE_LIBS="$libs" -e DEB="/deb/$(basename "$deb")" "$NAME" \
-  /bin/bash /src/packaging/deb_test_inside.sh || fail "in the container (its output is above)"
+  -v "$work:/deb:ro" -v "$PWD:/src:ro" "$BASE" 1000 >/dev/null
+timeout 900 podman exec -e BASE_LIBS="$libs" -e DEB="/deb/$(basename "$deb")" "$NAME" \
+  /bin/bash /src/packaging/deb_test_install.sh || fail "installing (its output is above)"
+
+log "booting that container with systemd"
+podman commit -q "$NAME" "$IMAGE" >/dev/null
+podman rm -f -t 0 "$NAME" >/dev/null
+podman run -d --name "$BOOTED" --privileged --systemd=always --entrypoint /lib/systemd/systemd \
+  -v "$PWD:/src:ro" "$IMAGE" >/dev/null
+state=
+for _ in $(seq 300); do
+  state=$(podman exec "$BOOTED" systemctl is-system-running 2>/dev/null) || true
+  [[ "$state" == running || "$state" == degraded ]] && break
+  sleep 0.2
+done
+[[ "$state" == running || "$state" == degraded ]] || fail "systemd did not come up: '$state'"
+timeout 900 podman exec "$BOOTED" /bin/bash /src/packaging/deb_test_run.sh ||
+  fail "running quadsock@qsd0 (its output is above)"
 log "passed"
