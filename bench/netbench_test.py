@@ -9,6 +9,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import netbench  # noqa: E402
+import testbed  # noqa: E402
 
 
 class FakeTestbed:
@@ -110,6 +111,118 @@ class AccountingTest(unittest.TestCase):
     def test_no_details_is_a_failure_for_an_application_only(self):
         self.assertIn("no details", netbench.accounting_problem("app_quadsock_conn500_shm", None))
         self.assertIsNone(netbench.accounting_problem("quadsock_conn500", None))
+
+
+class FakeServed:
+    """Stands in for ServedReceiver: the search only passes it to capacity_point."""
+    flows, base, accounting = 500, "10.9.1.1", None
+
+    def __init__(self, tb, bins, name, wait):
+        pass
+
+    def close(self):
+        return None
+
+
+class SearchCapacityTest(unittest.TestCase):
+    """The search over faked points: a case that delivers everything offered up to
+    `capacity`, and whose runs listed in `hiccups` (by their order) fail whatever the rate."""
+
+    CFG = dict(netbench.CAPACITY, case_budget_seconds=1e9)
+
+    def setUp(self):
+        self.saved = netbench.ServedReceiver, netbench.capacity_point
+        netbench.ServedReceiver = FakeServed
+        netbench.capacity_point = self.fake_point
+        self.runs = 0
+
+    def tearDown(self):
+        netbench.ServedReceiver, netbench.capacity_point = self.saved
+
+    def fake_point(self, tb, bins, rx, rate, cfg, phase):
+        self.runs += 1
+        offered = rate if rate else 1e6  # the generator's unpaced rate
+        passed = offered <= self.capacity and self.runs not in self.hiccups
+        return point(phase, offered, offered if passed else offered * 0.5, passed) | {
+            "requested_pps": rate, "fraction": 1.0 if passed else 0.5, "napi_cpu_s": 0.0,
+            "receiver_cpu_s": 0.0, "received": 1000}
+
+    def search(self, capacity, hiccups=()):
+        self.capacity, self.hiccups = capacity, set(hiccups)
+        return netbench.search_capacity(FakeTestbed(), "bins", "kernel_conn500", self.CFG,
+                                        lambda msg: None)
+
+    def test_a_steady_case(self):
+        e = self.search(300e3)
+        self.assertGreater(e["capacity_pps"], 280e3)
+        self.assertLessEqual(e["capacity_pps"], 300e3)
+
+    def test_one_failing_first_point_does_not_cap_the_capacity(self):
+        # Run 1 is the unpaced point, run 2 the first paced one (start_pps).
+        e = self.search(300e3, hiccups=[2])
+        self.assertGreater(e["capacity_pps"], 280e3)
+        self.assertLessEqual(e["capacity_pps"], 300e3)
+        first = [p for p in e["points"] if p["requested_pps"] == self.CFG["start_pps"]]
+        self.assertEqual([p["passed"] for p in first], [False, True])
+        self.assertTrue(first[0]["retried"])
+
+    def test_a_first_point_that_fails_twice_halves_the_rate(self):
+        e = self.search(30e3, hiccups=[])
+        self.assertGreater(e["capacity_pps"], 0)
+        self.assertLess(e["capacity_pps"], self.CFG["start_pps"])
+        first = [p for p in e["points"] if p["requested_pps"] == self.CFG["start_pps"]]
+        self.assertEqual([p["passed"] for p in first], [False, False])
+
+
+class VethDropsTest(unittest.TestCase):
+    ETHTOOL_S = """NIC statistics:
+     peer_ifindex: 3
+     rx_queue_0_xdp_packets: 120
+     rx_queue_0_drops: 7
+     rx_queue_0_xdp_drops: 0
+     tx_queue_0_xdp_xmit: 900
+     tx_queue_0_xdp_xmit_errors: 41
+"""
+
+    def test_only_drop_and_error_counters(self):
+        self.assertEqual(testbed.drop_counters(self.ETHTOOL_S),
+                         {"rx_queue_0_drops": 7, "rx_queue_0_xdp_drops": 0,
+                          "tx_queue_0_xdp_xmit_errors": 41})
+
+    def test_deltas(self):
+        self.assertEqual(testbed.counter_deltas({"a": 5, "b": 1}, {"a": 9, "b": 1, "c": 3}),
+                         {"a": 4, "b": 0})
+
+
+class AutogroupTest(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.TemporaryDirectory()
+        self.path = os.path.join(self.dir.name, "sched_autogroup_enabled")
+        with open(self.path, "w") as f:
+            f.write("1\n")
+
+    def tearDown(self):
+        self.dir.cleanup()
+
+    def setting(self):
+        with open(self.path) as f:
+            return f.read().strip()
+
+    def test_off_inside_restored_after(self):
+        with testbed.autogroup_off(self.path) as saved:
+            self.assertEqual(saved, "1")
+            self.assertEqual(self.setting(), "0")
+        self.assertEqual(self.setting(), "1")
+
+    def test_restored_on_interrupt(self):
+        with self.assertRaises(KeyboardInterrupt):
+            with testbed.autogroup_off(self.path):
+                raise KeyboardInterrupt("signal 15")
+        self.assertEqual(self.setting(), "1")
+
+    def test_no_autogroups_in_the_kernel(self):
+        with testbed.autogroup_off(os.path.join(self.dir.name, "absent")) as saved:
+            self.assertIsNone(saved)
 
 
 if __name__ == "__main__":

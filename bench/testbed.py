@@ -6,6 +6,7 @@ Namespaces and veths are named after this process (qsb-PID-*); stale ones of dea
 removed when a testbed is made.
 """
 
+import contextlib
 import os
 import re
 import selectors
@@ -25,8 +26,11 @@ LOCAL = "10.9.0.2"  # the receiver's address (kernel or quadsock), on a /16
 NAPI_NICE = 0
 
 # The receiver and the generator run at nice -20: on a shared machine, other
-# work (someone's compiler) then takes little of their CPUs during a case.
+# work (someone's compiler) then takes little of their CPUs during a case. Only with the
+# scheduler's autogroups off (see autogroup_off): with them on, nice ranks threads only within
+# their session, and every other session's build shares a CPU equally with the receiver.
 NICE = ["nice", "-n", "-20"]
+AUTOGROUP = "/proc/sys/kernel/sched_autogroup_enabled"
 # Every receiver's heap on transparent huge pages (glibc >= 2.35 madvises its arenas), as
 # quadsockd's container runs (docker/Containerfile): with 100k sockets each datagram's table
 # entry and socket are cold, and on 4 KiB pages most of them also miss the TLB (the figure is in
@@ -36,6 +40,29 @@ RECEIVER_ENV = ["env", "GLIBC_TUNABLES=glibc.malloc.hugetlb=1"]
 
 class HarnessError(Exception):
     pass
+
+
+@contextlib.contextmanager
+def autogroup_off(path=AUTOGROUP):
+    """Turns the scheduler's autogroups off for the block (processes started in it then compete
+    by their nice values machine-wide); restores the setting on the way out, also on an
+    exception or KeyboardInterrupt (SIGTERM is one in the harness). A kernel without autogroups
+    (no file) is left as it is."""
+    try:
+        with open(path) as f:
+            saved = f.read().strip()
+    except FileNotFoundError:
+        yield None
+        return
+    if saved != "0":
+        with open(path, "w") as f:
+            f.write("0")
+    try:
+        yield saved
+    finally:
+        if saved != "0":
+            with open(path, "w") as f:
+                f.write(saved)
 
 
 def sh(*args, check=True, ns=None, quiet=False):
@@ -133,6 +160,19 @@ class Testbed:
                 pids.append(int(pid))
         return pids
 
+    def veth_drops(self):
+        """The drop and error counters of both veth ends (`ethtool -S`), as {"gen.NAME" or
+        "rx.NAME": count}: losses before XDP or the stack (e.g. gen.tx_queue_0_xdp_xmit_errors,
+        frames the generator's XDP_TX could not put on the peer's ring) that the AF_XDP rings
+        and the receiver never see."""
+        counters = {}
+        for role, ns, dev in (("gen", self.gen_ns, self.gen_dev), ("rx", self.rx_ns,
+                                                                   self.rx_dev)):
+            text = sh("ethtool", "-S", dev, ns=ns, check=False)
+            for name, value in drop_counters(text).items():
+                counters[f"{role}.{name}"] = value
+        return counters
+
     def pin_napi(self):
         """Pins the receiving veth's NAPI kthreads to the receiver's CPU; returns how many."""
         pids = self.napi_pids()
@@ -140,6 +180,21 @@ class Testbed:
             os.sched_setaffinity(pid, {RECEIVER_CPU})
             os.setpriority(os.PRIO_PROCESS, pid, NAPI_NICE)
         return len(pids)
+
+
+def drop_counters(ethtool_s):
+    """The counters of `ethtool -S` output whose names say drop or error."""
+    counters = {}
+    for line in ethtool_s.splitlines():
+        name, sep, value = line.strip().partition(":")
+        if sep and ("drop" in name or "error" in name) and value.strip().isdigit():
+            counters[name] = int(value)
+    return counters
+
+
+def counter_deltas(before, after):
+    """after - before, per counter present in both."""
+    return {k: after[k] - before[k] for k in after if k in before}
 
 
 def cpu_seconds(pids):
