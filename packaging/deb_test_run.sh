@@ -21,12 +21,15 @@ sed '/sys-subsystem-net-devices/d' /lib/systemd/system/quadsock@.service \
 systemctl daemon-reload
 journal() { journalctl -u quadsock@qsd0 --no-pager | tail -n 30; }
 timeout 60 systemctl start quadsock@qsd0 || { journal; fail "systemctl start quadsock@qsd0"; }
-for _ in $(seq 100); do
-  quadctl health >/dev/null 2>&1 && break
-  systemctl -q is-active quadsock@qsd0 || { journal; fail "quadsock@qsd0 stopped"; }
-  sleep 0.2
-done
-quadctl health || { journal; fail "quadsockd does not answer"; }
+wait_health() {
+  for _ in $(seq 100); do
+    quadctl health >/dev/null 2>&1 && break
+    systemctl -q is-active quadsock@qsd0 || { journal; fail "quadsock@qsd0 stopped"; }
+    sleep 0.2
+  done
+  quadctl health || { journal; fail "quadsockd does not answer"; }
+}
+wait_health
 # NET_ADMIN (12), NET_RAW (13), IPC_LOCK (14), PERFMON (38) and BPF (39), and no others.
 pid=$(systemctl show -p MainPID --value quadsock@qsd0)
 caps=$(awk '/^CapEff/ {print $2}' "/proc/$pid/status")
@@ -67,6 +70,9 @@ with quadsock.Client("unix:/run/quadsock/quadsock.sock") as client:
     with client.open("ipv4") as sock:
         print(sock.bind("0.0.0.0:4001"))') || fail "$python: a socket through quadsock"
 done
+# A restart finds its runtime folders kept (RuntimeDirectoryPreserve) with the last run's sockets.
+timeout 60 systemctl restart quadsock@qsd0 || { journal; fail "systemctl restart quadsock@qsd0"; }
+wait_health
 timeout 60 systemctl stop quadsock@qsd0 || fail "systemctl stop quadsock@qsd0"
 result=$(systemctl show -p Result --value quadsock@qsd0)
 [[ "$result" == success ]] || { journal; fail "quadsock@qsd0 stopped with $result"; }
