@@ -146,6 +146,9 @@ class Receiving:
     def __init__(self, tb, bins, name, extra, stdin, wait):
         self.daemon = None
         listen = None
+        # Before quadsockd starts: it refuses an address the kernel holds (a kernel_* case
+        # before it leaves LOCAL on the veth).
+        tb.set_kernel_address(CASES[name][3])
         if name in APP_CASES:
             self.daemon = Quadsockd(tb, bins, name, wait, retries=BUSY_RETRIES)
             listen = self.daemon.listen

@@ -14,6 +14,7 @@ import testbed  # noqa: E402
 
 class FakeTestbed:
     rx_dev = "fake0"
+    rx_ns = "fake-rx"
 
     def __init__(self):
         self.pinned = 0
@@ -172,6 +173,39 @@ class SearchCapacityTest(unittest.TestCase):
         self.assertLess(e["capacity_pps"], self.CFG["start_pps"])
         first = [p for p in e["points"] if p["requested_pps"] == self.CFG["start_pps"]]
         self.assertEqual([p["passed"] for p in first], [False, False])
+
+
+class KernelAddressTest(unittest.TestCase):
+    """quadsockd refuses an address the kernel holds: a kernel_* case leaves it on the veth,
+    and the app_* case after it takes it away before quadsockd starts."""
+
+    def setUp(self):
+        self.saved = netbench.Quadsockd, netbench.start_receiver
+        seen = self.seen = []
+
+        class FakeQuadsockd:
+            listen = "unix:/fake"
+
+            def __init__(self, tb, *args, **kwargs):
+                seen.append(tb.kernel_address)
+
+            def close(self):
+                pass
+
+        netbench.Quadsockd = FakeQuadsockd
+        netbench.start_receiver = lambda *args, **kwargs: None
+
+    def tearDown(self):
+        netbench.Quadsockd, netbench.start_receiver = self.saved
+
+    def test_app_case_after_a_kernel_case(self):
+        tb = FakeTestbed()
+        tb.kernel_address = False
+        tb.set_kernel_address = lambda present: setattr(tb, "kernel_address", present)
+        netbench.Receiving(tb, "bins", "kernel_conn500", [], None, 10)
+        self.assertTrue(tb.kernel_address)
+        netbench.Receiving(tb, "bins", "app_quadsock_conn500_grpc", [], None, 10)
+        self.assertEqual(self.seen, [False])
 
 
 class VethDropsTest(unittest.TestCase):
