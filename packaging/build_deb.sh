@@ -95,7 +95,6 @@ Depends: $shlibs, python3, python3-grpcio, python3-protobuf
 Recommends: libgrpc++-dev, libprotobuf-dev, libabsl-dev, pkg-config
 Section: net
 Priority: optional
-Homepage: file:///usr/share/doc/quadsock/README.md
 Description: userspace UDP stack on AF_XDP with kernel-style hash4 demux
  quadsockd serves UDP sockets from AF_XDP rings to clients over gRPC; quadctl is its command
  line. Includes a systemd unit per interface (quadsock@IFACE), the C++ client library

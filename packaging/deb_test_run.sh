@@ -79,3 +79,12 @@ result=$(systemctl show -p Result --value quadsock@qsd0)
 links=$(ip -d link show qsd0) || fail "ip could not show qsd0"
 if grep -q 'prog/xdp' <<<"$links"; then fail "an XDP program was left on qsd0"; fi
 log "quadsock@qsd0 stopped cleanly, no XDP program left"
+
+# Purged, the package leaves nothing behind: its files, the Python modules compiled at install
+# (the prerm's py3clean), its conffile.
+apt-get purge -y -q quadsock >/tmp/apt.log 2>&1 || { cat /tmp/apt.log; fail "apt-get purge quadsock"; }
+for path in /usr/sbin/quadsockd /usr/lib/python3/dist-packages/quadsock /usr/include/quadsock \
+  /etc/quadsock/example.flags; do
+  [[ ! -e "$path" ]] || fail "$path is left after apt-get purge quadsock"
+done
+log "apt-get purge quadsock left nothing behind"
