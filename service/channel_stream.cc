@@ -20,8 +20,8 @@ constexpr size_t kResponseReserve = 16384;
 void ToProto(const channel::ReceivedView& v, v1::ChannelDatagram* out) {
   out->set_socket(v.socket);
   out->set_payload(v.payload.data(), v.payload.size());
-  *out->mutable_peer() = service::ToProto(v.peer);
-  *out->mutable_local() = service::ToProto(v.local);
+  service::ToProto(v.peer, out->mutable_peer());
+  service::ToProto(v.local, out->mutable_local());
   out->set_arrival_unix_nanos(absl::ToUnixNanos(v.arrival));
   out->set_sequence(v.sequence);
 }

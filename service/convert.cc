@@ -37,9 +37,14 @@ absl::StatusOr<net::Family> ParseFamily(v1::Family f) {
 
 v1::Endpoint ToProto(const net::Endpoint& e) {
   v1::Endpoint out;
-  out.set_address(e.address.ToString());
-  out.set_port(e.port);
+  ToProto(e, &out);
   return out;
+}
+
+void ToProto(const net::Endpoint& e, v1::Endpoint* out) {
+  char text[net::IpAddress::kMaxText];
+  out->set_address(text, e.address.Format(text));
+  out->set_port(e.port);
 }
 
 v1::Family ToProto(net::Family f) {
@@ -57,8 +62,8 @@ v1::SocketState ToProto(demux::SocketState s) {
 
 void ToProto(const stack::ReceivedDatagram& d, v1::Datagram* out) {
   out->set_payload(d.payload);
-  *out->mutable_peer() = ToProto(d.source);
-  *out->mutable_local() = ToProto(d.destination);
+  ToProto(d.source, out->mutable_peer());
+  ToProto(d.destination, out->mutable_local());
   out->set_arrival_unix_nanos(absl::ToUnixNanos(d.arrival));
   out->set_sequence(d.sequence);
 }

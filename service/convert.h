@@ -22,6 +22,9 @@ absl::StatusOr<net::IpAddress> ParseAddress(const std::string& text, const std::
 absl::StatusOr<net::Family> ParseFamily(v1::Family f);
 
 v1::Endpoint ToProto(const net::Endpoint& e);
+// The same into `out`, reusing its address string (no allocation once it has one): the data
+// path's form.
+void ToProto(const net::Endpoint& e, v1::Endpoint* out);
 v1::Family ToProto(net::Family f);
 v1::SocketState ToProto(demux::SocketState s);
 void ToProto(const stack::ReceivedDatagram& d, v1::Datagram* out);

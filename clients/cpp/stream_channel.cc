@@ -13,6 +13,11 @@
 namespace quadsock::client_internal {
 namespace {
 
+// Released responses kept for the reader to parse the next ones into: a response read into a
+// used one reuses its datagrams, their endpoints and strings (a fresh one allocates about six
+// objects a datagram).
+constexpr size_t kSpareResponses = 8;
+
 // An endpoint the server wrote: it is trusted, and a malformed one reads as unset.
 net::Endpoint EndpointOf(const v1::Endpoint& e) {
   absl::StatusOr<net::IpAddress> a = net::IpAddress::Parse(e.address());
@@ -85,6 +90,9 @@ class StreamChannel final : public DataChannel {
     {
       std::lock_guard<std::mutex> lock(mu_);
       // A partly taken response stays queued; only whole ones are held.
+      for (v1::ChannelResponse& r : held_) {
+        if (spare_.size() < kSpareResponses) spare_.push_back(std::move(r));
+      }
       held_.clear();
       if (taken_ < window_ / 2) return;  // grant in chunks, not per datagram
       grant = taken_;
@@ -134,7 +142,13 @@ class StreamChannel final : public DataChannel {
       }
       if (r.datagrams_size() == 0) continue;
       queue_.push_back(std::move(r));
-      r = v1::ChannelResponse();
+      // The parse clears what it reads into, keeping the allocations.
+      if (spare_.empty()) {
+        r = v1::ChannelResponse();
+      } else {
+        r = std::move(spare_.back());
+        spare_.pop_back();
+      }
       const uint64_t one = 1;
       (void)!write(event_fd_, &one, sizeof(one));
       ready_.notify_all();
@@ -161,6 +175,8 @@ class StreamChannel final : public DataChannel {
   std::deque<v1::ChannelResponse> queue_;  // received, not yet handed out
   int next_ = 0;                           // the front response's next datagram
   std::vector<v1::ChannelResponse> held_;  // handed out, until Release
+  // Released, to read into (kSpareResponses at most).
+  std::vector<v1::ChannelResponse> spare_;
   uint64_t taken_ = 0;                     // datagrams handed out since the last grant
   absl::Status ended_;
   absl::Status last_send_error_;

@@ -19,16 +19,49 @@ absl::Status Invalid(absl::string_view what, absl::string_view text) {
   return absl::InvalidArgumentError(absl::StrCat("not ", what, ": \"", absl::CHexEscape(text), "\""));
 }
 
+// IPv4 dotted-quad text as inet_pton(AF_INET) takes it: exactly four decimal parts of 0-255,
+// no sign, no leading zero ("01"), nothing before or after.
+bool ParseDottedQuad(absl::string_view text, uint8_t out[4]) {
+  size_t i = 0;
+  for (int part = 0; part < 4; ++part) {
+    if (part > 0) {
+      if (i == text.size() || text[i] != '.') return false;
+      ++i;
+    }
+    const size_t start = i;
+    unsigned value = 0;
+    while (i < text.size() && i - start < 3 && text[i] >= '0' && text[i] <= '9') {
+      value = value * 10 + static_cast<unsigned>(text[i] - '0');
+      ++i;
+    }
+    if (i == start || value > 255 || (i - start > 1 && text[start] == '0')) return false;
+    out[part] = static_cast<uint8_t>(value);
+  }
+  return i == text.size();
+}
+
+char* FormatOctet(unsigned v, char* p) {
+  if (v >= 100) {
+    *p++ = static_cast<char>('0' + v / 100);
+    v %= 100;
+    *p++ = static_cast<char>('0' + v / 10);
+  } else if (v >= 10) {
+    *p++ = static_cast<char>('0' + v / 10);
+  }
+  *p++ = static_cast<char>('0' + v % 10);
+  return p;
+}
+
 }  // namespace
 
 absl::StatusOr<IpAddress> IpAddress::Parse(absl::string_view text) {
   // inet_pton wants a NUL-terminated string; no valid address is longer than 45 characters.
   if (text.empty() || text.size() > INET6_ADDRSTRLEN - 1) return Invalid("an IP address", text);
+  uint8_t bytes[16];
+  if (ParseDottedQuad(text, bytes)) return V4Bytes(bytes);
   char buf[INET6_ADDRSTRLEN];
   std::memcpy(buf, text.data(), text.size());
   buf[text.size()] = '\0';
-  uint8_t bytes[16];
-  if (inet_pton(AF_INET, buf, bytes) == 1) return V4Bytes(bytes);
   if (inet_pton(AF_INET6, buf, bytes) == 1) return V6Bytes(bytes);
   return Invalid("an IP address", text);
 }
@@ -56,10 +89,25 @@ uint32_t IpAddress::v4_host_order() const {
          bytes_[15];
 }
 
+size_t IpAddress::Format(char (&buf)[kMaxText]) const {
+  static_assert(kMaxText == INET6_ADDRSTRLEN);
+  if (is_v6()) {
+    inet_ntop(AF_INET6, data(), buf, sizeof(buf));
+    return std::strlen(buf);
+  }
+  const uint8_t* b = data();
+  char* p = buf;
+  for (int i = 0; i < 4; ++i) {
+    if (i > 0) *p++ = '.';
+    p = FormatOctet(b[i], p);
+  }
+  *p = '\0';
+  return static_cast<size_t>(p - buf);
+}
+
 std::string IpAddress::ToString() const {
-  char buf[INET6_ADDRSTRLEN];
-  inet_ntop(is_v4() ? AF_INET : AF_INET6, data(), buf, sizeof(buf));
-  return buf;
+  char buf[kMaxText];
+  return std::string(buf, Format(buf));
 }
 
 absl::StatusOr<IpPrefix> IpPrefix::Make(IpAddress address, int length) {

@@ -141,6 +141,12 @@ class IpAddress {
   const Bytes& bytes16() const { return bytes_; }
 
   std::string ToString() const;
+  // Room for any address's text, with a NUL (INET6_ADDRSTRLEN).
+  static constexpr size_t kMaxText = 46;
+  // ToString() into `buf`, NUL-terminated, without a heap allocation; returns its length.
+  // IPv4 is formatted by hand (the data channel's gRPC stream writes two addresses a datagram;
+  // inet_ntop goes through vfprintf).
+  size_t Format(char (&buf)[kMaxText]) const;
 
   friend bool operator==(const IpAddress& a, const IpAddress& b) {
     return a.family_ == b.family_ && SameBytes16(a.bytes_, b.bytes_);

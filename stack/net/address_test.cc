@@ -1,6 +1,13 @@
 #include "stack/net/address.h"
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+
+#include <cstring>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
 
 #include "absl/container/flat_hash_set.h"
 
@@ -33,6 +40,80 @@ TEST(IpAddressTest, RejectsMalformedWithInvalidArgument) {
     absl::StatusOr<IpAddress> a = IpAddress::Parse(text);
     ASSERT_FALSE(a.ok()) << text;
     EXPECT_EQ(a.status().code(), absl::StatusCode::kInvalidArgument) << text;
+  }
+}
+
+// What Parse gave when it was inet_pton alone: IPv4 first, then IPv6.
+std::optional<IpAddress> ParsedByInetPton(const std::string& text) {
+  uint8_t bytes[16];
+  if (inet_pton(AF_INET, text.c_str(), bytes) == 1) return IpAddress::V4Bytes(bytes);
+  if (inet_pton(AF_INET6, text.c_str(), bytes) == 1) return IpAddress::V6Bytes(bytes);
+  return std::nullopt;
+}
+
+void ExpectParsesAsInetPton(const std::string& text) {
+  const std::optional<IpAddress> want = ParsedByInetPton(text);
+  absl::StatusOr<IpAddress> got = IpAddress::Parse(text);
+  ASSERT_EQ(got.ok(), want.has_value()) << '"' << text << '"';
+  if (want.has_value()) {
+    EXPECT_EQ(*got, *want) << '"' << text << '"';
+  }
+}
+
+std::string InetNtop(const IpAddress& a) {
+  char buf[INET6_ADDRSTRLEN];
+  inet_ntop(a.is_v4() ? AF_INET : AF_INET6, a.data(), buf, sizeof(buf));
+  return buf;
+}
+
+TEST(IpAddressTest, FormatsV4AsInetNtop) {
+  std::mt19937 random(19);
+  std::vector<uint32_t> words;
+  for (uint32_t octet = 0; octet < 256; ++octet) {
+    for (int shift : {0, 8, 16, 24}) words.push_back(octet << shift);
+    words.push_back(octet * 0x01010101u);
+  }
+  for (int i = 0; i < 100000; ++i) words.push_back(random());
+  words.push_back(0xffffffffu);
+  for (uint32_t w : words) {
+    const IpAddress a = IpAddress::V4(w);
+    char buf[IpAddress::kMaxText];
+    const size_t n = a.Format(buf);
+    ASSERT_EQ(std::string(buf), InetNtop(a)) << w;
+    ASSERT_EQ(n, std::strlen(buf));
+    ASSERT_EQ(a.ToString(), InetNtop(a));
+    ExpectParsesAsInetPton(a.ToString());
+  }
+}
+
+TEST(IpAddressTest, FormatsV6AsInetNtop) {
+  std::mt19937 random(6);
+  for (int i = 0; i < 10000; ++i) {
+    uint8_t bytes[16];
+    for (uint8_t& b : bytes) b = (random() % 3 == 0) ? 0 : static_cast<uint8_t>(random());
+    const IpAddress a = IpAddress::V6Bytes(bytes);
+    char buf[IpAddress::kMaxText];
+    ASSERT_EQ(std::string(buf, a.Format(buf)), InetNtop(a));
+    ExpectParsesAsInetPton(a.ToString());
+  }
+}
+
+TEST(IpAddressTest, ParsesAsInetPtonOnNearAddresses) {
+  for (const char* text : {"0.0.0.0", "255.255.255.255", "1.2.3.4", "01.2.3.4", "1.2.3.04",
+                           "00.0.0.0", "256.1.1.1", "1.2.3.256", "1.2.3", "1.2.3.4.",
+                           ".1.2.3.4", "1..2.3", "1.2.3.4 ", " 1.2.3.4", "+1.2.3.4", "1.2.3.-4",
+                           "1234.1.1.1", "1.2.3.1234", "999.1.1.1", "::1.2.3.4",
+                           "::ffff:10.0.0.1", "1.2.3.4/8", "1.2.3.4:80", "a.b.c.d"}) {
+    ExpectParsesAsInetPton(text);
+  }
+  // Strings over the characters addresses are made of, most of them near an address.
+  const std::string alphabet = "0123456789.....:af ";
+  std::mt19937 random(4);
+  for (int i = 0; i < 200000; ++i) {
+    std::string text;
+    const size_t length = 1 + random() % 18;
+    for (size_t j = 0; j < length; ++j) text.push_back(alphabet[random() % alphabet.size()]);
+    ExpectParsesAsInetPton(text);
   }
 }
 
