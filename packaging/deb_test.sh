@@ -6,7 +6,8 @@
 # `import quadsock`, the unit (systemd-analyze verify), pip install into a venv, and the C++
 # example built with make against the installed library. That container, committed and booted
 # with systemd, runs deb_test_run.sh: `systemctl start quadsock@qsd0` on a veth pair inside it,
-# used by quadctl, the example and Python. Nothing is installed on this machine; the containers
+# used by quadctl, the example and Python; then deb_test_readme.sh runs README.md's install
+# block, extracted from the README, as written. Nothing is installed on this machine; the containers
 # and the image are removed. Needs the Debian archive from the container (apt). Each container
 # step fails after 15 minutes.
 #
@@ -82,11 +83,24 @@ podman run -d --name "$NAME" --privileged --entrypoint sleep \
 timeout 900 podman exec -e BASE_LIBS="$libs" -e DEB="/deb/$(basename "$deb")" "$NAME" \
   /bin/bash /src/packaging/deb_test_install.sh || fail "installing (its output is above)"
 
+# README.md's install block, extracted as tests/readme_examples.py reads the README (the one
+# block whose marker names this script), for deb_test_readme.sh to run as written.
+/usr/bin/python3 - "$work/readme_install.sh" <<'PY' || fail "no install block in README.md"
+import sys
+sys.path.insert(0, "tests")
+import readme_examples
+blocks = [b for b in readme_examples.parse(open("README.md").read())
+          if b.not_run and "packaging/deb_test.sh" in b.not_run]
+if len(blocks) != 1:
+    sys.exit("README.md: %d blocks are marked as run by packaging/deb_test.sh, not one" % len(blocks))
+open(sys.argv[1], "w").write(readme_examples.shell_script(blocks[0]))
+PY
+
 log "booting that container with systemd"
 podman commit -q "$NAME" "$IMAGE" >/dev/null
 podman rm -f -t 0 "$NAME" >/dev/null
 podman run -d --name "$BOOTED" --privileged --systemd=always --entrypoint /lib/systemd/systemd \
-  -v "$PWD:/src:ro" "$IMAGE" >/dev/null
+  -v "$work:/deb:ro" -v "$PWD:/src:ro" "$IMAGE" >/dev/null
 state=
 for _ in $(seq 300); do
   state=$(podman exec "$BOOTED" systemctl is-system-running 2>/dev/null) || true
@@ -96,4 +110,6 @@ done
 [[ "$state" == running || "$state" == degraded ]] || fail "systemd did not come up: '$state'"
 timeout 900 podman exec "$BOOTED" /bin/bash /src/packaging/deb_test_run.sh ||
   fail "running quadsock@qsd0 (its output is above)"
+timeout 900 podman exec "$BOOTED" /bin/bash /src/packaging/deb_test_readme.sh ||
+  fail "README.md's install block (its output is above)"
 log "passed"
