@@ -45,6 +45,10 @@ namespace quadsock::stack {
                                 "none of the stack's networks (requests for us are answered).") \
   X(tx_no_route, "Datagrams not sent: no route to the destination.")                         \
   X(tx_no_buffer, "Frames not sent: no free transmit buffer.")                              \
+  X(udp_sent_connected, "Datagrams handed to the link from connected sockets (the send "  \
+                       "counterpart of hash4 hits).")                                       \
+  X(udp_sent_unconnected, "Datagrams handed to the link from sockets that are not connected " \
+                         "(sendto; the send counterpart of hash2 lookups).")                  \
   X(tx_channel_no_socket, "Datagrams an application queued on a data channel for a socket "  \
                           "index that is not on the channel (dropped).")                     \
   X(martian_source, "IP packets to us from a source no host sends from, dropped unanswered: " \

@@ -155,6 +155,13 @@ void TransmitUdp(PollEngine& engine, const net::Endpoint& src, const net::Endpoi
   }
   std::optional<size_t> n = net::BuildUdp(engine.LinkTo(dst_mac), {src, dst}, payload,
                                           {out->data, out->capacity});
+  if (n.has_value()) {
+    // The socket's state as the control plane last published it (a poll thread's view).
+    const demux::SocketInfo* info = socket != nullptr ? socket->info() : nullptr;
+    engine.Bump(info != nullptr && info->state == demux::SocketState::kConnected
+                    ? EngineCounter::udp_sent_connected
+                    : EngineCounter::udp_sent_unconnected);
+  }
   engine.QueueTx(*out, n, {std::move(socket), payload.size()});
 }
 
