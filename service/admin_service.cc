@@ -19,6 +19,7 @@ void ToProto(const link::LinkCounters& c, v1::QueueCounters* out) {
   out->set_wakeups(c.wakeups);
   out->set_busy_polls(c.busy_polls);
   out->set_busy_poll_unavailable(c.busy_poll_unavailable != 0);
+  out->set_rx_ring_fill(c.rx_ring_fill);
 }
 
 }  // namespace

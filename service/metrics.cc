@@ -42,6 +42,8 @@ const absl::flat_hash_map<std::string_view, std::string_view>& OtherHelp() {
       {"QueueCounters.busy_polls", "recvfrom() calls made to run the device's NAPI."},
       {"QueueCounters.busy_poll_unavailable",
        "1 when busy polling was asked for but the queue's socket has no NAPI id."},
+      {"QueueCounters.rx_ring_fill",
+       "Frames waiting on the RX ring when the poll thread last looked (before its batch)."},
       {"XdpCounters.redirect", "Frames the XDP program redirected to the stack's sockets."},
       {"XdpCounters.pass_not_owned", "Frames left to the kernel: not to an address we own."},
       {"XdpCounters.pass_other", "Frames left to the kernel: a protocol the stack leaves."},
@@ -79,7 +81,8 @@ const stack::CounterInfo* StackInfo(const FieldDescriptor& f) {
 bool IsGauge(const FieldDescriptor& f) {
   static const auto* gauges = new absl::flat_hash_set<std::string_view>{
       "TableCounters.slots", "TableCounters.sockets", "TableCounters.hash4_entries",
-      "TableCounters.memory_bytes", "Counters.sessions", "Counters.sockets"};
+      "TableCounters.memory_bytes", "Counters.sessions", "Counters.sockets",
+      "QueueCounters.rx_ring_fill"};
   if (f.cpp_type() == FieldDescriptor::CPPTYPE_BOOL) return true;
   if (const stack::CounterInfo* i = StackInfo(f)) return i->gauge;
   return gauges->contains(Key(f));

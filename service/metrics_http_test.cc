@@ -180,6 +180,10 @@ TEST(MetricsTest, EveryCounterOfTheApiIsAMetric) {
   EXPECT_NE(page.Find("quadsock_neighbor_table_full_total"), nullptr);
   EXPECT_NE(page.Find("quadsock_queue_rx_frames_total", "queue", "3"), nullptr);
   EXPECT_EQ(page.families.at("quadsock_receive_queued_bytes").type, "gauge");
+  EXPECT_NE(page.Find("quadsock_queue_rx_ring_fill", "queue", "3"), nullptr);
+  EXPECT_EQ(page.families.at("quadsock_queue_rx_ring_fill").type, "gauge");
+  EXPECT_NE(page.Find("quadsock_udp_sent_connected_total"), nullptr);
+  EXPECT_NE(page.Find("quadsock_udp_sent_unconnected_total"), nullptr);
 }
 
 // Prometheus' conventions (prometheus.io, "Metric and label naming" and "Exposition formats"),

@@ -58,6 +58,9 @@ struct LinkCounters {
   // on some drivers, veth among them): the kernel keeps doing the receive work, and the link
   // stopped busy polling.
   uint64_t busy_poll_unavailable = 0;
+  // A gauge: frames waiting on the RX ring when the poll thread last looked, before it took its
+  // batch (how far the poll thread lags the kernel; the ring holds XskLink's ring_size).
+  uint64_t rx_ring_fill = 0;
 };
 
 // LinkCounters as a link keeps them: written by its poll thread alone, read by any thread
@@ -88,7 +91,7 @@ class LiveLinkCounters {
       &LinkCounters::rx_frames,       &LinkCounters::tx_frames,   &LinkCounters::tx_ring_full,
       &LinkCounters::no_tx_buffer,    &LinkCounters::fill_ring_empty, &LinkCounters::rx_dropped,
       &LinkCounters::wakeups,         &LinkCounters::busy_polls,
-      &LinkCounters::busy_poll_unavailable};
+      &LinkCounters::busy_poll_unavailable, &LinkCounters::rx_ring_fill};
   static constexpr size_t kFields = std::size(kMembers);
   static_assert(kFields * sizeof(uint64_t) == sizeof(LinkCounters), "every field, once");
 

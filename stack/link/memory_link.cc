@@ -42,6 +42,10 @@ class MemoryWire {
     frames_.pop_front();
     return true;
   }
+  size_t size() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return frames_.size();
+  }
   uint64_t dropped() const {
     std::lock_guard<std::mutex> lock(mu_);
     return dropped_;
@@ -98,6 +102,7 @@ FrameBuffer MemoryLink::Buffer(uint32_t index, uint32_t length) {
 }
 
 size_t MemoryLink::Receive(std::span<FrameBuffer> out) {
+  counters_.Set(&LinkCounters::rx_ring_fill, in_->size());
   size_t n = 0;
   std::vector<uint8_t> frame;
   while (n < out.size() && !free_.empty() && in_->Pop(frame)) {

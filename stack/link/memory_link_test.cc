@@ -51,6 +51,21 @@ TEST(MemoryLinkTest, BoundedQueueDropsAndCounts) {
   EXPECT_EQ(p.link->counters().rx_dropped, 1u);
 }
 
+TEST(MemoryLinkTest, RxRingFillIsWhatWaitedAtTheLastReceive) {
+  MemoryLink::Pair p = MemoryLink::CreateWithTestEnd({.name = "stack"});
+  for (const char* f : {"1", "2", "3", "4", "5"}) ASSERT_TRUE(p.test_end->Inject(Bytes(f)));
+  EXPECT_EQ(p.link->counters().rx_ring_fill, 0u);  // nobody has looked yet
+  FrameBuffer in[2];
+  for (uint64_t waiting : {5u, 3u, 1u}) {
+    const size_t n = p.link->Receive(in);
+    EXPECT_EQ(p.link->counters().rx_ring_fill, waiting);
+    p.link->Release({in, n});
+  }
+  EXPECT_EQ(p.link->Receive(in), 0u);
+  EXPECT_EQ(p.link->counters().rx_ring_fill, 0u);
+  EXPECT_EQ(p.link->CheckFrameAccounting(), absl::OkStatus());
+}
+
 TEST(MemoryLinkTest, RunsOutOfBuffersGracefully) {
   MemoryLink::Pair p = MemoryLink::CreateWithTestEnd({.name = "stack", .frames = 2});
   std::optional<FrameBuffer> x = p.link->AllocateTx();

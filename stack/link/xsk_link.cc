@@ -323,6 +323,10 @@ void XskLink::BusyPoll() {
 
 size_t XskLink::Receive(std::span<FrameBuffer> out) {
   if (busy_poll_) BusyPoll();
+  // We are the ring's only consumer: what the kernel produced past our index is waiting. (A
+  // relaxed load: only the count is used; peek's acquire orders the descriptors it reads.)
+  counters_.Set(&LinkCounters::rx_ring_fill,
+                __atomic_load_n(rx_->producer, __ATOMIC_RELAXED) - rx_->cached_cons);
   uint32_t idx = 0;
   // Peek has an acquire barrier: descriptors are read only after the producer index.
   const uint32_t n = xsk_ring_cons__peek(rx_.get(), static_cast<uint32_t>(out.size()), &idx);
