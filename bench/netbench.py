@@ -29,6 +29,7 @@ exception and on SIGINT/SIGTERM; stale ones of dead runs are removed at start.
 """
 
 import argparse
+import contextlib
 import datetime
 import json
 import os
@@ -604,6 +605,11 @@ def parse_args(argv, default_cases):
                    help="the unpaced medians in rounds and the sweep, instead of the capacity "
                         "search")
     p.add_argument("--command", default=None, help="the command line to record")
+    p.add_argument("--no-autogroup", action="store_true",
+                   help="turn the scheduler's autogroups off for the run (restored at exit), so "
+                        "that nice ranks the receivers against other sessions' work too; not yet "
+                        "validated on a quiet machine: it changes how CPU 0 is split between the "
+                        "receiver and the veth's NAPI thread")
     return p.parse_args(argv)
 
 
@@ -707,7 +713,7 @@ def main(argv, default_cases=ALL_CASES, title="hash4 comparison"):
     started = time.monotonic()
     failures = []
     method = "full_load" if args.full_load else "capacity"
-    with autogroup_off(), Testbed() as tb:
+    with (autogroup_off() if args.no_autogroup else contextlib.nullcontext()), Testbed() as tb:
         if args.full_load:
             entries, sweep, timing = run_full_load(tb, args, cases, title, failures)
         else:
