@@ -64,8 +64,9 @@ class GrafanaDashboardTest(unittest.TestCase):
 
     def test_the_panels_the_readme_promises(self):
         titles = " | ".join(p["title"] for p in self.d["panels"])
-        for want in ("Datagrams in, by socket state", "Drops by reason", "hash4 hit ratio",
-                     "XDP verdicts", "Ring pressure", "Sessions and sockets", "ICMP"):
+        for want in ("Datagrams in, by socket state", "Datagrams out, by socket state",
+                     "Drops by reason", "hash4 hit ratio", "XDP verdicts", "Ring pressure",
+                     "Ring fill", "Sessions and sockets", "ICMP"):
             self.assertIn(want, titles)
 
 
