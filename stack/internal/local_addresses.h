@@ -43,8 +43,7 @@ class LocalAddresses {
   const std::vector<net::IpPrefix> prefixes;  // our addresses, with their connected networks
 
   bool Contains(const net::IpAddress& a) const {
-    return std::any_of(prefixes.begin(), prefixes.end(),
-                       [&a](const net::IpPrefix& p) { return p.address() == a; });
+    return a.is_v4() ? ContainsV4(a.data()) : ContainsV6(a.data());
   }
   // The connected network whose broadcast address `a` is, or null.
   const net::IpPrefix* BroadcastOf(const net::IpAddress& a) const {
@@ -118,7 +117,7 @@ class LocalAddresses {
   // An IPv4 address's four bytes as one word, in memory order.
   static uint32_t Word(const net::IpAddress& a) {
     uint32_t w;
-    std::memcpy(&w, a.bytes16().data() + 12, 4);
+    std::memcpy(&w, a.data(), 4);
     return w;
   }
   std::vector<uint32_t> v4_own_;       // our IPv4 addresses, as Word gives them
