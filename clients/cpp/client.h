@@ -272,7 +272,11 @@ class Client {
 
   // --- Sockets of this session.
   absl::StatusOr<RemoteSocket> Open(OpenOptions options);
-  absl::StatusOr<RemoteSocket> Open(v1::Family family) { return Open(OpenOptions{.family = family}); }
+  absl::StatusOr<RemoteSocket> Open(v1::Family family) {
+    OpenOptions options;
+    options.family = family;
+    return Open(options);
+  }
   // A socket of this session by handle, without a call (a wrong handle fails on first use with
   // NOT_FOUND). It closes on destruction like any RemoteSocket unless released.
   RemoteSocket Attach(const std::string& handle);
