@@ -106,14 +106,22 @@ absl::StatusOr<std::unique_ptr<AfXdpStack>> AfXdpStack::Create(AfXdpOptions opti
         !st.ok()) {
       return st;
     }
-    // Its neighbours' announcements to all nodes too: a forged advertisement is mended so.
-    if (!p.address().is_v4()) {
-      if (absl::Status st = s->xdp_program_->SteerAllNodesAdvertisements(options.stack.vlan);
-          !st.ok()) {
-        return st;
-      }
-    }
   }
+  // The announcements to all nodes about the stack's IPv6 neighbours come to the stack: a
+  // forged advertisement is mended so. Only about those (steer_common.h): the kernel still
+  // hears the rest. A full map loses only the speed-up (unreachability detection still mends
+  // an entry), so it is logged once.
+  options.stack.neighbors.on_entry = [program = s->xdp_program_.get(), vlan = options.stack.vlan,
+                                      log = options.log,
+                                      warned = false](const net::IpAddress& ip,
+                                                      bool present) mutable {
+    if (ip.is_v4()) return;
+    const absl::Status st = present ? program->AddNeighbor(ip, vlan) : program->RemoveNeighbor(ip);
+    if (!st.ok() && !warned) {
+      warned = true;
+      log(absl::StrCat("neighbour announcements: ", st.message(), " (logged once)"));
+    }
+  };
   absl::StatusOr<std::unique_ptr<Stack>> stack = Stack::Create(options.stack, std::move(links));
   if (!stack.ok()) return stack.status();
   s->stack_ = std::move(*stack);

@@ -58,12 +58,20 @@ void NeighborTable::Resolved(Entry& e) {
   if (--it->second == 0) unresolved_by_owner_.erase(it);
 }
 
+NeighborTable::Iterator NeighborTable::Insert(const net::IpAddress& ip) {
+  auto it = entries_.emplace(ip, Entry{}).first;
+  if (options_.on_entry) options_.on_entry(ip, /*present=*/true);
+  return it;
+}
+
 void NeighborTable::Erase(Iterator it) {
   Entry& e = it->second;
   Resolved(e);
   counters_.dropped_unresolved += e.pending.size();
   Dropped(e.pending);
+  const net::IpAddress ip = it->first;
   entries_.erase(it);
+  if (options_.on_entry) options_.on_entry(ip, /*present=*/false);
 }
 
 bool NeighborTable::MakeRoom(absl::Time now, bool for_next_hop) {
@@ -140,7 +148,7 @@ bool NeighborTable::Queue(PendingDatagram datagram, absl::Time now) {
     const bool gateway =
         std::find(gateways_.begin(), gateways_.end(), ip) != gateways_.end();
     if (!MayResolve(datagram, gateway, now)) return false;
-    it = entries_.emplace(ip, Entry{}).first;
+    it = Insert(ip);
     Entry& e = it->second;
     e.updated = now;
     e.next_probe = now + options_.retransmit;
@@ -172,7 +180,7 @@ std::vector<PendingDatagram> NeighborTable::Learn(const net::IpAddress& ip,
     // STALE, and it takes only a stale entry's place: a flood of made-up senders must not push
     // out the next hops we send to.
     if (!a.create || !a.mac.has_value() || !MakeRoom(now, /*for_next_hop=*/false)) return {};
-    Entry& e = entries_.emplace(ip, Entry{}).first->second;
+    Entry& e = Insert(ip)->second;
     e.mac = a.mac;
     e.state = NeighborState::kStale;
     e.updated = now;
@@ -293,7 +301,7 @@ absl::Status NeighborTable::SetPermanent(const net::IpAddress& ip, const net::Ma
       return absl::ResourceExhaustedError(
           absl::StrCat("neighbour table full (", options_.max_entries, " entries)"));
     }
-    it = entries_.emplace(ip, Entry{}).first;
+    it = Insert(ip);
     it->second.state = NeighborState::kPermanent;  // new: never counted as unresolved
   }
   Entry& e = it->second;

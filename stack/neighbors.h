@@ -33,6 +33,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -122,6 +123,9 @@ class NeighborTable {
     size_t max_unresolved_per_owner = 64;  // INCOMPLETE entries one owner's datagrams made
     uint32_t probes_per_second = 256;      // ARP requests and solicitations, all together
     uint32_t probe_burst = 256;
+    // Told of every entry the table makes (present) and drops (not present), as it does: the
+    // AF_XDP stack steers the announcements about its neighbours to itself so (afxdp_stack.cc).
+    std::function<void(const net::IpAddress& ip, bool present)> on_entry;
   };
 
   // `gateways`: the next hops of the default routes, whose entries are never evicted nor
@@ -186,7 +190,9 @@ class NeighborTable {
   bool TakeProbeToken(absl::Time now);
   // An entry leaves INCOMPLETE (resolved, made permanent or erased): the caps count it no more.
   void Resolved(Entry& e);
-  // Erases an entry, dropping (counted) the datagrams that waited there.
+  // Makes an entry (state INCOMPLETE, nothing else set) and tells on_entry.
+  Iterator Insert(const net::IpAddress& ip);
+  // Erases an entry, dropping (counted) the datagrams that waited there, and tells on_entry.
   void Erase(Iterator it);
 
   Options options_;

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
+
 namespace quadsock::stack {
 namespace {
 
@@ -110,6 +112,29 @@ TEST(NeighborTableTest, BoundedTableAndPermanentEntries) {
   n.Learn(kPeer, {.mac = *net::MacAddress::Parse("02:00:00:00:00:66"), .solicited = true},
           kT0);
   EXPECT_EQ(n.Lookup(kPeer, kT0 + absl::Hours(1)), kMac);
+}
+
+// on_entry hears of every entry as it is made and as it goes, whatever makes or drops it: a
+// datagram's next hop, a request for us, the administration, failed probes, eviction.
+TEST(NeighborTableTest, OnEntryHearsEveryEntryMadeAndDropped) {
+  std::vector<std::string> heard;
+  NeighborTable::Options o{.retransmit = absl::Seconds(1), .max_probes = 1, .max_entries = 2};
+  o.on_entry = [&heard](const net::IpAddress& ip, bool present) {
+    heard.push_back(absl::StrCat(present ? "+" : "-", ip.ToString()));
+  };
+  NeighborTable n(o);
+  const net::IpAddress a3 = *net::IpAddress::Parse("10.1.0.3");
+  const net::IpAddress a4 = *net::IpAddress::Parse("10.1.0.4");
+  n.Queue(Datagram("1"), kT0);                                         // +10.1.0.1
+  n.Learn(a3, {.mac = kMac, .create = true}, kT0);                     // +10.1.0.3
+  n.Learn(a3, {.mac = kMac, .solicited = true}, kT0);                  // no change
+  n.Tick(kT0 + absl::Seconds(2));                                      // -10.1.0.1: failed
+  ASSERT_EQ(n.SetPermanent(a4, kMac, kT0), absl::OkStatus());          // +10.1.0.4
+  n.Queue(Datagram("2"), kT0);  // full: -10.1.0.3 (evicted), +10.1.0.1
+  ASSERT_EQ(n.Remove(a4), absl::OkStatus());                           // -10.1.0.4
+  EXPECT_EQ(heard, (std::vector<std::string>{"+10.1.0.1", "+10.1.0.3", "-10.1.0.1",
+                                              "+10.1.0.4", "-10.1.0.3", "+10.1.0.1",
+                                              "-10.1.0.4"}));
 }
 
 // Neighbours learned from requests for us (STALE) replace each other, oldest first, but never

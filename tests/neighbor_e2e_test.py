@@ -4,7 +4,8 @@ forging what the peer's side of the wire says.
 
 A forged unsolicited advertisement (S=0, O=1) may move the peer's MAC, but only to STALE (RFC
 4861 7.2.5; it used to be REACHABLE), and the real peer's announcement to all nodes (ff02::1)
-must reach the stack (the XDP program used to pass it to the kernel) and mend the entry.
+must reach the stack (the XDP program used to pass it to the kernel) and mend the entry, while an
+announcement about an address the stack has no entry for stays the kernel's.
 
 Usage (Bazel passes it): neighbor_e2e_test.py QUADSOCKD
 """
@@ -72,6 +73,18 @@ class NeighborE2eTest(unittest.TestCase):
         self.scapy("Ether(src='%s', dst='%s') / IPv6(src='%s', dst='%s', hlim=255) / "
                    "ICMPv6ND_NA(tgt='%s', R=0, S=0, O=1) / ICMPv6NDOptDstLLAddr(lladdr='%s')"
                    % (self.peer_mac, dst_mac, e2e.PEER6, dst_ip, e2e.PEER6, mac))
+
+    def test_announcements_about_others_stay_the_kernels(self):
+        # The stack has no entry for the peer yet: its announcement to all nodes is the
+        # kernel's (it used to be taken from the kernel whatever its target).
+        self.assertIsNone(self.peer_entry())
+        before = self.admin.counters().xdp
+        for _ in range(3):
+            self.advertise(self.peer_mac, "ff02::1", "33:33:00:00:00:01")
+        e2e.wait_until(lambda: self.admin.counters().xdp.pass_not_owned >=
+                       before.pass_not_owned + 3, 10, "the announcements passed to the kernel")
+        self.assertEqual(self.admin.counters().xdp.redirect, before.redirect)
+        self.assertIsNone(self.peer_entry())
 
     def test_a_forged_advertisement_is_stale_and_the_peers_announcement_mends_it(self):
         peer = self.net.peer_socket(socket.AF_INET6, socket.SOCK_DGRAM)

@@ -41,6 +41,14 @@ struct {
 } qs_ports SEC(".maps");
 
 struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, QS_MAX_NEIGHBORS);
+  __uint(map_flags, BPF_F_NO_PREALLOC);  // the stack talks to few neighbours, mostly
+  __type(key, struct qs_addr_key);
+  __type(value, struct qs_neighbor_value);
+} qs_neighbors SEC(".maps");
+
+struct {
   __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
   __uint(max_entries, QS_COUNTER_MAX);
   __type(key, __u32);
@@ -190,15 +198,19 @@ static __always_inline int all_nodes(const struct in6_addr* a) {
          a->in6_u.u6_addr32[2] == 0 && a->in6_u.u6_addr32[3] == bpf_htonl(1);
 }
 
-// To all nodes: only neighbour advertisements, and only on a VLAN where the loader added the
-// group (steer_common.h); the rest (router advertisements, MLD, pings) is the kernel's.
+// To all nodes: only neighbour advertisements, and only about a neighbour in the stack's
+// table on the frame's VLAN (steer_common.h); the rest (advertisements about anyone else,
+// router advertisements, MLD, pings) is the kernel's.
 static __always_inline int steer_all_nodes(struct xdp_md* ctx, struct ipv6hdr* ip,
                                            void* data_end, __u16 vlan) {
   if (ip->nexthdr != IPPROTO_ICMPV6_) return pass(QS_COUNTER_PASS_NOT_OWNED);
   struct icmp6_ns* na = (void*)(ip + 1);
   if ((void*)na + 1 > data_end || na->type != ICMPV6_NA) return pass(QS_COUNTER_PASS_NOT_OWNED);
-  if (!owned(ip->daddr.in6_u.u6_addr8, vlan)) return pass(QS_COUNTER_PASS_NOT_OWNED);
   if ((void*)(na + 1) > data_end) return pass(QS_COUNTER_MALFORMED);
+  struct qs_addr_key key;
+  __builtin_memcpy(key.addr, na->target, sizeof(key.addr));
+  struct qs_neighbor_value* neighbor = bpf_map_lookup_elem(&qs_neighbors, &key);
+  if (!neighbor || neighbor->vlan != vlan) return pass(QS_COUNTER_PASS_NOT_OWNED);
   return redirect(ctx, QS_COUNTER_REDIRECT_NS);
 }
 

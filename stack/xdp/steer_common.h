@@ -15,14 +15,14 @@
  *     solicited-node multicast group). The stack owns the address outright and answers for it,
  *     so it can send port unreachable for closed ports (and the kernel, which does not hold the
  *     address, loses nothing).
- *   - neighbour advertisements to all nodes (ff02::1) on a VLAN where the loader put ff02::1 in
- *     qs_addrs (XdpProgram::SteerAllNodesAdvertisements: the stack has an exclusive IPv6
- *     address there). A neighbour announces a new MAC so (RFC 4861 7.2.6), and the stack must
- *     hear it to mend an entry a forged advertisement moved. XDP cannot copy a frame to both,
- *     so the kernel no longer hears them on that interface and VLAN: its own neighbour entries
- *     then recover by unreachability detection (the announcements are only a speed-up), and
- *     duplicate address detection of kernel addresses there misses a defender's answer. Other
- *     traffic to all nodes (router advertisements, MLD, pings) stays the kernel's.
+ *   - neighbour advertisements to all nodes (ff02::1) whose target is in qs_neighbors on the
+ *     frame's VLAN: a neighbour in the stack's own table (XdpProgram::AddNeighbor, called as
+ *     the table makes and drops entries). A neighbour announces a new MAC so (RFC 4861 7.2.6),
+ *     and the stack must hear it to mend an entry a forged advertisement moved. XDP cannot
+ *     copy a frame to both, so the kernel does not hear those; every other advertisement to
+ *     all nodes (a defender of a kernel address in duplicate address detection, a neighbour
+ *     only the kernel talks to) and all other traffic to all nodes (router advertisements,
+ *     MLD, pings) stays the kernel's.
  *   - to a shared (non-exclusive) owned address: only UDP to an owned port, looked up as
  *     (address, port) and then (the family's unspecified address, port), and only when UDP
  *     follows the IP header directly (no IPv6 extension headers, first IPv4 fragment). The
@@ -40,6 +40,7 @@
 #define QS_MAP_XSKS "qs_xsks"
 #define QS_MAP_ADDRS "qs_addrs"
 #define QS_MAP_PORTS "qs_ports"
+#define QS_MAP_NEIGHBORS "qs_neighbors"
 #define QS_MAP_COUNTERS "qs_counters"
 
 /* The program's name (bpf_prog_info.name, at most 15 characters). Every quadsock XDP program is
@@ -89,6 +90,15 @@ struct qs_port_value {
   __u32 flags; /* none yet; zero */
 };
 
+/* qs_neighbors: BPF_MAP_TYPE_HASH, struct qs_addr_key (an IPv6 neighbour of the stack) ->
+ * struct qs_neighbor_value. As many as the stack's neighbour table holds by default. */
+#define QS_MAX_NEIGHBORS 4096
+
+struct qs_neighbor_value {
+  __u16 vlan; /* the VLAN the neighbour is on, as for qs_addr_value */
+  __u16 pad;  /* zero */
+};
+
 /* qs_counters: BPF_MAP_TYPE_PERCPU_ARRAY, key enum qs_counter, value __u64 (frames).
  * Each frame adds to exactly one of REDIRECT, PASS_NOT_OWNED, PASS_OTHER, MALFORMED,
  * REDIRECT_NO_XSK; the REDIRECT_<kind> ones say what the stack's frames were (REDIRECT and
@@ -103,7 +113,8 @@ enum qs_counter {
   QS_COUNTER_REDIRECT_ICMP,    /* of REDIRECT: ICMP, ICMPv6 (NDP to an exclusive address too) */
   QS_COUNTER_REDIRECT_ARP,     /* of REDIRECT: ARP */
   QS_COUNTER_REDIRECT_NS,      /* of REDIRECT: NDP to a group: solicitations to a
-                                * solicited-node group, advertisements to all nodes */
+                                * solicited-node group, advertisements to all nodes about
+                                * the stack's neighbours */
   QS_COUNTER_REDIRECT_OTHER,   /* of REDIRECT: other IP protocols to an exclusive address */
   QS_COUNTER_MAX
 };

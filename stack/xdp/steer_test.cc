@@ -289,14 +289,16 @@ TEST_F(SteerTest, SolicitationForExclusiveTargetIsRedirected) {
   Check(Solicitation("fd00:1::1", "fd00:1::3"), E::kPassNotOwned);
 }
 
-// A neighbour's announcement to all nodes reaches the stack (it used to go to the kernel, and a
-// forged advertisement's MAC stayed in the stack's table) once the loader asks for them on the
-// frame's VLAN; nothing else to all nodes does.
-TEST_F(SteerTest, AdvertisementsToAllNodesAreRedirectedOnTheirVlan) {
+// A neighbour's announcement to all nodes reaches the stack when the neighbour is in the stack's
+// table (it used to go to the kernel, and a forged advertisement's MAC stayed in the stack's
+// table), on the neighbour's VLAN; every other one stays the kernel's (its duplicate address
+// detection needs them: they used to be taken from it all), and so does the rest to all nodes.
+TEST_F(SteerTest, AdvertisementsToAllNodesAboutOurNeighborsAreRedirected) {
   uint64_t XdpProgramCounters::*ndp = &XdpProgramCounters::redirect_ns;
-  Check(Advertisement("fd00:1::1"), E::kPassNotOwned);  // not asked for yet
-  ASSERT_TRUE(program_->SteerAllNodesAdvertisements(/*vlan=*/0).ok());
+  Check(Advertisement("fd00:1::1"), E::kPassNotOwned);  // not a neighbour of the stack yet
+  ASSERT_TRUE(program_->AddNeighbor(*net::IpAddress::Parse("fd00:1::1"), /*vlan=*/0).ok());
   Check(Advertisement("fd00:1::1"), E::kRedirect, ndp);
+  Check(Advertisement("fd00:1::7"), E::kPassNotOwned);  // about someone else: the kernel's
   Check(Advertisement("fd00:1::1", "ff02::1", net::VlanTag{.tci = 100}), E::kPassNotOwned);
   Check(Echo("fd00:1::1", "ff02::1"), E::kPassNotOwned);  // the kernel's
   std::vector<uint8_t> router = Advertisement("fd00:1::1");
@@ -306,9 +308,22 @@ TEST_F(SteerTest, AdvertisementsToAllNodesAreRedirectedOnTheirVlan) {
   cut.resize(14 + 40 + 8);  // no target address
   Check(cut, E::kMalformed);
   // To one of our addresses, as before: ICMPv6 to an exclusive address.
-  Check(Advertisement("fd00:1::1", "fd00:1::2"), E::kRedirect,
+  Check(Advertisement("fd00:1::7", "fd00:1::2"), E::kRedirect,
         &XdpProgramCounters::redirect_icmp);
-  EXPECT_EQ(program_->SteerAllNodesAdvertisements(4095).code(),
+  // On its VLAN only.
+  ASSERT_TRUE(program_->AddNeighbor(*net::IpAddress::Parse("fd00:1::1"), /*vlan=*/100).ok());
+  Check(Advertisement("fd00:1::1", "ff02::1", net::VlanTag{.tci = 100}), E::kRedirect, ndp);
+  Check(Advertisement("fd00:1::1"), E::kPassNotOwned);
+  // Gone with the entry.
+  ASSERT_TRUE(program_->RemoveNeighbor(*net::IpAddress::Parse("fd00:1::1")).ok());
+  Check(Advertisement("fd00:1::1", "ff02::1", net::VlanTag{.tci = 100}), E::kPassNotOwned);
+  EXPECT_EQ(program_->RemoveNeighbor(*net::IpAddress::Parse("fd00:1::1")).code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(program_->AddNeighbor(*net::IpAddress::Parse("fd00:1::1"), 4095).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(program_->AddNeighbor(*net::IpAddress::Parse("10.1.0.1")).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(program_->AddNeighbor(*net::IpAddress::Parse("ff02::1")).code(),
             absl::StatusCode::kInvalidArgument);
 }
 

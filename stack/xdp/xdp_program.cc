@@ -115,6 +115,7 @@ absl::StatusOr<std::unique_ptr<XdpProgram>> XdpProgram::Load(Options options) {
   } maps[] = {{QS_MAP_XSKS, &loaded->xsks_fd_},
               {QS_MAP_ADDRS, &loaded->addrs_fd_},
               {QS_MAP_PORTS, &loaded->ports_fd_},
+              {QS_MAP_NEIGHBORS, &loaded->neighbors_fd_},
               {QS_MAP_COUNTERS, &loaded->counters_fd_}};
   for (const auto& map : maps) {
     bpf_map* m = bpf_object__find_map_by_name(object, map.name);
@@ -274,19 +275,41 @@ absl::Status XdpProgram::AddAddress(const net::IpAddress& address, bool exclusiv
   return absl::OkStatus();
 }
 
-absl::Status XdpProgram::SteerAllNodesAdvertisements(uint16_t vlan) {
-  const net::IpAddress all_nodes = *net::IpAddress::Parse("ff02::1");
+absl::Status XdpProgram::AddNeighbor(const net::IpAddress& address, uint16_t vlan) {
+  if (address.is_v4() || address.IsMulticast() || address.IsUnspecified()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot take advertisements about ", address.ToString(),
+                     ": not a unicast IPv6 address"));
+  }
   if (vlan > QS_MAX_VLAN) {
     return absl::InvalidArgumentError(absl::StrCat(
         "cannot take advertisements on VLAN ", vlan, ": VLAN ids are 1-", QS_MAX_VLAN,
         ", or 0 for none"));
   }
   qs_addr_key key;
-  std::memcpy(key.addr, all_nodes.bytes16().data(), sizeof(key.addr));
-  // The program reads only the VLAN of this entry (steer_all_nodes).
-  qs_addr_value value{.flags = QS_ADDR_EXCLUSIVE, .vlan = vlan, .pad = 0};
-  if (bpf_map_update_elem(addrs_fd_, &key, &value, BPF_ANY) != 0) {
-    return ErrnoStatus(errno, "cannot take neighbour advertisements to all nodes");
+  std::memcpy(key.addr, address.bytes16().data(), sizeof(key.addr));
+  qs_neighbor_value value{.vlan = vlan, .pad = 0};
+  if (bpf_map_update_elem(neighbors_fd_, &key, &value, BPF_ANY) != 0) {
+    const int error = errno;
+    if (error == E2BIG) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("cannot take advertisements about ", address.ToString(), ": ",
+                       QS_MAX_NEIGHBORS, " neighbours already"));
+    }
+    return ErrnoStatus(error, absl::StrCat("cannot take advertisements about ",
+                                           address.ToString()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status XdpProgram::RemoveNeighbor(const net::IpAddress& address) {
+  qs_addr_key key;
+  std::memcpy(key.addr, address.bytes16().data(), sizeof(key.addr));
+  if (bpf_map_delete_elem(neighbors_fd_, &key) != 0) {
+    if (errno == ENOENT) {
+      return absl::NotFoundError(absl::StrCat(address.ToString(), " is not a neighbour here"));
+    }
+    return ErrnoStatus(errno, absl::StrCat("cannot forget neighbour ", address.ToString()));
   }
   return absl::OkStatus();
 }

@@ -114,11 +114,15 @@ class XdpProgram {
   absl::Status AddAddress(const net::IpAddress& address, bool exclusive, uint16_t vlan = 0);
   // NOT_FOUND when the address is not owned.
   absl::Status RemoveAddress(const net::IpAddress& address);
-  // Neighbour advertisements to all nodes (ff02::1) on `vlan` (0: untagged) go to the stack
-  // from now on, and no longer to the kernel: see steer_common.h for why and what the kernel
-  // loses. For a stack with an exclusive IPv6 address on that VLAN. INVALID_ARGUMENT for a VLAN
-  // id past 4094.
-  absl::Status SteerAllNodesAdvertisements(uint16_t vlan);
+  // Neighbour advertisements to all nodes (ff02::1) about IPv6 neighbour `address` on `vlan`
+  // (0: untagged) go to the stack from now on, no longer to the kernel; those about anyone else
+  // stay the kernel's (steer_common.h says why). For the neighbours in the stack's table: it
+  // adds one as it makes the entry and removes it with the entry. INVALID_ARGUMENT for an
+  // IPv4, multicast or unspecified address or a VLAN id past 4094; RESOURCE_EXHAUSTED when
+  // the map is full. Adding again updates the VLAN.
+  absl::Status AddNeighbor(const net::IpAddress& address, uint16_t vlan = 0);
+  // NOT_FOUND when it was not added.
+  absl::Status RemoveNeighbor(const net::IpAddress& address);
 
   // A UDP port the stack owns at a shared address, or at every shared address of the family
   // when `address` is unspecified (0.0.0.0 or ::). Counted: each AddPort needs a RemovePort
@@ -157,6 +161,7 @@ class XdpProgram {
   int xsks_fd_ = -1;
   int addrs_fd_ = -1;
   int ports_fd_ = -1;
+  int neighbors_fd_ = -1;
   int counters_fd_ = -1;
 
   mutable absl::Mutex mu_;
