@@ -21,8 +21,8 @@ namespace quadsock::stack {
   X(rx_frames, "Frames received.")                                                           \
   X(not_for_us, "Frames for another host: its MAC or IP address, or another VLAN.")         \
   X(fragments, "IP fragments, dropped: there is no reassembly.")                             \
-  X(unhandled, "Frames of other protocols and ethertypes, and echo requests from a "         \
-               "multicast MAC.")                                                             \
+  X(unhandled, "Frames of other ethertypes, ICMP messages the stack does not answer, and "   \
+               "echo requests from a multicast MAC.")                                        \
   X(udp_delivered, "Datagrams delivered to a socket (of which the socket may have dropped "  \
                    "some: udp_queue_full, receive_budget_full).")                            \
   X(udp_queue_full, "Datagrams dropped by their socket: its receive queue or its data "     \
@@ -54,7 +54,11 @@ namespace quadsock::stack {
   X(martian_source, "IP packets to us from a source no host sends from, dropped unanswered: " \
                     "ours, loopback, unspecified, multicast, broadcast, a network address "  \
                     "of ours, or IPv4-mapped IPv6.")                                         \
-  X(rx_too_long, "Frames longer than the link's MTU allows, dropped.")
+  X(rx_too_long, "Frames longer than the link's MTU allows, dropped.")                       \
+  X(ip_unknown_protocol, "IP packets to us of a protocol the stack does not speak (all but UDP " \
+                         "and ICMP; TCP too), dropped and answered with protocol unreachable " \
+                         "(ICMPv6: Parameter Problem, unrecognized Next Header) unless "       \
+                         "rate-limited.")
 
 // Counted elsewhere: by Send's callers, the receive budget and the neighbour table.
 #define QUADSOCK_OTHER_STACK_COUNTERS(X)                                                     \

@@ -1,6 +1,7 @@
 // What the stack refuses on the wire, over MemoryLink: packets from a source no host sends from
-// (martians), IPv6 extension headers that RFC 8200 says to discard, source-routed IPv4, and
-// frames past the MTU. Each is dropped and counted, and answered only where an RFC says so.
+// (martians), IPv6 extension headers that RFC 8200 says to discard, source-routed IPv4, frames
+// past the MTU, and protocols the stack does not speak. Each is dropped and counted, and
+// answered only where an RFC says so, never with an ICMP error about an ICMP error.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -54,6 +55,23 @@ std::vector<uint8_t> WithIpv4Options(std::vector<uint8_t> frame, const std::stri
   net::StoreBe16(&frame[kIp + 2], static_cast<uint16_t>(net::LoadBe16(&frame[kIp + 2]) + o.size()));
   net::StoreBe16(&frame[kIp + 10], 0);
   net::StoreBe16(&frame[kIp + 10], net::Ipv4HeaderChecksum({&frame[kIp], header}));
+  return frame;
+}
+
+// `frame` (an IP one) relabelled as carrying `protocol`, the IPv4 header checksum mended, and,
+// when given, the IPv4 flags and fragment offset word set. Nothing past the IP header is
+// looked at for a protocol the stack does not speak.
+std::vector<uint8_t> AsProtocol(std::vector<uint8_t> frame, uint8_t protocol,
+                                uint16_t v4_fragment = 0x4000) {
+  if (net::LoadBe16(&frame[12]) == net::kEtherTypeIpv6) {
+    frame[kIp + 6] = protocol;
+    return frame;
+  }
+  frame[kIp + 9] = protocol;
+  net::StoreBe16(&frame[kIp + 6], v4_fragment);
+  net::StoreBe16(&frame[kIp + 10], 0);
+  net::StoreBe16(&frame[kIp + 10],
+                 net::Ipv4HeaderChecksum({&frame[kIp], net::Ipv4Header::kMinSize}));
   return frame;
 }
 
@@ -284,6 +302,128 @@ TEST_F(WireConformanceTest, FramesPastTheMtuAreDropped) {
   EXPECT_EQ(stack_->Counters().rx_too_long, 3u);
   EXPECT_EQ(stack_->Receive(s).value()->payload, fits);
   EXPECT_FALSE(stack_->Receive(s).value().has_value());
+}
+
+// A protocol the stack does not speak (TCP too: it has none) is answered as a host without it
+// answers (RFC 1122 3.2.2.1, RFC 8200 4): ICMPv4 protocol unreachable; ICMPv6 Parameter Problem
+// code 1 pointing at the Next Header field that named it. Quoting the packet, counted.
+TEST_F(WireConformanceTest, UnknownProtocolsAreAnsweredWithProtocolUnreachable) {
+  const std::vector<uint8_t> v4 = Udp("10.1.0.1:5000", "10.1.0.2:80", "segment");
+  const std::vector<uint8_t> v6 = Udp("[fd00:1::1]:5000", "[fd00:1::2]:80", "segment");
+  const std::vector<uint8_t> in[] = {
+      AsProtocol(v4, net::kIpProtoTcp),
+      AsProtocol(v4, 253),
+      AsProtocol(v6, net::kIpProtoTcp),
+      // Behind destination options (PadN): the pointer is that header's Next Header.
+      WithExtensionHeaders(v6, net::kIpProtoDestOptions, "fd000104" "00000000"),
+      AsProtocol(v6, net::kIpProtoIcmp),  // ICMPv4 means nothing over IPv6
+  };
+  for (const std::vector<uint8_t>& frame : in) ASSERT_TRUE(wire_->Inject(frame));
+  Drain();
+  std::vector<std::vector<uint8_t>> keep;
+  std::vector<net::ParsedFrame> out = Sent(keep);
+  ASSERT_EQ(out.size(), std::size(in));
+  const struct {
+    uint8_t type;
+    uint8_t code;
+    uint32_t rest;
+  } want[] = {{net::kIcmpv4DestUnreachable, net::kIcmpv4CodeProtocolUnreachable, 0},
+              {net::kIcmpv4DestUnreachable, net::kIcmpv4CodeProtocolUnreachable, 0},
+              {net::kIcmpv6ParameterProblem, net::kIcmpv6CodeUnrecognizedNextHeader, 6},
+              {net::kIcmpv6ParameterProblem, net::kIcmpv6CodeUnrecognizedNextHeader, 40},
+              {net::kIcmpv6ParameterProblem, net::kIcmpv6CodeUnrecognizedNextHeader, 6}};
+  for (size_t i = 0; i < out.size(); ++i) {
+    SCOPED_TRACE(i);
+    const bool v6 = i >= 2;
+    EXPECT_EQ(out[i].l4, v6 ? net::L4::kIcmpv6 : net::L4::kIcmpv4);
+    EXPECT_EQ(out[i].icmp.type, want[i].type);
+    EXPECT_EQ(out[i].icmp.code, want[i].code);
+    EXPECT_EQ(out[i].icmp.rest, want[i].rest);
+    EXPECT_EQ(out[i].src, Ip(v6 ? "fd00:1::2" : "10.1.0.2"));
+    EXPECT_EQ(out[i].dst, Ip(v6 ? "fd00:1::1" : "10.1.0.1"));
+    EXPECT_EQ(out[i].eth.dst, kMacPeer);
+    EXPECT_EQ(Str(out[i].payload(keep[i])), Str(std::span(in[i]).subspan(kIp)));
+  }
+  StackCounters c = stack_->Counters();
+  EXPECT_EQ(c.ip_unknown_protocol, std::size(in));
+  EXPECT_EQ(c.icmp_errors_sent, std::size(in));
+  EXPECT_EQ(c.unhandled, 0u);
+
+  // Never to a martian source, nor about a fragment.
+  ASSERT_TRUE(wire_->Inject(AsProtocol(Udp("10.1.0.255:5000", "10.1.0.2:80", "x"), 253)));
+  ASSERT_TRUE(wire_->Inject(AsProtocol(Udp("[::1]:5000", "[fd00:1::2]:80", "x"), 253)));
+  ASSERT_TRUE(wire_->Inject(AsProtocol(v4, 253, 0x0001)));
+  ASSERT_TRUE(wire_->Inject(AsProtocol(v4, 253, 0x2000)));
+  Drain();
+  EXPECT_TRUE(Sent(keep).empty());
+  c = stack_->Counters();
+  EXPECT_EQ(c.martian_source, 2u);
+  EXPECT_EQ(c.fragments, 2u);
+  EXPECT_EQ(c.ip_unknown_protocol, std::size(in));
+
+  // Under the ICMP error rate limit (burst 50; the test's clock stands still).
+  for (int i = 0; i < 120; ++i) ASSERT_TRUE(wire_->Inject(in[i % 2 == 0 ? 0 : 2]));
+  Drain();
+  c = stack_->Counters();
+  EXPECT_EQ(c.ip_unknown_protocol, std::size(in) + 120);
+  EXPECT_EQ(c.icmp_errors_sent + c.icmp_errors_rate_limited, std::size(in) + 120);
+  EXPECT_GT(c.icmp_errors_rate_limited, 0u);
+}
+
+// No ICMP error about an ICMP error, nor about a later fragment (RFC 1122 3.2.2, RFC 4443 2.4
+// (e.1)), even where an extension header would have been answered with a Parameter Problem.
+TEST_F(WireConformanceTest, NoIcmpErrorAboutAnIcmpErrorOrALaterFragment) {
+  auto icmpv6 = [&](uint8_t type) {
+    std::vector<uint8_t> quoted = Udp("[fd00:1::2]:4000", "[fd00:1::1]:53", "quoted");
+    quoted.erase(quoted.begin(), quoted.begin() + kIp);
+    std::vector<uint8_t> buf(2048);
+    buf.resize(net::BuildIcmp({kMacPeer, kMacB, std::nullopt}, Ip("fd00:1::1"), Ip("fd00:1::2"),
+                              {.type = type}, quoted, buf)
+                   .value());
+    return buf;
+  };
+  // Destination options with an option of type 10 (discard, answer: RFC 8200 4.2) after Pad1.
+  const std::string answer_me = "009e020000" "00";
+  const std::vector<uint8_t> in[] = {
+      WithExtensionHeaders(icmpv6(net::kIcmpv6DestUnreachable), net::kIpProtoDestOptions,
+                           "3a00" + answer_me),
+      WithExtensionHeaders(icmpv6(net::kIcmpv6ParameterProblem), net::kIpProtoDestOptions,
+                           "3a00" + answer_me),
+      // Hop-by-hop after destination options, then the error.
+      WithExtensionHeaders(icmpv6(net::kIcmpv6TimeExceeded), net::kIpProtoDestOptions,
+                           "00000104" "00000000" "3a000104" "00000000"),
+      // A later fragment (offset 2), after the option.
+      WithExtensionHeaders(Udp("[fd00:1::1]:5000", "[fd00:1::2]:4000", "x"),
+                           net::kIpProtoDestOptions, "2c00" + answer_me + "11000010" "12345678"),
+      // The control: an echo request behind the same option is answered.
+      WithExtensionHeaders(icmpv6(net::kIcmpv6EchoRequest), net::kIpProtoDestOptions,
+                           "3a00" + answer_me),
+  };
+  for (const std::vector<uint8_t>& frame : in) ASSERT_TRUE(wire_->Inject(frame));
+  // An ICMPv4 error to us about a datagram to a closed port of ours: counted, never answered.
+  std::vector<uint8_t> quoted = Udp("10.1.0.2:4000", "10.1.0.1:53", "quoted");
+  quoted.erase(quoted.begin(), quoted.begin() + kIp);
+  std::vector<uint8_t> error(2048);
+  error.resize(net::BuildIcmp({kMacPeer, kMacB, std::nullopt}, Ip("10.1.0.1"), Ip("10.1.0.2"),
+                              {.type = net::kIcmpv4DestUnreachable,
+                               .code = net::kIcmpv4CodePortUnreachable},
+                              quoted, error)
+                   .value());
+  ASSERT_TRUE(wire_->Inject(error));
+  Drain();
+  std::vector<std::vector<uint8_t>> keep;
+  std::vector<net::ParsedFrame> out = Sent(keep);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].icmp.type, net::kIcmpv6ParameterProblem);
+  EXPECT_EQ(out[0].icmp.code, net::kIcmpv6CodeUnrecognizedOption);
+  EXPECT_EQ(out[0].icmp.rest, 40u + 3);
+  EXPECT_EQ(Str(out[0].payload(keep[0])), Str(std::span(in[4]).subspan(kIp)));
+  const StackCounters c = stack_->Counters();
+  EXPECT_EQ(ParseErrors(net::ParseError::kIpv6UnrecognizedOption), 4u);
+  EXPECT_EQ(ParseErrors(net::ParseError::kIpv6HopByHopNotFirst), 1u);
+  EXPECT_EQ(c.icmp_errors_unmatched, 1u);
+  EXPECT_EQ(c.icmp_errors_sent, 1u);
+  EXPECT_EQ(c.icmp_errors_rate_limited, 0u);
 }
 
 }  // namespace

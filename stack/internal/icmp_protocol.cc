@@ -23,6 +23,11 @@ bool IsAnswerableSource(const net::MacAddress& mac, const net::IpAddress& ip) {
          ip != kLimitedBroadcast;
 }
 
+// The IP packet `f` carries, from its IP header to the end of its payload (no padding).
+std::span<const uint8_t> IpPacket(const net::ParsedFrame& f, std::span<const uint8_t> bytes) {
+  return bytes.subspan(f.l3_offset, f.l4_offset + f.l4_length - f.l3_offset);
+}
+
 }  // namespace
 
 bool IcmpRateLimiter::Take(absl::Time now) {
@@ -56,8 +61,21 @@ void IcmpProtocol::SendPortUnreachable(PollEngine& engine, const net::ParsedFram
   net::IcmpHeader h;
   h.type = v4 ? net::kIcmpv4DestUnreachable : net::kIcmpv6DestUnreachable;
   h.code = v4 ? net::kIcmpv4CodePortUnreachable : net::kIcmpv6CodePortUnreachable;
-  const size_t ip_length = f.l4_offset + f.l4_length - f.l3_offset;
-  SendError(engine, f, f.src, f.dst, h, bytes.subspan(f.l3_offset, ip_length), now);
+  SendError(engine, f, f.src, f.dst, h, IpPacket(f, bytes), now);
+}
+
+void IcmpProtocol::SendProtocolUnreachable(PollEngine& engine, const net::ParsedFrame& f,
+                                           std::span<const uint8_t> bytes, absl::Time now) {
+  // ICMPv6 has no protocol unreachable: RFC 8200 4 answers an unrecognised Next Header with a
+  // Parameter Problem pointing at the field that named it.
+  const net::IcmpHeader h =
+      f.l3 == net::L3::kIpv4
+          ? net::IcmpHeader{.type = net::kIcmpv4DestUnreachable,
+                            .code = net::kIcmpv4CodeProtocolUnreachable}
+          : net::IcmpHeader{.type = net::kIcmpv6ParameterProblem,
+                            .code = net::kIcmpv6CodeUnrecognizedNextHeader,
+                            .rest = f.ipv6.upper_naming};
+  SendError(engine, f, f.src, f.dst, h, IpPacket(f, bytes), now);
 }
 
 void IcmpProtocol::SendParameterProblem(PollEngine& engine, const net::ParsedFrame& f,
@@ -79,6 +97,9 @@ void IcmpProtocol::SendError(PollEngine& engine, const net::ParsedFrame& f,
   if (f.eth.dst.IsMulticast() || dst.IsMulticast() || !IsAnswerableSource(f.eth.src, src)) {
     return;
   }
+  // Never about an ICMP error, nor a later fragment (RFC 1122 3.2.2, RFC 4443 2.4 (e.1)): two
+  // stacks would answer each other's errors for ever.
+  if (!net::IcmpErrorAllowedAbout(packet)) return;
   if (!limiter_.Take(now)) {
     engine.Bump(EngineCounter::icmp_errors_rate_limited);
     return;

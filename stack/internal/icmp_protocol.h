@@ -1,14 +1,16 @@
 // ICMP in the stack (ICMPv4 and ICMPv6 but NDP): echo replies, port unreachable for a datagram
-// no socket takes and Parameter Problem for an IPv6 packet refused for an extension header
-// (both rate-limited as the kernel's icmp_global_allow), and ICMP errors that quote a
-// datagram one of our sockets sent, handed to that socket (stack/icmp_error.h says what it
-// makes of them). Runs on the poll threads; the rate limit is shared by all of them. Internal
-// to the stack.
+// no socket takes, protocol unreachable (ICMPv6: Parameter Problem) for a protocol the stack
+// does not speak, and Parameter Problem for an IPv6 packet refused for an extension header
+// (all rate-limited as the kernel's icmp_global_allow, and never about an ICMP error: RFC 1122
+// 3.2.2), and ICMP errors that quote a datagram one of our sockets sent, handed to that socket
+// (stack/icmp_error.h says what it makes of them). Runs on the poll threads; the rate limit is
+// shared by all of them. Internal to the stack.
 //
 //   IcmpProtocol icmp(local, table, {.per_second = 1000, .burst = 50}, now);
 //   icmp.SendEchoReply(engine, frame, bytes);
 //   icmp.SendPortUnreachable(engine, frame, bytes, now);   // counted when rate-limited
 //   icmp.SendParameterProblem(engine, frame, bytes, now);  // the same limit
+//   icmp.SendProtocolUnreachable(engine, frame, bytes, now);  // and again
 #ifndef QUADSOCK_STACK_INTERNAL_ICMP_PROTOCOL_H_
 #define QUADSOCK_STACK_INTERNAL_ICMP_PROTOCOL_H_
 
@@ -58,6 +60,11 @@ class IcmpProtocol {
   // A datagram to a port with no socket: port unreachable, quoting it (RFC 1122 3.2.2 limits).
   void SendPortUnreachable(PollEngine& engine, const net::ParsedFrame& f,
                            std::span<const uint8_t> bytes, absl::Time now);
+  // A packet to us of a protocol the stack does not speak (TCP included): ICMPv4 protocol
+  // unreachable, or ICMPv6 Parameter Problem "unrecognized Next Header" pointing at the field
+  // that named it (RFC 1122 3.2.2.1, RFC 8200 4), under the same rate limit.
+  void SendProtocolUnreachable(PollEngine& engine, const net::ParsedFrame& f,
+                               std::span<const uint8_t> bytes, absl::Time now);
   // An IPv6 packet refused for an extension header whose rules ask for it (f.ipv6.problem):
   // an ICMPv6 Parameter Problem (RFC 8200 4.2-4.5), under the same rate limit.
   void SendParameterProblem(PollEngine& engine, const net::ParsedFrame& f,
@@ -67,8 +74,9 @@ class IcmpProtocol {
 
  private:
   // Sends the error `h` quoting `packet` (the offending IP packet, cut to the minimum MTU) from
-  // `dst` back to `src`, the packet's addresses, unless RFC 1122 3.2.2 forbids it or the rate
-  // limit says no.
+  // `dst` back to `src`, the packet's addresses, unless RFC 1122 3.2.2 forbids it (a
+  // broadcast, multicast or martian party, a packet that is an ICMP error or a later fragment:
+  // net::IcmpErrorAllowedAbout) or the rate limit says no.
   void SendError(PollEngine& engine, const net::ParsedFrame& f, const net::IpAddress& src,
                  const net::IpAddress& dst, const net::IcmpHeader& h,
                  std::span<const uint8_t> packet, absl::Time now);

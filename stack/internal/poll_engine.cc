@@ -242,6 +242,10 @@ void PollEngine::ReceiveBatch(demux::LookupContext& ctx,
         (void)net::ParseFrame(bytes, rx_.parsed);  // the same error as in (1)
         p_.icmp->SendParameterProblem(*this, rx_.parsed, bytes, now);
         break;
+      case FrameKind::kUnknownProtocol:
+        (void)net::ParseFrame(bytes, rx_.parsed);
+        p_.icmp->SendProtocolUnreachable(*this, rx_.parsed, bytes, now);
+        break;
       case FrameKind::kUdp: {
         const std::optional<demux::LookupResult>& found = rx_.found[j];
         if (!found.has_value()) {
@@ -310,6 +314,10 @@ PollEngine::FrameKind PollEngine::Classify(std::span<const uint8_t> bytes, net::
     return FrameKind::kDone;
   }
   if (f.l4 == net::L4::kUdp) return FrameKind::kUdp;
+  if (f.l4 == net::L4::kOther) {  // TCP too: the stack has none
+    Bump(EngineCounter::ip_unknown_protocol);
+    return FrameKind::kUnknownProtocol;
+  }
   if (f.l4 == net::L4::kIcmpv4 || f.l4 == net::L4::kIcmpv6) {
     const bool v6 = f.l4 == net::L4::kIcmpv6;
     if (net::IsIcmpError(v6, f.icmp.type)) return FrameKind::kIcmpError;

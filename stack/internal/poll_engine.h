@@ -124,6 +124,7 @@ class PollEngine {
     kEcho,
     kIcmpError,
     kParameterProblem,  // refused for an IPv6 extension header, answered with the ICMPv6 error
+    kUnknownProtocol,   // to us, of a protocol we do not speak: answered with protocol unreachable
   };
 
   // ReceiveBatch's working space for one batch.

@@ -3,6 +3,46 @@
 #include "stack/net/ip.h"
 
 namespace quadsock::net {
+namespace {
+
+// ICMPv4 queries and their replies (RFC 792, RFC 950): the messages that are not errors.
+constexpr bool IsIcmpv4Query(uint8_t type) {
+  constexpr uint8_t kTimestamp = 13, kAddressMaskReply = 18;  // 13-18: the three pairs
+  return type == kIcmpv4EchoReply || type == kIcmpv4EchoRequest ||
+         (type >= kTimestamp && type <= kAddressMaskReply);
+}
+
+}  // namespace
+
+bool IcmpErrorAllowedAbout(std::span<const uint8_t> packet) {
+  if (packet.empty()) return false;
+  if (packet[0] >> 4 == 4) {
+    if (packet.size() < Ipv4Header::kMinSize) return false;
+    if ((LoadBe16(&packet[6]) & 0x1fff) != 0) return false;  // a later fragment
+    if (packet[9] != kIpProtoIcmp) return true;
+    const size_t icmp = size_t{packet[0] & 0x0fu} * 4;
+    return icmp < packet.size() && IsIcmpv4Query(packet[icmp]);
+  }
+  if (packet[0] >> 4 != 6 || packet.size() < Ipv6Header::kSize) return false;
+  uint8_t next = packet[6];
+  size_t at = Ipv6Header::kSize;
+  for (int i = 0; i <= Ipv6Header::kMaxExtensionHeaders; ++i) {
+    if (next == kIpProtoIcmpv6) {
+      // Types 0-127 are errors, 128-255 informational (RFC 4443 2.1).
+      return at < packet.size() && packet[at] >= 128;
+    }
+    if (!IsIpv6ExtensionHeader(next)) return true;
+    if (packet.size() - at < 8) return false;  // every extension header has at least 8 bytes
+    if (next == kIpProtoFragment && (LoadBe16(&packet[at + 2]) & 0xfff8) != 0) {
+      return false;  // a later fragment
+    }
+    const size_t length = Ipv6ExtensionHeaderLength(next, packet[at + 1]);
+    next = packet[at];
+    at += length;
+    if (at > packet.size()) return false;
+  }
+  return false;
+}
 
 ParseError IcmpQuote::Parse(bool v6, ByteReader& r) {
   // Every read below fails on a quote that ends early: a bad quote, never a read past it.

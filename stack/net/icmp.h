@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 
 #include "stack/net/address.h"
 #include "stack/net/bytes.h"
@@ -91,6 +92,15 @@ constexpr bool IsIcmpError(bool v6, uint8_t type) {
   return type == kIcmpv4DestUnreachable || type == kIcmpv4TimeExceeded ||
          type == kIcmpv4ParameterProblem;
 }
+
+// Whether an ICMP error may be sent about `packet` (an IP packet from its IP header, either
+// version, as received): not when it is itself an ICMP error message (RFC 1122 3.2.2; RFC 4443
+// 2.4 (e.1): an ICMPv6 type below 128), nor a fragment other than the first, nor when the
+// packet is too short or its IPv6 extension headers too many to tell. ICMPv4 types other than
+// echo, timestamp, information and address mask requests and replies count as errors, as in
+// Linux's icmp_send. The extension headers are stepped over, not processed, as Linux's
+// ipv6_skip_exthdr does: the answer holds for a packet refused for one of them too.
+bool IcmpErrorAllowedAbout(std::span<const uint8_t> packet);
 
 // The start of the datagram an ICMP error quotes (RFC 792: its IP header and first 8 bytes;
 // RFC 4443 2.4: as much as fits in 1280 bytes), which says whose datagram it was: `src` and

@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+#include <vector>
+
+#include "stack/net/ip.h"
 #include "stack/net/test_frames.h"
 
 namespace quadsock::net {
@@ -44,6 +48,88 @@ TEST(IcmpQuoteTest, IsIcmpErrorTakesErrorsOnly) {
 // quote, as a router's quote may have: neither is checked.
 constexpr char kQuotedV4[] =
     "45 00 0400 0001 0000 3f 11 dead 0a010001 0a010002  9c40 0009 0010 0000";
+
+// An IPv4 packet (20-byte header, no options unless `ihl` says) with protocol `proto` and the
+// flags/fragment offset word `frag`, then `rest`; and an IPv6 packet whose fixed header names
+// `next`, then `rest`. Lengths and checksums do not matter to IcmpErrorAllowedAbout.
+std::vector<uint8_t> V4(const std::string& proto, const std::string& rest,
+                        const std::string& frag = "4000", const std::string& ihl = "45") {
+  return FromHex(ihl + "00 0000 0000" + frag + "40" + proto + "0000 0a000001 0a000002" + rest);
+}
+std::vector<uint8_t> V6(const std::string& next, const std::string& rest) {
+  return FromHex("60000000 0000" + next + "40" + std::string(64, '0') + rest);
+}
+
+TEST(IcmpErrorAllowedAboutTest, NeverAboutAnIcmpv4ErrorOrALaterFragment) {
+  const std::string icmp = "0000 00000000";  // code, checksum, rest after the type
+  EXPECT_TRUE(IcmpErrorAllowedAbout(V4("11", "1388 0fa0 0008 0000")));  // UDP
+  EXPECT_TRUE(IcmpErrorAllowedAbout(V4("06", "1388 0050 00000000")));   // TCP
+  EXPECT_TRUE(IcmpErrorAllowedAbout(V4("fd", "")));                     // protocol 253
+  // Queries and their replies: echo, timestamp, information, address mask.
+  for (const std::string type : {"00", "08", "0d", "0e", "0f", "10", "11", "12"}) {
+    SCOPED_TRACE(type);
+    EXPECT_TRUE(IcmpErrorAllowedAbout(V4("01", type + icmp)));
+  }
+  // Errors (unreachable, source quench, redirect, time exceeded, parameter problem), and types
+  // nobody defined, as Linux counts them.
+  for (const std::string type : {"03", "04", "05", "0b", "0c", "01", "09", "28", "ff"}) {
+    SCOPED_TRACE(type);
+    EXPECT_FALSE(IcmpErrorAllowedAbout(V4("01", type + icmp)));
+  }
+  EXPECT_FALSE(IcmpErrorAllowedAbout(V4("01", "")));  // no type to tell by
+  // Behind options (a 24-byte header), the ICMP type is where the header length says.
+  EXPECT_TRUE(IcmpErrorAllowedAbout(V4("01", "01010101 08" + icmp, "4000", "46")));
+  EXPECT_FALSE(IcmpErrorAllowedAbout(V4("01", "01010101 03" + icmp, "4000", "46")));
+  // The first fragment is answerable (unless an error); later ones are not (RFC 1122 3.2.2).
+  EXPECT_TRUE(IcmpErrorAllowedAbout(V4("11", "1388 0fa0 0008 0000", "2000")));
+  EXPECT_FALSE(IcmpErrorAllowedAbout(V4("01", "03" + icmp, "2000")));
+  EXPECT_FALSE(IcmpErrorAllowedAbout(V4("11", "1388 0fa0 0008 0000", "0001")));
+  EXPECT_FALSE(IcmpErrorAllowedAbout(V4("11", "1388 0fa0 0008 0000", "2001")));
+  // Not a packet to tell anything of.
+  EXPECT_FALSE(IcmpErrorAllowedAbout({}));
+  EXPECT_FALSE(IcmpErrorAllowedAbout(FromHex("45000014")));
+  EXPECT_FALSE(IcmpErrorAllowedAbout(FromHex("55000014 00000000 40110000 0a000001 0a000002")));
+}
+
+TEST(IcmpErrorAllowedAboutTest, NeverAboutAnIcmpv6ErrorOrALaterFragment) {
+  const std::string icmp = "00 0000 00000000";
+  const std::string udp = "1388 0fa0 0008 0000";
+  const std::string pad_to_icmp = "3a00 0104 00000000";  // an extension header: PadN, then ICMPv6
+  EXPECT_TRUE(IcmpErrorAllowedAbout(V6("11", udp)));
+  EXPECT_TRUE(IcmpErrorAllowedAbout(V6("fd", "")));
+  EXPECT_TRUE(IcmpErrorAllowedAbout(V6("3b", "")));  // no next header
+  // Types below 128 are errors (RFC 4443 2.1), 128 and up informational.
+  for (const std::string type : {"80", "81", "87", "88", "ff"}) {
+    SCOPED_TRACE(type);
+    EXPECT_TRUE(IcmpErrorAllowedAbout(V6("3a", type + icmp)));
+    EXPECT_TRUE(IcmpErrorAllowedAbout(V6("3c", pad_to_icmp + type + icmp)));
+  }
+  for (const std::string type : {"01", "02", "03", "04", "00", "7f"}) {
+    SCOPED_TRACE(type);
+    EXPECT_FALSE(IcmpErrorAllowedAbout(V6("3a", type + icmp)));
+    // Behind destination options, a routing header, hop-by-hop where it may not be: stepped
+    // over, as the error may be about one of them.
+    EXPECT_FALSE(IcmpErrorAllowedAbout(V6("3c", pad_to_icmp + type + icmp)));
+    EXPECT_FALSE(IcmpErrorAllowedAbout(V6("2b", "3a000001 00000000" + type + icmp)));
+    EXPECT_FALSE(IcmpErrorAllowedAbout(V6("3c", "0000 0104 00000000" + pad_to_icmp + type + icmp)));
+    // An atomic fragment and a first fragment are whole enough to tell.
+    EXPECT_FALSE(IcmpErrorAllowedAbout(V6("2c", "3a000000 12345678" + type + icmp)));
+    EXPECT_FALSE(IcmpErrorAllowedAbout(V6("2c", "3a000001 12345678" + type + icmp)));
+  }
+  EXPECT_FALSE(IcmpErrorAllowedAbout(V6("3a", "")));  // no type to tell by
+  EXPECT_TRUE(IcmpErrorAllowedAbout(V6("2c", "11000001 12345678" + udp)));
+  // A later fragment: never (its upper-layer header is in the first).
+  EXPECT_FALSE(IcmpErrorAllowedAbout(V6("2c", "11000010 12345678" + udp)));
+  EXPECT_FALSE(IcmpErrorAllowedAbout(V6("3c", "2c000104 00000000 11000011 12345678" + udp)));
+  // An extension header cut short, or more of them than the stack walks: cannot tell.
+  EXPECT_FALSE(IcmpErrorAllowedAbout(V6("3c", "3a00 0104")));
+  EXPECT_FALSE(IcmpErrorAllowedAbout(V6("3c", "3a01 0104 00000000")));
+  std::string many;
+  for (int i = 0; i < Ipv6Header::kMaxExtensionHeaders + 1; ++i) many += "3c00 0104 00000000";
+  EXPECT_FALSE(IcmpErrorAllowedAbout(V6("3c", many + "1100 0104 00000000" + udp)));
+  EXPECT_TRUE(IcmpErrorAllowedAbout(V6("3c", "3c00 0104 00000000 1100 0104 00000000" + udp)));
+  EXPECT_FALSE(IcmpErrorAllowedAbout(FromHex("60000000")));  // shorter than the fixed header
+}
 
 TEST(IcmpQuoteTest, Ipv4QuoteNamesTheFlow) {
   std::vector<uint8_t> m = FromHex(kQuotedV4);

@@ -156,18 +156,12 @@ ParseError Ipv6Header::Parse(ByteReader& r) {
   fragment = false;
   problem = {};
   for (;;) {
-    switch (next) {
-      case kIpProtoHopByHop:
-      case kIpProtoRouting:
-      case kIpProtoDestOptions:
-      case kIpProtoAh:
-      case kIpProtoFragment:
-        break;
-      default:
-        upper_protocol = next;
-        upper_offset = static_cast<uint16_t>(kSize + payload.offset());
-        r.Skip(payload.offset());
-        return ParseError::kOk;
+    if (!IsIpv6ExtensionHeader(next)) {
+      upper_protocol = next;
+      upper_offset = static_cast<uint16_t>(kSize + payload.offset());
+      upper_naming = static_cast<uint16_t>(naming);
+      r.Skip(payload.offset());
+      return ParseError::kOk;
     }
     if (++extension_count > kMaxExtensionHeaders) return ParseError::kTooManyIpv6ExtensionHeaders;
     const size_t at = kSize + payload.offset();
@@ -180,9 +174,7 @@ ParseError Ipv6Header::Parse(ByteReader& r) {
     }
     const std::span<const uint8_t> rest = payload.rest();
     if (rest.size() < 2) return ParseError::kTruncatedIpv6ExtensionHeader;
-    const size_t length = next == kIpProtoFragment ? 8
-                          : next == kIpProtoAh     ? (size_t{rest[1]} + 2) * 4
-                                                   : (size_t{rest[1]} + 1) * 8;
+    const size_t length = Ipv6ExtensionHeaderLength(next, rest[1]);
     if (!payload.Skip(length)) return ParseError::kTruncatedIpv6ExtensionHeader;
     const std::span<const uint8_t> header = rest.first(length);
     switch (next) {
@@ -211,6 +203,7 @@ ParseError Ipv6Header::Parse(ByteReader& r) {
           fragment = true;
           upper_protocol = header[0];
           upper_offset = static_cast<uint16_t>(at + length);
+          upper_naming = static_cast<uint16_t>(at);
           r.Skip(payload.offset());
           return ParseError::kOk;
         }

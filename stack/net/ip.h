@@ -34,6 +34,22 @@ inline constexpr uint8_t kIpProtoIcmpv6 = 58;
 inline constexpr uint8_t kIpProtoNoNext = 59;
 inline constexpr uint8_t kIpProtoDestOptions = 60;
 
+// Whether `type` (a Next Header value) is an IPv6 extension header the walk steps over (RFC 8200
+// 4: hop-by-hop, routing, fragment, destination options; and AH, whose length it knows).
+constexpr bool IsIpv6ExtensionHeader(uint8_t type) {
+  return type == kIpProtoHopByHop || type == kIpProtoRouting || type == kIpProtoFragment ||
+         type == kIpProtoAh || type == kIpProtoDestOptions;
+}
+
+// The length in bytes of an extension header of `type` whose second byte (Hdr Ext Len, or AH's
+// Payload Len) is `length_byte`: 8 for a fragment header, (n + 2) * 4 for AH (RFC 4302), else
+// (n + 1) * 8.
+constexpr size_t Ipv6ExtensionHeaderLength(uint8_t type, uint8_t length_byte) {
+  return type == kIpProtoFragment ? 8
+         : type == kIpProtoAh     ? (size_t{length_byte} + 2) * 4
+                                  : (size_t{length_byte} + 1) * 8;
+}
+
 struct Ipv4Header {
   static constexpr size_t kMinSize = 20;
 
@@ -74,6 +90,10 @@ struct Ipv6Header {
   // Filled by Parse from the extension-header walk.
   uint8_t upper_protocol = 0;  // kIpProtoNoNext when there is none
   uint16_t upper_offset = 0;   // from the start of the IPv6 header
+  // The offset of the Next Header field that named upper_protocol (6: the fixed header's; else
+  // the last extension header's first byte): the pointer of a Parameter Problem "unrecognized
+  // Next Header" about it (RFC 8200 4, RFC 4443 3.4).
+  uint16_t upper_naming = 6;
   int extension_count = 0;
   bool fragment = false;  // a Fragment header that is not an atomic fragment
 

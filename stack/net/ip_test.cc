@@ -189,6 +189,7 @@ TEST(Ipv6Test, ParsesFixedHeader) {
   EXPECT_EQ(ip.payload_length, 8);
   EXPECT_EQ(ip.upper_protocol, kIpProtoUdp);
   EXPECT_EQ(ip.upper_offset, 40);
+  EXPECT_EQ(ip.upper_naming, 6);  // the fixed header's Next Header
   EXPECT_EQ(ip.hop_limit, 64);
   EXPECT_EQ(ip.traffic_class, 0x01);
   EXPECT_EQ(ip.flow_label, 0x20000u);
@@ -206,6 +207,7 @@ TEST(Ipv6Test, WalksExtensionHeaders) {
   EXPECT_EQ(ip.extension_count, 2);
   EXPECT_EQ(ip.upper_protocol, kIpProtoUdp);
   EXPECT_EQ(ip.upper_offset, 40 + 8 + 16);
+  EXPECT_EQ(ip.upper_naming, 40 + 8);  // the destination options header's Next Header
   EXPECT_FALSE(ip.is_fragment());
   EXPECT_EQ(r.offset(), 64u);
 }
