@@ -20,6 +20,7 @@
 
 #include "absl/algorithm/container.h"
 #include "absl/flags/flag.h"
+#include "absl/flags/internal/parse.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/reflection.h"
 #include "absl/flags/usage.h"
@@ -38,6 +39,7 @@
 #include "service/server.h"
 #include "stack/afxdp_stack.h"
 #include "stack/link/kernel_addresses.h"
+#include "stack/neighbors.h"
 #include "stack/net/ethernet.h"
 #include "stack/xdp/library_log.h"
 
@@ -74,6 +76,19 @@ ABSL_FLAG(uint32_t, vlan, 0,
           "after SIGKILL).");
 ABSL_FLAG(std::vector<std::string>, gateway, {},
           "Default gateways, at most one per family, on a connected network: 10.1.0.1");
+ABSL_FLAG(uint32_t, max_unresolved_neighbors, 256,
+          "Neighbours being resolved at once (ARP or NDP asked, no answer yet), over every "
+          "client: a datagram that would start one more is dropped and counted "
+          "(neighbor_unresolved_full). Bounds what sending to many on-link addresses puts in the "
+          "neighbour table; the gateway's entry is never evicted.");
+ABSL_FLAG(uint32_t, max_unresolved_neighbors_per_client, 64,
+          "Neighbours being resolved at once for one client session's datagrams; more are "
+          "dropped and counted (neighbor_owner_unresolved_full). Not given: 64, or "
+          "--max_unresolved_neighbors where that is lower.");
+ABSL_FLAG(uint32_t, neighbor_probes_per_second, 256,
+          "ARP requests and neighbour solicitations per second, all together, in bursts of up "
+          "to one second's worth: a new resolution past it is refused (its datagram dropped) "
+          "and a retransmission put off, both counted (neighbor_probes_rate_limited).");
 ABSL_FLAG(std::string, xdp_mode, "auto",
           "auto: native XDP and zero-copy where the driver has them, else generic and copy; "
           "zerocopy: native XDP, zero-copy only; copy: native XDP, copy mode; skb: generic XDP "
@@ -265,6 +280,49 @@ absl::Status CheckTcpListen() {
   return absl::OkStatus();
 }
 
+// Whether `name` was given (on the command line or in a --flagfile). (absl 20220623 keeps
+// CommandLineFlag::IsSpecifiedOnCommandLine private; this is what it reads.)
+bool Given(absl::string_view name) { return absl::flags_internal::WasPresentOnCommandLine(name); }
+
+// The neighbour table's limits, from the flags: the per-client cap follows a lower total unless
+// given.
+stack::NeighborTable::Options NeighborLimits() {
+  stack::NeighborTable::Options o;
+  o.max_unresolved = absl::GetFlag(FLAGS_max_unresolved_neighbors);
+  o.max_unresolved_per_owner = absl::GetFlag(FLAGS_max_unresolved_neighbors_per_client);
+  if (!Given("max_unresolved_neighbors_per_client")) {
+    o.max_unresolved_per_owner = std::min(o.max_unresolved_per_owner, o.max_unresolved);
+  }
+  o.probes_per_second = absl::GetFlag(FLAGS_neighbor_probes_per_second);
+  o.probe_burst = o.probes_per_second;
+  return o;
+}
+
+// Zero of these resolves no neighbour at all, and so sends nothing.
+absl::Status CheckNeighborFlags() {
+  const uint32_t all = absl::GetFlag(FLAGS_max_unresolved_neighbors);
+  const uint32_t per_client = absl::GetFlag(FLAGS_max_unresolved_neighbors_per_client);
+  if (all == 0) {
+    return absl::InvalidArgumentError(
+        "--max_unresolved_neighbors must be at least 1: with 0 no neighbour is ever resolved");
+  }
+  if (per_client == 0) {
+    return absl::InvalidArgumentError(
+        "--max_unresolved_neighbors_per_client must be at least 1: with 0 no client's "
+        "neighbour is ever resolved");
+  }
+  if (per_client > all && Given("max_unresolved_neighbors_per_client")) {
+    return absl::InvalidArgumentError(absl::StrCat("--max_unresolved_neighbors_per_client=",
+                                                   per_client,
+                                                   " is over --max_unresolved_neighbors=", all));
+  }
+  if (absl::GetFlag(FLAGS_neighbor_probes_per_second) == 0) {
+    return absl::InvalidArgumentError(
+        "--neighbor_probes_per_second must be at least 1: with 0 no neighbour is ever asked for");
+  }
+  return absl::OkStatus();
+}
+
 // Flags that contradict each other or do not fit where they go, refused before anything starts:
 // left to run, each fails later and blames someone else (a lease over the maximum made every
 // default CreateSession INVALID_ARGUMENT, as if the client had asked for it).
@@ -342,7 +400,7 @@ absl::Status CheckFlags() {
     return absl::InvalidArgumentError(absl::StrCat("--max_sockets_per_client=", per_client,
                                                    " is over --max_sockets=", sockets));
   }
-  return absl::OkStatus();
+  return CheckNeighborFlags();
 }
 
 int Main(int argc, char** argv) {
@@ -406,6 +464,7 @@ int Main(int argc, char** argv) {
   o.stack.receive_queue_depth = absl::GetFlag(FLAGS_receive_queue_depth);
   o.stack.max_receive_queue_depth = absl::GetFlag(FLAGS_max_receive_queue_depth);
   o.stack.max_receive_bytes = size_t{absl::GetFlag(FLAGS_max_receive_mib)} << 20;
+  o.stack.neighbors = NeighborLimits();
 
   // Signals are taken by sigwait below, not by handlers: block them before any thread starts.
   sigset_t stop_signals;

@@ -72,6 +72,34 @@ class FlagCheckTest(unittest.TestCase):
         self.assertNotIn("quadctl interfaces", p.stdout)
         self.assertIn("CAP_IPC_LOCK", p.stdout)
 
+    def test_no_unresolved_neighbors_or_probes(self):
+        # Each 0 would resolve no neighbour, so send nothing: refused, naming the flag.
+        self.assert_refused(["--max_unresolved_neighbors=0"],
+                            ["--max_unresolved_neighbors must be at least 1"])
+        self.assert_refused(["--max_unresolved_neighbors_per_client=0"],
+                            ["--max_unresolved_neighbors_per_client must be at least 1"])
+        self.assert_refused(["--neighbor_probes_per_second=0"],
+                            ["--neighbor_probes_per_second must be at least 1"])
+
+    def test_more_unresolved_neighbors_per_client_than_in_all(self):
+        self.assert_refused(["--max_unresolved_neighbors=10",
+                             "--max_unresolved_neighbors_per_client=11"],
+                            ["--max_unresolved_neighbors_per_client=11",
+                             "--max_unresolved_neighbors=10"])
+        # Not given, the per-client cap (64) follows a lower total instead of being refused.
+        code, err = run("--max_unresolved_neighbors=4", "--neighbor_probes_per_second=10")
+        self.assertEqual(code, 1, err)
+        self.assertIn("qs-no-such-if", err)
+
+    def test_help_says_what_bounds_neighbour_resolution(self):
+        p = subprocess.run([QUADSOCKD, "--help"], capture_output=True, text=True, timeout=30)
+        text = " ".join(p.stdout.split())
+        for words in ("--max_unresolved_neighbors (", "default: 256",
+                      "--max_unresolved_neighbors_per_client (", "default: 64",
+                      "--max_unresolved_neighbors where that is lower",
+                      "--neighbor_probes_per_second (", "neighbor_probes_rate_limited"):
+            self.assertIn(words, text)
+
     def test_default_queue_depth_over_its_maximum(self):
         self.assert_refused(["--receive_queue_depth=1024", "--max_receive_queue_depth=512"],
                             ["--receive_queue_depth", "--max_receive_queue_depth"])
