@@ -2,8 +2,6 @@
 
 #include <sys/epoll.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -13,6 +11,8 @@
 #include "absl/strings/str_format.h"
 #include "service/service_context.h"
 #include "service/sessions.h"
+#include "service/unix_listener.h"
+#include "stack/monotonic_clock.h"
 
 namespace quadsock::service {
 namespace {
@@ -62,23 +62,13 @@ absl::StatusOr<std::unique_ptr<ChannelBroker>> ChannelBroker::Start(
   b->epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
   if (b->epoll_fd_ < 0) return absl::ErrnoToStatus(errno, "epoll_create1");
   if (!b->path_.empty()) {
-    sockaddr_un a{};
-    a.sun_family = AF_UNIX;
-    if (b->path_.size() >= sizeof(a.sun_path)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("the data channel's side socket \"", b->path_, "\" is too long a path"));
+    // Mode 0660, as the Unix listener: whoever may call may attach.
+    absl::StatusOr<UniqueFd> fd = ListenUnix(b->path_, SOCK_SEQPACKET, 64);
+    if (!fd.ok()) {
+      return absl::Status(fd.status().code(), absl::StrCat("the data channel's side socket: ",
+                                                           fd.status().message()));
     }
-    std::memcpy(a.sun_path, b->path_.data(), b->path_.size());
-    b->listen_fd_ = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (b->listen_fd_ < 0) return absl::ErrnoToStatus(errno, "socket(AF_UNIX, SOCK_SEQPACKET)");
-    unlink(b->path_.c_str());  // a stale one from an earlier run
-    if (bind(b->listen_fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
-        listen(b->listen_fd_, 64) != 0) {
-      return absl::UnavailableError(absl::StrCat(
-          "cannot listen on the data channel's side socket \"", b->path_, "\": ",
-          std::strerror(errno)));
-    }
-    chmod(b->path_.c_str(), 0660);  // as the Unix listener: whoever may call may attach
+    b->listen_fd_ = fd->release();
     epoll_event e{};
     e.events = EPOLLIN;
     e.data.fd = b->listen_fd_;
@@ -185,7 +175,7 @@ absl::StatusOr<std::shared_ptr<channel::Channel>> ChannelBroker::NewChannel(
 
 absl::StatusOr<ChannelBroker::Offer> ChannelBroker::MakeOffer(
     const std::string& session, std::vector<std::pair<uint32_t, stack::SocketId>> sockets,
-    bool all, uint32_t slots) {
+    bool all, uint32_t slots, std::optional<uid_t> uid) {
   if (!has_side_socket()) {
     return absl::FailedPreconditionError(
         "a data channel in shared memory needs quadsockd's Unix listener (--listen=unix:...) "
@@ -196,7 +186,7 @@ absl::StatusOr<ChannelBroker::Offer> ChannelBroker::MakeOffer(
   if (!c.ok()) return c.status();
   Offer offer{RandomToken(), path_, (*c)->rings(), (*c)->bytes()};
   offers_[offer.token] = Pending{session, std::move(*c), std::move(sockets), all,
-                                 absl::Now() + limits_.offer_ttl};
+                                 stack::MonotonicNow() + limits_.offer_ttl, uid};
   return offer;
 }
 
@@ -292,7 +282,7 @@ void ChannelBroker::Accept() {
       close(fd);
       continue;
     }
-    unclaimed_[fd] = absl::Now() + kClaimDeadline;
+    unclaimed_[fd] = stack::MonotonicNow() + kClaimDeadline;
   }
 }
 
@@ -311,17 +301,30 @@ void ChannelBroker::Claim(int fd) {
   auto it = n > 0 && static_cast<size_t>(n) <= kMaxTokenBytes
                 ? offers_.find(std::string(buf, static_cast<size_t>(n)))
                 : offers_.end();
-  if (it == offers_.end() || it->second.expires < absl::Now()) {
+  if (it == offers_.end() || it->second.expires < stack::MonotonicNow()) {
     (void)SendWithFds(fd, "error: no such offer (unknown, used or expired token)", {});
     if (it != offers_.end()) offers_.erase(it);
     Drop(fd);
     return;
   }
-  Pending p = std::move(it->second);
-  offers_.erase(it);
   ucred cred{};
   socklen_t len = sizeof(cred);
-  (void)getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len);
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
+    Drop(fd);  // the client is gone: the offer stays for another try
+    return;
+  }
+  // A token that leaked to another local user is of no use to them: only the user who asked
+  // (or root) may claim the channel. The offer stays for its owner.
+  if (it->second.uid.has_value() && cred.uid != *it->second.uid && cred.uid != 0) {
+    Log(absl::StrFormat("session %s: data channel claimed by pid %d (uid %d), not uid %d who "
+                        "asked for it: refused",
+                        ShortId(it->second.session), cred.pid, cred.uid, *it->second.uid));
+    (void)SendWithFds(fd, "error: the offer is another user's", {});
+    Drop(fd);
+    return;
+  }
+  Pending p = std::move(it->second);
+  offers_.erase(it);
   std::vector<int> fds = {p.channel->memfd()};
   for (int e : p.channel->event_fds()) fds.push_back(e);
   if (!SendWithFds(fd, "ok", fds)) {
@@ -367,7 +370,7 @@ void ChannelBroker::Detach(const std::string& session, absl::string_view why,
 }
 
 void ChannelBroker::Tick() {
-  const absl::Time now = absl::Now();
+  const absl::Time now = stack::MonotonicNow();
   absl::erase_if(offers_, [now](const auto& o) { return o.second.expires < now; });
   std::vector<int> late;
   for (const auto& [fd, deadline] : unclaimed_) {

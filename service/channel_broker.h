@@ -4,28 +4,34 @@
 // AttachChannel (a gRPC call) makes the channel and an offer: a one-time token, valid for
 // `offer_ttl`. The client connects to the side socket (SOCK_SEQPACKET, next to the Unix
 // listener, with its mode) and sends the token; the broker reads the peer's credentials
-// (SO_PEERCRED, logged with the session), answers "ok" with the memfd and the rings' eventfds
-// (SCM_RIGHTS), and puts the offered sockets on the channel. From then on the side connection
-// is the channel's life: when the client closes it or dies, the sockets go back to their
-// queues and the channel's memory is freed; when the session ends, the broker closes it. A
-// channel the client broke (stack/channel: a consumer index it could not have written) is ended
-// the same way, with a log line that says why; no other session notices.
+// (SO_PEERCRED, logged with the session), and when the offer was made for a uid and the peer is
+// another user (not root) answers "error: ..." (a token that leaked to another local user is of
+// no use to them); otherwise "ok" with the memfd and the rings' eventfds (SCM_RIGHTS), and puts
+// the offered sockets on the channel. From then on the side connection is the channel's life:
+// when the client closes it or dies, the sockets go back to their queues and the channel's
+// memory is freed; when the session ends, the broker closes it. A channel the client broke
+// (stack/channel: a consumer index it could not have written) is ended the same way, with a log
+// line that says why; no other session notices.
 //
 // One thread serves the side socket (accepts, tokens, hang-ups, and every 100 ms: expired
-// offers and broken channels). Every channel counts against `max_bytes_per_session`.
+// offers and broken channels; its deadlines are on the monotonic clock). Every channel counts
+// against `max_bytes_per_session`.
 //
 //   auto broker = ChannelBroker::Start("/run/quadsock/quadsock.sock.channel", stack, {}, log);
-//   Offer o = broker->MakeOffer(session, {{1, id}}, /*all=*/false, /*slots=*/0).value();
+//   Offer o = broker->MakeOffer(session, {{1, id}}, /*all=*/false, /*slots=*/0, uid).value();
 //   broker->SocketOpened(session, index, id);   // a session whose channel takes all sockets
 //   broker->SessionEnded(session);
 #ifndef QUADSOCK_SERVICE_CHANNEL_BROKER_H_
 #define QUADSOCK_SERVICE_CHANNEL_BROKER_H_
+
+#include <sys/types.h>
 
 #include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -72,10 +78,11 @@ class ChannelBroker {
   // A channel for `session` carrying `sockets` ((index, id) pairs) and, with `all`, every
   // socket the session opens later. ALREADY_EXISTS when the session has a channel or an offer;
   // INVALID_ARGUMENT for slots that are no power of two or over the limit; RESOURCE_EXHAUSTED
-  // over max_bytes_per_session.
+  // over max_bytes_per_session. Only `uid` (the asking client's, UnixListener::UidOf) or root
+  // may claim the offer; nullopt: anyone who can reach the side socket.
   absl::StatusOr<Offer> MakeOffer(const std::string& session,
                                   std::vector<std::pair<uint32_t, stack::SocketId>> sockets,
-                                  bool all, uint32_t slots);
+                                  bool all, uint32_t slots, std::optional<uid_t> uid);
   // What a StreamChannel call (a channel read inside quadsockd) is told: `wake` when a ring
   // may have datagrams (from the broker's thread: the channel's eventfds are in its epoll set),
   // `ended` when the broker ends the channel (the session ended, quadsockd stops). Neither may
@@ -104,7 +111,8 @@ class ChannelBroker {
     std::shared_ptr<channel::Channel> channel;
     std::vector<std::pair<uint32_t, stack::SocketId>> sockets;
     bool all = false;
-    absl::Time expires;
+    absl::Time expires;  // stack::MonotonicNow's
+    std::optional<uid_t> uid;  // who may claim it (and root); nullopt: anyone
   };
   struct Attached {  // a claimed channel, alive while its side connection (or stream) is
     std::shared_ptr<channel::Channel> channel;
@@ -158,7 +166,7 @@ class ChannelBroker {
   std::mutex mu_;
   absl::flat_hash_map<std::string, Pending> offers_ ABSL_GUARDED_BY(mu_);      // by token
   absl::flat_hash_map<std::string, Attached> attached_ ABSL_GUARDED_BY(mu_);   // by session
-  absl::flat_hash_map<int, absl::Time> unclaimed_ ABSL_GUARDED_BY(mu_);        // fd: deadline
+  absl::flat_hash_map<int, absl::Time> unclaimed_ ABSL_GUARDED_BY(mu_);  // fd: monotonic deadline
   absl::flat_hash_map<int, std::string> sessions_by_fd_ ABSL_GUARDED_BY(mu_);  // attached fds
   absl::flat_hash_map<int, std::string> stream_events_ ABSL_GUARDED_BY(mu_);   // streams' eventfds
 };

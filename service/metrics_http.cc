@@ -12,7 +12,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
+#include "stack/monotonic_clock.h"
 #include "stack/net/address.h"
 
 namespace quadsock::service {
@@ -31,6 +31,8 @@ struct MetricsHttp::Connection {
   std::string request;
   std::string response;
   size_t sent = 0;
+  // stack::MonotonicNow's: a step of the wall clock neither ends every connection at once
+  // nor keeps a stalled one open.
   absl::Time deadline;
   bool done = false;
 };
@@ -95,18 +97,19 @@ void MetricsHttp::Serve() {
   while (!stop_.load()) {
     const bool accepting = conns.size() < static_cast<size_t>(options_.max_connections);
     fds.assign(1, pollfd{listen_fd_, static_cast<short>(accepting ? POLLIN : 0), 0});
-    absl::Time wake = absl::Now() + absl::Milliseconds(100);  // to notice stop_
+    absl::Time wake = stack::MonotonicNow() + absl::Milliseconds(100);  // to notice stop_
     for (const Connection& c : conns) {
       fds.push_back({c.fd, static_cast<short>(c.state == Connection::State::kWriting ? POLLOUT
                                                                                      : POLLIN),
                      0});
       wake = std::min(wake, c.deadline);
     }
-    const int64_t wait_ms = std::max<int64_t>(0, absl::ToInt64Milliseconds(wake - absl::Now()));
+    const int64_t wait_ms =
+        std::max<int64_t>(0, absl::ToInt64Milliseconds(wake - stack::MonotonicNow()));
     if (poll(fds.data(), fds.size(), static_cast<int>(wait_ms) + 1) < 0 && errno != EINTR) {
       continue;
     }
-    const absl::Time now = absl::Now();
+    const absl::Time now = stack::MonotonicNow();
     for (size_t i = 0; i < conns.size(); ++i) {
       Connection& c = conns[i];
       const short revents = fds[i + 1].revents;

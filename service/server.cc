@@ -146,8 +146,6 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerOptions options, sta
     if (!path.ok()) return path.status();
     unix_path = *path;
     if (absl::Status st = PrepareUnixPath(unix_path, "--listen", 0755); !st.ok()) return st;
-    address = "unix:" + unix_path;
-    credentials = grpc::InsecureServerCredentials();
   } else {
     if (o.listen.find(':') == std::string::npos) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -181,7 +179,9 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerOptions options, sta
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort(address, credentials, &port);
+  // A Unix listener is no port of gRPC's: UnixListener accepts its connections (to learn each
+  // client's uid) and hands them to the server.
+  if (unix_path.empty()) builder.AddListeningPort(address, credentials, &port);
   Configure(o, builder);
   // The synchronous server starts a thread per call in flight; without a cap, many clients with
   // streams open (each session may hold max_streams_per_session) could start them unbounded.
@@ -195,7 +195,16 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerOptions options, sta
     return absl::UnavailableError(absl::StrCat(
         "cannot listen on \"", o.listen, "\" (address in use, or not permitted)"));
   }
-  if (!unix_path.empty()) chmod(unix_path.c_str(), 0660);
+  if (!unix_path.empty()) {
+    absl::StatusOr<std::unique_ptr<UnixListener>> listener =
+        UnixListener::Start(unix_path, s->server_.get(), o.log);
+    if (!listener.ok()) {
+      return absl::UnavailableError(
+          absl::StrCat("--listen: ", listener.status().message()));
+    }
+    s->unix_listener_ = std::move(*listener);
+    s->context_.unix_peers = s->unix_listener_.get();
+  }
   // Data channels: in shared memory beside a Unix listener, on gRPC streams on any.
   Sessions* sessions = &s->sessions_;
   absl::StatusOr<std::unique_ptr<ChannelBroker>> broker = ChannelBroker::Start(
@@ -281,6 +290,8 @@ void Server::Shutdown(absl::Duration grace) {
   SetServing(false);
   const auto deadline = std::chrono::system_clock::now() +
                         std::chrono::milliseconds(absl::ToInt64Milliseconds(grace));
+  // No connection arrives once the server stops taking them.
+  if (unix_listener_ != nullptr) unix_listener_->Stop();
   server_->Shutdown(deadline);
   if (admin_server_ != nullptr) admin_server_->Shutdown(deadline);
   if (reaper_.joinable()) reaper_.join();

@@ -1,6 +1,7 @@
 // The gRPC server of quadsockd: SocketService, AdminService, grpc.health.v1 and server
-// reflection over one Stack, on a Unix socket (mode 0660) or on TCP with TLS (and mTLS when a
-// client CA is given), with the session reaper that closes sockets of clients that went away.
+// reflection over one Stack, on a Unix socket (mode 0660; UnixListener: each client is known
+// by its uid) or on TCP with TLS (and mTLS when a client CA is given), with the session reaper
+// that closes sockets of clients that went away.
 // An administration listener beside it (a Unix socket of mode 0600: only the server's own user
 // may connect) serves AdminService, grpc.health.v1 and reflection without sessions; only there,
 // or to an mTLS identity in admin_identities, may the neighbour table be changed.
@@ -28,6 +29,7 @@
 #include "service/admin_service.h"
 #include "service/sessions.h"
 #include "service/socket_service.h"
+#include "service/unix_listener.h"
 #include "stack/monotonic_clock.h"
 #include "stack/stack.h"
 
@@ -102,6 +104,8 @@ class Server {
   const std::string& admin_listening_on() const { return admin_listening_on_; }
   AdminServiceImpl& admin() { return *admin_; }
   Sessions& sessions() { return sessions_; }
+  // The Unix listener, which knows each connection's uid; null on TCP.
+  const UnixListener* unix_listener() const { return unix_listener_.get(); }
   // The data channels' side socket; "" without one (a TCP listener).
   std::string channel_path() const { return channels_ ? channels_->path() : ""; }
 
@@ -118,6 +122,7 @@ class Server {
   std::unique_ptr<AdminServiceImpl> admin_only_;   // on `admin_listen`
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<grpc::Server> admin_server_;     // null without `admin_listen`
+  std::unique_ptr<UnixListener> unix_listener_;    // `listen`'s, on a Unix socket
   std::unique_ptr<ChannelBroker> channels_;
   std::string listening_on_;
   std::string admin_listening_on_;

@@ -26,12 +26,22 @@ std::string ServiceContext::Identity(grpc::ServerContextBase* ctx) {
   return absl::StrJoin(parts, ",");
 }
 
-std::string ServiceContext::PeerKey(grpc::ServerContextBase* ctx) {
+std::string ServiceContext::PeerKey(grpc::ServerContextBase* ctx) const {
   if (std::string identity = Identity(ctx); !identity.empty()) return identity;
-  const std::string peer = ctx->peer();  // "ipv4:10.0.0.7:41234", "ipv6:[fd00::7]:41234"
+  // "fd:12" (the Unix listener's), "ipv4:10.0.0.7:41234", "ipv6:[fd00::7]:41234"
+  const std::string peer = ctx->peer();
+  if (unix_peers != nullptr && absl::StartsWith(peer, "fd:")) {
+    return unix_peers->PeerOf(peer).value_or(std::string(kUnknownLocalPeer));
+  }
   if (!absl::StartsWith(peer, "ipv4:") && !absl::StartsWith(peer, "ipv6:")) return "";
   const size_t port = peer.rfind(':');
   return port > 5 ? peer.substr(0, port) : peer;
+}
+
+std::optional<uid_t> ServiceContext::LocalUid(grpc::ServerContextBase* ctx) const {
+  const std::string peer = ctx->peer();
+  if (unix_peers == nullptr || !absl::StartsWith(peer, "fd:")) return std::nullopt;
+  return unix_peers->UidOf(peer).value_or(static_cast<uid_t>(-1));
 }
 
 absl::Status ServiceContext::Admit(grpc::ServerContextBase* ctx) const {
@@ -47,7 +57,7 @@ absl::StatusOr<std::string> ServiceContext::Session(grpc::ServerContextBase* ctx
   auto it = ctx->client_metadata().find(kSessionHeader);
   std::string token;
   if (it != ctx->client_metadata().end()) token.assign(it->second.data(), it->second.size());
-  if (absl::Status s = sessions.Touch(token, Identity(ctx)); !s.ok()) return s;
+  if (absl::Status s = sessions.Touch(token, Identity(ctx), PeerKey(ctx)); !s.ok()) return s;
   return token;
 }
 

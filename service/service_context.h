@@ -8,9 +8,11 @@
 #define QUADSOCK_SERVICE_SERVICE_CONTEXT_H_
 
 #include <grpcpp/grpcpp.h>
+#include <sys/types.h>
 
 #include <atomic>
 #include <functional>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -22,6 +24,7 @@
 #include "google/protobuf/repeated_ptr_field.h"
 #include "service/channel_broker.h"
 #include "service/sessions.h"
+#include "service/unix_listener.h"
 #include "stack/stack.h"
 
 namespace quadsock::service {
@@ -51,6 +54,8 @@ struct ServiceContext {
   Sessions& sessions;
   // The data channels' broker: null without a Unix listener (no shared memory over TCP).
   ChannelBroker* channels = nullptr;
+  // Who the Unix listener's clients are: null on TCP.
+  const UnixListener* unix_peers = nullptr;
   std::atomic<bool> shutting_down{false};
   size_t max_batch = 1024;  // datagrams per SendBatch / Exchange message
   size_t max_message_bytes = 4 << 20;  // gRPC's limit: Exchange fills responses up to it
@@ -59,15 +64,21 @@ struct ServiceContext {
   // DEADLINE_EXCEEDED when late. (The administration listener asks no more.)
   absl::Status Admit(grpc::ServerContextBase* ctx) const;
   // The caller's session token after Admit and checking it (and renewing its lease):
-  // UNAUTHENTICATED when missing or unknown.
+  // UNAUTHENTICATED when missing or unknown, PERMISSION_DENIED for another local user's
+  // (Sessions::Touch).
   absl::StatusOr<std::string> Session(grpc::ServerContextBase* ctx);
   // The client certificate's identity under mTLS, "" otherwise.
   static std::string Identity(grpc::ServerContextBase* ctx);
-  // Who the per-peer limits count a session against: the mTLS identity; without one the
-  // client's host on TCP ("ipv4:10.0.0.7", its port dropped); "" on a Unix socket, where gRPC
-  // 1.51 tells no peer from another (ServerContext::peer() is "unix:" for all, and the auth
-  // context has no SO_PEERCRED): local clients are those the socket's mode lets in.
-  static std::string PeerKey(grpc::ServerContextBase* ctx);
+  // Who the per-peer limits count a session against, and who owns it: the mTLS identity;
+  // without one the client's user on the Unix listener ("uid:1000", UnixListener), or its host
+  // on TCP ("ipv4:10.0.0.7", its port dropped); "" for an in-process channel (no per-peer
+  // limit). A connection of the Unix listener that it cannot name (none such is known) is
+  // kUnknownLocalPeer, which owns nothing of anyone's.
+  std::string PeerKey(grpc::ServerContextBase* ctx) const;
+  // The client's uid on the Unix listener (uid_t(-1), nobody's, when it cannot be named);
+  // nullopt for a call that did not come by it.
+  std::optional<uid_t> LocalUid(grpc::ServerContextBase* ctx) const;
+  static constexpr absl::string_view kUnknownLocalPeer = "uid:unknown";
   // Closes an ended session's sockets and logs it: "session 1a2b3c4d ("quadctl") `how`:
   // closed 3 sockets".
   void CloseEnded(const EndedSession& ended, absl::string_view how);

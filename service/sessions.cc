@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
@@ -67,13 +68,19 @@ absl::StatusOr<std::pair<std::string, absl::Duration>> Sessions::Create(
   return std::make_pair(token, lease);
 }
 
-absl::Status Sessions::Touch(const std::string& token, const std::string& identity) {
+absl::Status Sessions::Touch(const std::string& token, const std::string& identity,
+                             const std::string& peer) {
   std::lock_guard<std::mutex> lock(mu_);
   Session* s = Find(token);
   if (s == nullptr || s->identity != identity) {
     return absl::UnauthenticatedError(
         token.empty() ? "no session: call CreateSession and send its token as quadsock-session"
                       : "unknown or expired session");
+  }
+  if (absl::StartsWith(s->peer, kLocalPeerPrefix) && peer != s->peer && peer != kRootPeer) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "the session belongs to another local user (", s->peer,
+        "): only its own user, or root, may use its token"));
   }
   s->expires = clock_() + s->lease;
   return absl::OkStatus();

@@ -10,10 +10,13 @@
 // closing. With mTLS a session is also tied to the client certificate's identity: another
 // identity presenting the token is UNAUTHENTICATED.
 //
-// Each session belongs to a peer (its mTLS identity, or the client's host on TCP): one peer may
-// hold at most max_sessions_per_peer sessions, max_streams_per_peer streams and
-// max_sockets_per_peer sockets, so that it cannot take every session, server thread or socket.
-// A session of no known peer ("") has no per-peer limit.
+// Each session belongs to a peer (its mTLS identity, the client's user on the Unix listener, or
+// the client's host on TCP; ServiceContext::PeerKey): one peer may hold at most
+// max_sessions_per_peer sessions, max_streams_per_peer streams and max_sockets_per_peer
+// sockets, so that it cannot take every session, server thread or socket.
+// A session of no known peer ("") has no per-peer limit. A session of a local user (peer
+// "uid:N", the Unix listener's) is that user's: another peer presenting its token is
+// PERMISSION_DENIED, unless it is root ("uid:0"); a token that leaked is no use to other users.
 //
 //   Sessions sessions(limits, clock);
 //   auto [token, lease] = sessions.Create("demo", identity, 0, peer).value();
@@ -35,12 +38,17 @@
 #include "absl/container/node_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "stack/stack.h"
 
 namespace quadsock::service {
 
 using stack::SocketId;
+
+// The peer of a local user's client (ServiceContext::PeerKey): "uid:" and the uid.
+inline constexpr absl::string_view kLocalPeerPrefix = "uid:";
+inline constexpr absl::string_view kRootPeer = "uid:0";
 
 struct SessionLimits {
   size_t max_sessions = 1024;
@@ -78,8 +86,11 @@ class Sessions {
                                                                 const std::string& identity,
                                                                 uint32_t lease_seconds,
                                                                 const std::string& peer = "");
-  // Checks the token (and identity) and renews the lease. UNAUTHENTICATED otherwise.
-  absl::Status Touch(const std::string& token, const std::string& identity);
+  // Checks the token (and identity) and renews the lease. UNAUTHENTICATED otherwise;
+  // PERMISSION_DENIED when the session is a local user's and `peer` (as Create's) is another
+  // one's, not root's.
+  absl::Status Touch(const std::string& token, const std::string& identity,
+                     const std::string& peer);
   // Renews the lease of a session that something of its own keeps busy (its data channel's
   // side connection); nothing when it has ended.
   void Renew(const std::string& token);

@@ -6,6 +6,7 @@
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
@@ -38,12 +39,15 @@ grpc::Status SocketServiceImpl::CreateSession(grpc::ServerContext* ctx,
                                               v1::CreateSessionResponse* resp) {
   if (c_.shutting_down.load()) return ToGrpc(absl::UnavailableError("the server is shutting down"));
   const std::string identity = ServiceContext::Identity(ctx);
-  auto created = c_.sessions.Create(req->client_name(), identity, req->lease_seconds(),
-                                    ServiceContext::PeerKey(ctx));
+  const std::string peer = c_.PeerKey(ctx);
+  auto created = c_.sessions.Create(req->client_name(), identity, req->lease_seconds(), peer);
   if (!created.ok()) return ToGrpc(created.status());
-  c_.Log(absl::StrFormat("session %s (\"%s\") created for %s%s, lease %d s",
+  // "created for fd:12 (uid:1000)" on the Unix listener, "created for ipv4:10.0.0.7:41234" ...
+  const bool local = absl::StartsWith(peer, kLocalPeerPrefix);
+  c_.Log(absl::StrFormat("session %s (\"%s\") created for %s%s%s, lease %d s",
                          ShortId(created->first), absl::CHexEscape(req->client_name()),
-                         ctx->peer(), identity.empty() ? "" : " as " + identity,
+                         ctx->peer(), local ? " (" + peer + ")" : "",
+                         identity.empty() ? "" : " as " + identity,
                          absl::ToInt64Seconds(created->second)));
   resp->set_session(created->first);
   resp->set_lease_seconds(static_cast<uint32_t>(absl::ToInt64Seconds(created->second)));
@@ -404,7 +408,8 @@ grpc::Status SocketServiceImpl::AttachChannel(grpc::ServerContext* ctx,
       c_.ChannelSockets(*token, req->sockets(), all);
   if (!sockets.ok()) return ToGrpc(sockets.status());
   absl::StatusOr<ChannelBroker::Offer> offer =
-      c_.channels->MakeOffer(*token, std::move(*sockets), all, req->ring_slots());
+      c_.channels->MakeOffer(*token, std::move(*sockets), all, req->ring_slots(),
+                             c_.LocalUid(ctx));
   if (!offer.ok()) return ToGrpc(offer.status());
   resp->set_token(offer->token);
   resp->set_path(offer->path);

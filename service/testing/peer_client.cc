@@ -1,0 +1,107 @@
+// A client of quadsockd for unix_peer_test to run as another user (setpriv): it says what the
+// server answered, a line per call ("OK <token>", or the gRPC code's name and the message).
+//
+//   peer_client unix:PATH create N        N CreateSession calls
+//   peer_client unix:PATH keepalive TOKEN  a KeepAlive call in that session
+//   peer_client unix:PATH hold             a session, then keeps its connection until stdin ends
+//   peer_client PATH claim TOKEN           claims a data channel offer on the side socket PATH
+#include <grpcpp/grpcpp.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "common/protocol.h"
+#include "quadsock/v1/socket.grpc.pb.h"
+
+namespace {
+
+using quadsock::v1::SocketService;
+
+void Say(const grpc::Status& s, const std::string& what = "") {
+  if (s.ok()) {
+    std::printf("OK%s%s\n", what.empty() ? "" : " ", what.c_str());
+  } else {
+    std::printf("%s %s\n",
+                absl::StatusCodeToString(static_cast<absl::StatusCode>(s.error_code())).c_str(),
+                s.error_message().c_str());
+  }
+  std::fflush(stdout);
+}
+
+grpc::Status Create(SocketService::Stub& stub, std::string& token) {
+  grpc::ClientContext ctx;
+  quadsock::v1::CreateSessionRequest req;
+  req.set_client_name("peer_client");
+  quadsock::v1::CreateSessionResponse resp;
+  grpc::Status s = stub.CreateSession(&ctx, req, &resp);
+  token = resp.session();
+  return s;
+}
+
+// The side socket's answer to `token`: "ok" or "error: ...".
+std::string Claim(const std::string& path, const std::string& token) {
+  const int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  std::strncpy(a.sun_path, path.c_str(), sizeof(a.sun_path) - 1);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
+    return std::string("connect: ") + std::strerror(errno);
+  }
+  if (send(fd, token.data(), token.size(), 0) != static_cast<ssize_t>(token.size())) {
+    return std::string("send: ") + std::strerror(errno);
+  }
+  char reply[256];
+  // No room for passed fds: the kernel closes any that come (MSG_CTRUNC).
+  const ssize_t n = recv(fd, reply, sizeof(reply), 0);
+  close(fd);
+  return n < 0 ? std::string("recv: ") + std::strerror(errno)
+               : std::string(reply, static_cast<size_t>(n));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 3) {
+    std::fprintf(stderr, "usage: peer_client unix:PATH create N|keepalive TOKEN|hold\n"
+                         "       peer_client PATH claim TOKEN\n");
+    return 2;
+  }
+  const std::string target = argv[1];
+  const std::string command = argv[2];
+  const std::string arg = argc > 3 ? argv[3] : "";
+  if (command == "claim") {
+    std::printf("%s\n", Claim(target, arg).c_str());
+    return 0;
+  }
+  std::unique_ptr<SocketService::Stub> stub =
+      SocketService::NewStub(grpc::CreateChannel(target, grpc::InsecureChannelCredentials()));
+  std::string token;
+  if (command == "create") {
+    for (int i = 0; i < std::stoi(arg); ++i) {
+      const grpc::Status s = Create(*stub, token);
+      Say(s, token);
+    }
+  } else if (command == "keepalive") {
+    grpc::ClientContext ctx;
+    ctx.AddMetadata(quadsock::kSessionHeader, arg);
+    quadsock::v1::KeepAliveResponse resp;
+    Say(stub->KeepAlive(&ctx, quadsock::v1::KeepAliveRequest(), &resp));
+  } else if (command == "hold") {
+    const grpc::Status s = Create(*stub, token);
+    Say(s, token);
+    std::string line;
+    while (std::getline(std::cin, line)) {
+    }
+  } else {
+    std::fprintf(stderr, "peer_client: unknown command \"%s\"\n", command.c_str());
+    return 2;
+  }
+  return 0;
+}

@@ -1,0 +1,162 @@
+#include "service/unix_listener.h"
+
+#include <grpcpp/server_posix.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+#include "absl/strings/strip.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+
+namespace quadsock::service {
+
+absl::StatusOr<UniqueFd> ListenUnix(const std::string& path, int type, int backlog) {
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  if (path.empty() || path.size() >= sizeof(a.sun_path)) {
+    return absl::InvalidArgumentError(absl::StrCat("bad Unix socket path \"", path, "\" (1 to ",
+                                                   sizeof(a.sun_path) - 1, " characters)"));
+  }
+  std::memcpy(a.sun_path, path.data(), path.size());
+  UniqueFd fd(socket(AF_UNIX, type | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  if (fd.get() < 0) {
+    return absl::UnavailableError(absl::StrCat("socket(AF_UNIX): ", std::strerror(errno)));
+  }
+  unlink(path.c_str());  // a stale one from an earlier run
+  // bind() makes the socket file: under umask 0177 it is born 0600, so nobody but the owner
+  // can connect before the chmod below. The umask is the process's: a file another thread
+  // makes meanwhile is born owner-only too, never wider.
+  const mode_t umask_before = umask(0177);
+  const int bound = bind(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a));
+  const int bind_errno = errno;
+  umask(umask_before);
+  if (bound != 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot bind \"", path, "\": ", std::strerror(bind_errno)));
+  }
+  if (chmod(path.c_str(), 0660) != 0 || listen(fd.get(), backlog) != 0) {
+    const int e = errno;
+    unlink(path.c_str());
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on \"", path, "\": ", std::strerror(e)));
+  }
+  return fd;
+}
+
+UnixListener::UnixListener(std::string path, UniqueFd listen_fd, UniqueFd wake_fd,
+                           grpc::Server* server, std::function<void(absl::string_view)> log)
+    : path_(std::move(path)),
+      listen_fd_(std::move(listen_fd)),
+      wake_fd_(std::move(wake_fd)),
+      server_(server),
+      log_(std::move(log)) {}
+
+absl::StatusOr<std::unique_ptr<UnixListener>> UnixListener::Start(
+    const std::string& path, grpc::Server* server, std::function<void(absl::string_view)> log) {
+  absl::StatusOr<UniqueFd> fd = ListenUnix(path, SOCK_STREAM, SOMAXCONN);
+  if (!fd.ok()) return fd.status();
+  UniqueFd wake(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (wake.get() < 0) {
+    unlink(path.c_str());
+    return absl::UnavailableError(absl::StrCat("eventfd: ", std::strerror(errno)));
+  }
+  std::unique_ptr<UnixListener> l(
+      new UnixListener(path, std::move(*fd), std::move(wake), server, std::move(log)));
+  UnixListener* self = l.get();
+  l->thread_ = std::thread([self] { self->Run(); });
+  return l;
+}
+
+UnixListener::~UnixListener() { Stop(); }
+
+void UnixListener::Stop() {
+  if (stopping_.exchange(true)) return;
+  const uint64_t one = 1;
+  (void)!write(wake_fd_.get(), &one, sizeof(one));
+  if (thread_.joinable()) thread_.join();
+  listen_fd_.reset();
+  unlink(path_.c_str());
+}
+
+void UnixListener::Run() {
+  bool backing_off = false;
+  while (!stopping_.load()) {
+    // While accept lacks fds or memory, the listening socket stays readable: look again later.
+    pollfd fds[2] = {{wake_fd_.get(), POLLIN, 0},
+                     {listen_fd_.get(), static_cast<short>(backing_off ? 0 : POLLIN), 0}};
+    if (poll(fds, 2, backing_off ? 100 : -1) < 0 && errno != EINTR) continue;
+    if (stopping_.load()) return;
+    backing_off = !AcceptAll();
+  }
+}
+
+bool UnixListener::AcceptAll() {
+  for (;;) {
+    UniqueFd fd(accept4(listen_fd_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
+    if (fd.get() < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      if (log_) log_(absl::StrCat("cannot accept on ", path_, ": ", std::strerror(errno)));
+      return false;
+    }
+    ucred cred{};
+    socklen_t len = sizeof(cred);
+    struct stat st;
+    if (getsockopt(fd.get(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 ||
+        fstat(fd.get(), &st) != 0) {
+      continue;  // closed: a client we cannot name is not served
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      // Keyed by fd number: a reused number replaces what it named. The rest are forgotten in
+      // batches, so that accepting stays O(1) amortized.
+      clients_[fd.get()] = Client{cred.uid, st.st_ino};
+      if (clients_.size() >= 2 * pruned_size_ + 64) Prune();
+    }
+    // gRPC owns the fd from here, and closes it when the connection ends.
+    grpc::AddInsecureChannelFromFd(server_, fd.release());
+  }
+}
+
+bool UnixListener::Same(int fd, const Client& c) {
+  struct stat st;
+  return fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode) && st.st_ino == c.inode;
+}
+
+void UnixListener::Prune() {
+  absl::erase_if(clients_, [](const auto& entry) { return !Same(entry.first, entry.second); });
+  pruned_size_ = clients_.size();
+}
+
+std::optional<uid_t> UnixListener::UidOf(absl::string_view peer) const {
+  int fd = -1;
+  if (!absl::ConsumePrefix(&peer, "fd:") || !absl::SimpleAtoi(peer, &fd)) return std::nullopt;
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = clients_.find(fd);
+  if (it == clients_.end() || !Same(fd, it->second)) return std::nullopt;
+  return it->second.uid;
+}
+
+std::optional<std::string> UnixListener::PeerOf(absl::string_view peer) const {
+  std::optional<uid_t> uid = UidOf(peer);
+  if (!uid.has_value()) return std::nullopt;
+  return absl::StrCat("uid:", *uid);
+}
+
+absl::flat_hash_map<int, uid_t> UnixListener::Connections() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  absl::flat_hash_map<int, uid_t> out;
+  for (const auto& [fd, c] : clients_) {
+    if (Same(fd, c)) out[fd] = c.uid;
+  }
+  return out;
+}
+
+}  // namespace quadsock::service

@@ -1,0 +1,121 @@
+// quadsockd's Unix listening sockets, and a gRPC listener that knows which user each client is.
+//
+// ListenUnix makes every Unix socket quadsockd listens on by way of this file (the gRPC
+// listener's, the data channels' side socket): a stale file of the path is removed, the socket
+// file is born with mode 0600 and made 0660 before listen(), so that at no moment may anyone
+// connect whom the mode 0660 (the README's promise: the owner and the group) keeps out.
+//
+// gRPC 1.51 tells one client of a Unix socket from another by nothing: ServerContext::peer() is
+// "unix:" for all, and its auth context carries no SO_PEERCRED. So UnixListener accepts the
+// connections itself, reads each one's SO_PEERCRED, and only then hands the connection to the
+// gRPC server (grpc::AddInsecureChannelFromFd), whose calls on it name their peer "fd:N".
+// PeerOf turns that back into "uid:N", for the per-peer limits and the sessions' owners.
+//
+//   auto listener = UnixListener::Start("/run/quadsock/quadsock.sock", server.get()).value();
+//   std::optional<std::string> who = listener->PeerOf(ctx->peer());  // "uid:1000"
+//   listener->Stop();          // before server->Shutdown(): no connection arrives after it
+#ifndef QUADSOCK_SERVICE_UNIX_LISTENER_H_
+#define QUADSOCK_SERVICE_UNIX_LISTENER_H_
+
+#include <grpcpp/server.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace quadsock::service {
+
+// A file descriptor that closes itself.
+class UniqueFd {
+ public:
+  UniqueFd() = default;
+  explicit UniqueFd(int fd) : fd_(fd) {}
+  UniqueFd(UniqueFd&& other) noexcept : fd_(other.release()) {}
+  UniqueFd& operator=(UniqueFd&& other) noexcept {
+    if (this != &other) reset(other.release());
+    return *this;
+  }
+  UniqueFd(const UniqueFd&) = delete;
+  UniqueFd& operator=(const UniqueFd&) = delete;
+  ~UniqueFd() { reset(); }
+
+  int get() const { return fd_; }
+  int release() { return std::exchange(fd_, -1); }
+  void reset(int fd = -1) {
+    if (fd_ >= 0) close(fd_);
+    fd_ = fd;
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+// A listening Unix socket of `type` (SOCK_STREAM, SOCK_SEQPACKET; non-blocking, close-on-exec)
+// on `path`, whose file has mode 0660. A file left at `path` is removed first (the caller checks
+// that nobody listens there). INVALID_ARGUMENT for a path too long for a socket address,
+// UNAVAILABLE when the socket cannot be made (no such folder, not permitted).
+absl::StatusOr<UniqueFd> ListenUnix(const std::string& path, int type, int backlog);
+
+class UnixListener {
+ public:
+  // Listens on `path` (ListenUnix) and hands each connection to `server`, which must be
+  // started and outlive the listener's Stop. `log` hears what went wrong with accepting.
+  static absl::StatusOr<std::unique_ptr<UnixListener>> Start(
+      const std::string& path, grpc::Server* server,
+      std::function<void(absl::string_view)> log = nullptr);
+  ~UnixListener();  // Stop()
+
+  // Stops accepting and removes the socket file. Connections handed over stay the server's.
+  void Stop();
+
+  // "uid:N" for the peer of a call (ServerContext::peer(), "fd:N") on a connection this listener
+  // accepted and that is still open; nullopt for any other. The connection's socket is known by
+  // its inode too, so an fd number that gRPC closed and something else reused names nobody.
+  std::optional<std::string> PeerOf(absl::string_view peer) const;
+  // The same, as a number.
+  std::optional<uid_t> UidOf(absl::string_view peer) const;
+  // The open connections: fd -> uid (what PeerOf would answer for "fd:N").
+  absl::flat_hash_map<int, uid_t> Connections() const;
+
+ private:
+  struct Client {
+    uid_t uid;
+    ino_t inode;  // of the accepted socket
+  };
+  UnixListener(std::string path, UniqueFd listen_fd, UniqueFd wake_fd, grpc::Server* server,
+               std::function<void(absl::string_view)> log);
+  void Run();
+  // Takes the connections waiting; false when accept failed for want of resources (try later).
+  bool AcceptAll();
+  // Whether `fd` is still the socket `c` was (mu_ held).
+  static bool Same(int fd, const Client& c);
+  // Forgets connections that gRPC has closed (mu_ held).
+  void Prune();
+
+  const std::string path_;
+  UniqueFd listen_fd_;
+  UniqueFd wake_fd_;  // an eventfd: Stop wakes the thread
+  grpc::Server* const server_;
+  const std::function<void(absl::string_view)> log_;
+  std::atomic<bool> stopping_{false};
+  std::thread thread_;
+  // std::mutex, not absl::Mutex: Debian's Abseil is not built for ThreadSanitizer.
+  mutable std::mutex mu_;
+  absl::flat_hash_map<int, Client> clients_;  // by fd; guarded by mu_
+  size_t pruned_size_ = 0;                    // clients_.size() after the last Prune; mu_
+};
+
+}  // namespace quadsock::service
+
+#endif  // QUADSOCK_SERVICE_UNIX_LISTENER_H_
