@@ -114,9 +114,10 @@ ABSL_FLAG(uint32_t, max_streams_per_client, 16,
           "Session, Receive and Exchange streams one client session may have open at once; "
           "more are RESOURCE_EXHAUSTED.");
 ABSL_FLAG(uint32_t, max_sessions_per_peer, 0,
-          "Client sessions one peer may hold at once: a peer is an mTLS identity, or without "
-          "mTLS a client host on TCP; more are RESOURCE_EXHAUSTED. 0: half of --max_clients. (On "
-          "a Unix socket gRPC tells no client from another: there only --max_clients holds.)");
+          "Client sessions one peer may hold at once: a peer is an mTLS identity; without mTLS "
+          "a client's user (uid) on a Unix socket, or its host on TCP; more are "
+          "RESOURCE_EXHAUSTED. 0: half of --max_clients. A session on a Unix socket is its "
+          "user's: another user's calls with its token are PERMISSION_DENIED (root's are not).");
 ABSL_FLAG(uint32_t, max_streams_per_peer, 0,
           "Session, Receive and Exchange streams one peer (as --max_sessions_per_peer) may have "
           "open at once, over all its sessions; more are RESOURCE_EXHAUSTED. 0: half of "
@@ -149,8 +150,9 @@ ABSL_FLAG(uint32_t, lease_seconds, 30,
           "Seconds without a call before a client's session and sockets are closed (an open "
           "Receive or Exchange stream renews it; a Session stream holds it).");
 ABSL_FLAG(std::string, listen, "unix:/run/quadsock/quadsock.sock",
-          "Where clients connect: unix:PATH (mode 0660) or HOST:PORT (needs --tls_cert, "
-          "--tls_key and --tls_client_ca, or --allow_unauthenticated_tcp).");
+          "Where clients connect: unix:PATH (mode 0660; each client is known by its uid) or "
+          "HOST:PORT (needs --tls_cert, --tls_key and --tls_client_ca, or "
+          "--allow_unauthenticated_tcp).");
 ABSL_FLAG(std::string, admin_listen, "unix:/run/quadsock-admin/admin.sock",
           "The administration listener: unix:PATH, made with mode 0600 so that only quadsockd's "
           "own user (root) may connect, in a folder made 0700 if missing (keep it out of the "

@@ -63,7 +63,8 @@ class FlagCheckTest(unittest.TestCase):
         for words in ("--max_sessions_per_peer (", "0: half of --max_clients",
                       "--max_streams_per_peer (", "0: half of --max_grpc_threads",
                       "--max_sockets_per_peer (", "0: half of --max_sockets",
-                      "On a Unix socket gRPC tells no client from another"):
+                      "a client's user (uid) on a Unix socket",
+                      "another user's calls with its token are PERMISSION_DENIED"):
             self.assertIn(words, text)
 
     def test_help_names_real_commands_and_capabilities(self):
