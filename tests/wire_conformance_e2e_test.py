@@ -1,8 +1,9 @@
 """What quadsockd refuses on the wire (root): the real daemon on AF_XDP on a veth pair in private
 network namespaces, and scapy on the peer's side sending what no host should: datagrams and
-echo requests from martian sources, IPv6 extension headers that RFC 8200 says to discard, and a
-frame past the MTU. None may reach a socket or be answered, but for the Parameter Problems the
-RFC asks for; each is counted.
+echo requests from martian sources, IPv6 extension headers that RFC 8200 says to discard, a
+frame past the MTU, protocols the stack does not speak, and ICMP errors. None may reach a socket
+or be answered, but with the protocol unreachables and Parameter Problems the RFCs ask for, and
+never with an ICMP error about an ICMP error; each is counted.
 
 Usage (Bazel passes it): wire_conformance_e2e_test.py QUADSOCKD
 """
@@ -22,12 +23,12 @@ STACK4, STACK6 = "10.8.0.2", "fd00:8::2"
 PEER4, PEER6 = "10.8.0.1", "fd00:8::1"
 
 # Run by Debian's python3 in the peer's namespace: sends every frame on qs1, then listens until
-# it has seen the Parameter Problems it expects (or 20 s pass), and prints what the stack sent.
+# it has seen the ICMP errors it expects (or 20 s pass), and prints what the stack sent.
 SCAPY = r"""
 import json, sys, time
-from scapy.all import (AsyncSniffer, Ether, IP, IPv6, UDP, ICMP, ICMPv6EchoRequest,
-                       IPv6ExtHdrHopByHop, IPv6ExtHdrRouting, IPv6ExtHdrDestOpt, HBHOptUnknown,
-                       Raw, sendp)
+from scapy.all import (AsyncSniffer, Ether, IP, IPv6, UDP, TCP, ICMP, ICMPv6EchoRequest,
+                       ICMPv6DestUnreach, IPv6ExtHdrHopByHop, IPv6ExtHdrRouting,
+                       IPv6ExtHdrDestOpt, HBHOptUnknown, Raw, sendp)
 mac, stack4, stack6, peer4, peer6, kind, expect = sys.argv[1:8]
 ours = Ether(dst=mac)
 frames = []
@@ -43,6 +44,23 @@ if kind == "martians":
             frames.append(ours / IPv6(src=src, dst=stack6) / UDP(sport=5000, dport=port) /
                           b"martian")
         frames.append(ours / IPv6(src=src, dst=stack6) / ICMPv6EchoRequest() / b"ping")
+elif kind == "protocols":
+    # Protocols the stack does not speak, TCP among them: answered.
+    frames.append(ours / IP(src=peer4, dst=stack4) / TCP(sport=5000, dport=80, flags="S"))
+    frames.append(ours / IP(src=peer4, dst=stack4, proto=253) / Raw(b"protocol"))
+    frames.append(ours / IPv6(src=peer6, dst=stack6) / TCP(sport=5000, dport=80, flags="S"))
+    frames.append(ours / IPv6(src=peer6, dst=stack6) / IPv6ExtHdrDestOpt(nh=253) /
+                  Raw(b"protocol"))
+    # ICMP errors about a datagram from a closed port of ours: never answered, not even when an
+    # extension header before one asks for a Parameter Problem (an option of type 10).
+    frames.append(ours / IP(src=peer4, dst=stack4) / ICMP(type=3, code=3) /
+                  IP(src=stack4, dst=peer4) / UDP(sport=4999, dport=53))
+    frames.append(ours / IPv6(src=peer6, dst=stack6) / ICMPv6DestUnreach(code=4) /
+                  IPv6(src=stack6, dst=peer6) / UDP(sport=4999, dport=53))
+    frames.append(ours / IPv6(src=peer6, dst=stack6) /
+                  IPv6ExtHdrDestOpt(options=[HBHOptUnknown(otype=0x9e, optdata=b"\0\0\0\0")]) /
+                  ICMPv6DestUnreach(code=4) / IPv6(src=stack6, dst=peer6) /
+                  UDP(sport=4999, dport=53))
 else:
     # Extension headers: a hop-by-hop option whose type says "discard and answer" (10), one
     # that says "discard" (01), a type 0 routing header with a segment left, hop-by-hop after
@@ -69,14 +87,15 @@ sniffer.start()
 time.sleep(1)  # the sniffer's socket is open once start() has returned; a margin for its filter
 sendp(frames, iface="qs1", verbose=False)
 deadline = time.monotonic() + 20
-def problems():
-    return [p for p in list(got) if p.haslayer(IPv6) and p[IPv6].nh == 58
-            and bytes(p[IPv6].payload)[:1] == b"\x04"]
-while len(problems()) < int(expect) and time.monotonic() < deadline:
+def errors():  # Parameter Problems and ICMPv4 destination unreachables
+    return [p for p in list(got)
+            if (p.haslayer(IPv6) and p[IPv6].nh == 58 and bytes(p[IPv6].payload)[:1] == b"\x04")
+            or (p.haslayer(IP) and p[IP].proto == 1 and bytes(p[IP].payload)[:1] == b"\x03")]
+while len(errors()) < int(expect) and time.monotonic() < deadline:
     time.sleep(0.1)
 time.sleep(0.5)  # anything the stack wrongly sends after them
 sniffer.stop()
-out = {"sent": sent_before_last, "problems": [], "other": []}
+out = {"sent": sent_before_last, "problems": [], "unreachables": [], "other": []}
 for p in got:
     # From the stack's addresses (the kernel on qs0 speaks too: MLD, router solicitations).
     if p.haslayer(IPv6) and p[IPv6].src == stack6:
@@ -86,6 +105,11 @@ for p in got:
             continue
         out["other"].append(p.summary())
     elif p.haslayer(IP) and p[IP].src == stack4:
+        body = bytes(p[IP].payload)
+        if p[IP].proto == 1 and body[0] == 3:
+            # Type, code, and the protocol of the packet it quotes.
+            out["unreachables"].append([body[0], body[1], body[8 + 9]])
+            continue
         out["other"].append(p.summary())
 print(json.dumps(out))
 """
@@ -194,6 +218,22 @@ class WireConformanceTest(unittest.TestCase):
         self.assertEqual(c.parse_errors["ipv6_unrecognized_option"], 2)
         self.assertEqual(c.parse_errors["ipv6_routing_header"], 1)
         self.assertEqual(c.parse_errors["ipv6_hop_by_hop_not_first"], 1)
+
+    def test_unknown_protocols_are_answered_and_errors_never(self):
+        # A TCP SYN and IP protocol 253 to us: ICMPv4 protocol unreachable; over IPv6, Parameter
+        # Problem code 1 at the Next Header that named the protocol (the fixed header's, offset
+        # 6, or a destination options header's, 40). ICMP errors about a closed port of ours
+        # get nothing back, and no Parameter Problem for an option before an ICMPv6 error.
+        seen = self.send_from_peer("protocols", 4)
+        self.assertEqual(sorted(seen["unreachables"]), [[3, 2, 6], [3, 2, 253]], seen)
+        self.assertEqual(sorted(seen["problems"]), [[1, 6], [1, 40]], seen)
+        c = self.client.counters().stack
+        self.assertEqual(c.ip_unknown_protocol, 4)
+        self.assertEqual(c.icmp_errors_sent, 4)
+        self.assertEqual(c.icmp_errors_rate_limited, 0)
+        self.assertEqual(c.icmp_errors_unmatched, 2)
+        self.assertEqual(c.parse_errors["ipv6_unrecognized_option"], 1)
+        self.assertEqual(c.udp_delivered, 2)
 
 
 if __name__ == "__main__":
