@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <functional>
+#include <iostream>
 #include <limits>
 #include <optional>
 #include <string>
@@ -21,6 +22,7 @@
 #include "absl/algorithm/container.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/internal/parse.h"
+#include "absl/flags/internal/usage.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/reflection.h"
 #include "absl/flags/usage.h"
@@ -405,6 +407,20 @@ absl::Status CheckFlags() {
   return CheckNeighborFlags();
 }
 
+// Parses the command line as absl::ParseCommandLine does, but a help that was asked for
+// (--help, --helpfull, --helpshort, ...) is printed with exit code 0, not absl's 1: asking for
+// help is not a failure. The exit code when quadsockd should stop here, nothing otherwise.
+std::optional<int> ParseFlags(int argc, char** argv) {
+  absl::flags_internal::ParseCommandLineImpl(
+      argc, argv, absl::flags_internal::ArgvListAction::kRemoveParsedArgs,
+      absl::flags_internal::UsageFlagsAction::kIgnoreUsage,
+      absl::flags_internal::OnUndefinedFlag::kAbortIfUndefined);
+  const int usage =
+      absl::flags_internal::HandleUsageFlags(std::cout, absl::ProgramUsageMessage());
+  if (usage < 0) return std::nullopt;
+  return 0;
+}
+
 int Main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "quadsock's userspace UDP stack on AF_XDP, controlled over gRPC.\n\n"
@@ -418,7 +434,7 @@ int Main(int argc, char** argv) {
       "only there may the neighbour table be changed (`quadctl --admin neigh set ADDRESS MAC`);\n"
       "see --admin_identities for administrators over mTLS.");
   if (absl::Status s = CheckFlagNames(argc, argv); !s.ok()) return Fail("bad flags", s);
-  absl::ParseCommandLine(argc, argv);
+  if (std::optional<int> exit_code = ParseFlags(argc, argv)) return *exit_code;
   const std::vector<std::string> addresses = AllOccurrences(argc, argv, "address", FLAGS_address);
   const std::vector<std::string> gateways = AllOccurrences(argc, argv, "gateway", FLAGS_gateway);
 

@@ -67,6 +67,12 @@ class FlagCheckTest(unittest.TestCase):
                       "another user's calls with its token are PERMISSION_DENIED"):
             self.assertIn(words, text)
 
+    def test_asking_for_help_succeeds(self):
+        for flag in ("--help", "--helpfull", "--helpshort"):
+            p = subprocess.run([QUADSOCKD, flag], capture_output=True, text=True, timeout=30)
+            self.assertEqual(p.returncode, 0, (flag, p.stderr))
+            self.assertIn("--interface", p.stdout, flag)
+
     def test_help_names_real_commands_and_capabilities(self):
         p = subprocess.run([QUADSOCKD, "--help"], capture_output=True, text=True, timeout=30)
         self.assertIn("`quadctl --json iface`", p.stdout)
