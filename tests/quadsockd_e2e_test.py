@@ -7,11 +7,13 @@ Usage (Bazel passes these): quadsockd_e2e_test.py QUADSOCKD ECHO_SERVER
 
 import json
 import os
+import shutil
 import signal
 import socket
 import struct
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import unittest
@@ -22,7 +24,7 @@ import grpc
 import netns
 import prometheus_page
 import quadsock
-from quadsock.v1 import socket_pb2
+from quadsock.v1 import socket_pb2, socket_pb2_grpc
 
 QUADSOCKD = None
 ECHO_SERVER = None
@@ -74,6 +76,42 @@ def veth_drops(dev, netns_name=None):
     stats = json.loads(subprocess.run(cmd, capture_output=True, text=True,
                                       check=True).stdout)[0]["stats64"]
     return stats["rx"]["dropped"], stats["tx"]["dropped"]
+
+
+def as_nobody():
+    os.setgid(65534)
+    os.setgroups([])
+    os.setuid(65534)
+
+
+# A relay of Unix-socket connections (stdlib only, so that nobody can run it): listens on
+# argv[1], connects each client to argv[2], says "ready".
+RELAY = """
+import socket, sys, threading
+def pump(a, b):
+    try:
+        while True:
+            data = a.recv(65536)
+            if not data:
+                break
+            b.sendall(data)
+    except OSError:
+        pass
+    try:
+        b.shutdown(socket.SHUT_WR)
+    except OSError:
+        pass
+server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+server.bind(sys.argv[1])
+server.listen(16)
+print("ready", flush=True)
+while True:
+    client, _ = server.accept()
+    upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    upstream.connect(sys.argv[2])
+    for a, b in ((client, upstream), (upstream, client)):
+        threading.Thread(target=pump, args=(a, b), daemon=True).start()
+"""
 
 
 class Daemon:
@@ -499,7 +537,8 @@ class QuadsockdTest(unittest.TestCase):
         self.client = quadsock.Client(self.daemon.target, name="e2e")
 
     def test_max_sockets_bounds_every_client_together(self):
-        self.restart("--max_sockets=2", "--max_sockets_per_client=2")
+        # Both clients are root's, one peer: its limit over the total, so the total is what holds.
+        self.restart("--max_sockets=2", "--max_sockets_per_client=2", "--max_sockets_per_peer=3")
         other = quadsock.Client(self.daemon.target, name="other")
         try:
             first, second = self.client.open("ipv4"), other.open("ipv6")
@@ -516,7 +555,8 @@ class QuadsockdTest(unittest.TestCase):
     def test_max_grpc_threads_refuses_calls_beyond_them(self):
         # Each open stream holds a thread: with few threads, more streams are refused, and once
         # they end, calls work again.
-        self.restart("--max_grpc_threads=4")
+        # (Over the per-peer streams, which would refuse first: this test's streams are all root's.)
+        self.restart("--max_grpc_threads=4", "--max_streams_per_peer=100")
         socks = [self.client.open("ipv4") for _ in range(8)]
         streams, refused = [], None
         for s in socks:
@@ -567,10 +607,6 @@ class QuadsockdTest(unittest.TestCase):
                    "except PermissionError:\n"
                    "    sys.exit(13)\n")
 
-        def as_nobody():
-            os.setgid(65534)
-            os.setgroups([])
-            os.setuid(65534)
         nobody = subprocess.run(["/usr/bin/python3", "-c", connect, path], preexec_fn=as_nobody,
                                 capture_output=True, text=True, timeout=30)
         self.assertEqual(nobody.returncode, 13, "nobody could connect: " + nobody.stderr)
@@ -578,6 +614,42 @@ class QuadsockdTest(unittest.TestCase):
         with quadsock.Client("unix:" + path, session=False) as admin:
             self.assertEqual(admin.counters().sockets, 0)
 
+
+    def test_a_session_on_the_unix_socket_is_its_users_own(self):
+        # Another local user, nobody, in the socket's group (the .deb's quadsock group), reaches
+        # quadsockd through a relay it runs: quadsockd sees nobody's uid, root sees root's.
+        os.chown(self.daemon.socket_path, 0, 65534)
+        folder = tempfile.mkdtemp(prefix="quadsock-e2e-nobody-")
+        os.chown(folder, 65534, 65534)
+        relay_path = os.path.join(folder, "relay.sock")
+        relay = subprocess.Popen(["/usr/bin/python3", "-c", RELAY, relay_path,
+                                  self.daemon.socket_path], preexec_fn=as_nobody,
+                                 stdout=subprocess.PIPE, text=True)
+        try:
+            self.assertEqual(relay.stdout.readline().strip(), "ready")
+            nobody = "unix:" + relay_path
+            with grpc.insecure_channel(nobody) as channel:
+                stub = socket_pb2_grpc.SocketServiceStub(channel)
+                with self.assertRaises(grpc.RpcError) as stolen:
+                    stub.KeepAlive(socket_pb2.KeepAliveRequest(), timeout=10,
+                                   metadata=((quadsock.client.SESSION_HEADER,
+                                              self.client.session),))
+                self.assertEqual(stolen.exception.code(), grpc.StatusCode.PERMISSION_DENIED)
+                self.assertIn("another local user", stolen.exception.details())
+            # Its own session works, and root may use it too.
+            with quadsock.Client(nobody, name="nobody") as own:
+                own.open("ipv4").close()
+                with grpc.insecure_channel(self.daemon.target) as channel:
+                    socket_pb2_grpc.SocketServiceStub(channel).KeepAlive(
+                        socket_pb2.KeepAliveRequest(), timeout=10,
+                        metadata=((quadsock.client.SESSION_HEADER, own.session),))
+            self.assertIn('("nobody") created for fd:', self.daemon.output())
+            self.assertIn("(uid:65534)", self.daemon.output())
+        finally:
+            relay.kill()
+            relay.wait()
+            relay.stdout.close()
+            shutil.rmtree(folder)
 
     def test_vlan_takes_tagged_frames_and_keeps_the_tags_visible(self):
         # veth strips tags by default; setUp's quadsockd (untagged) turned that off too.
