@@ -5,13 +5,16 @@ forging what the peer's side of the wire says.
 A forged unsolicited advertisement (S=0, O=1) may move the peer's MAC, but only to STALE (RFC
 4861 7.2.5; it used to be REACHABLE), and the real peer's announcement to all nodes (ff02::1)
 must reach the stack (the XDP program used to pass it to the kernel) and mend the entry, while an
-announcement about an address the stack has no entry for stays the kernel's.
+announcement about an address the stack has no entry for stays the kernel's. quadsockd's flags for
+the limits of neighbour resolution take effect on the wire.
 
 Usage (Bazel passes it): neighbor_e2e_test.py QUADSOCKD
 """
 
 import json
 import os
+import random
+import select
 import socket
 import subprocess
 import sys
@@ -115,6 +118,99 @@ class NeighborE2eTest(unittest.TestCase):
                 self.assertEqual(peer.recvfrom(100)[0], b"again")
         finally:
             peer.close()
+
+
+# Run by Debian's python3 in the peer's namespace: sniffs the ARP requests from the stack's MAC
+# (argv[1]), says "ready", and at a line on stdin prints the addresses they asked for.
+ARP_SNIFFER = r"""
+import json, sys, time
+from scapy.all import ARP, AsyncSniffer
+got = []
+sniffer = AsyncSniffer(iface="qs1", filter="arp and ether src " + sys.argv[1], store=False,
+                       prn=got.append)
+sniffer.start()
+time.sleep(1)  # the sniffer's socket is open once start() has returned; a margin for its filter
+print("ready", flush=True)
+sys.stdin.readline()
+sniffer.stop()
+print(json.dumps([p[ARP].pdst for p in got if p.haslayer(ARP) and p[ARP].op == 1]))
+"""
+
+
+class NeighborLimitFlagsTest(unittest.TestCase):
+    """--max_unresolved_neighbors and --neighbor_probes_per_second, lowered, hold on the wire
+    (the defaults, 256 and 256 a second, would let all of these through)."""
+
+    @classmethod
+    def setUpClass(cls):
+        netns.enter_private_namespace()
+
+    def setUp(self):
+        self.net = netns.PeerNetwork("qs0", "qs1")
+        self.daemon = self.admin = self.client = self.sniffer = None
+
+    def tearDown(self):
+        if self.sniffer is not None and self.sniffer.poll() is None:
+            self.sniffer.kill()
+            self.sniffer.wait(timeout=10)
+        for c in (self.admin, self.client):
+            try:
+                if c is not None:
+                    c.close()
+            except Exception:  # the daemon may be gone already
+                pass
+        if self.daemon is not None:
+            self.daemon.close()
+        self.net.close()
+
+    def start(self, *flags):
+        """quadsockd with `flags`, a client of it, and its administration client."""
+        self.daemon = e2e.Daemon(extra=flags)
+        self.client = quadsock.Client(self.daemon.target, name="neighbour-limits")
+        self.admin = quadsock.Client(
+            "unix:/tmp/quadsock-e2e-%d-admin.sock" % os.getpid(), session=False)
+
+    def send_to_strangers(self, count):
+        """Sends a datagram to each of `count` random on-link addresses nobody holds."""
+        targets = ["10.8.0.%d" % i for i in random.sample(range(100, 250), count)]
+        with self.client.open("ipv4") as sock:
+            for t in targets:
+                sock.send(b"anyone?", "%s:9" % t)
+        return targets
+
+    def test_max_unresolved_neighbors(self):
+        self.start("--max_unresolved_neighbors=4")
+        self.sniffer = subprocess.Popen(
+            ["ip", "netns", "exec", self.net.ns, "/usr/bin/python3", "-c", ARP_SNIFFER,
+             mac_of("qs0")], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        ready, _, _ = select.select([self.sniffer.stdout], [], [], 60)
+        self.assertTrue(ready and self.sniffer.stdout.readline().strip() == "ready")
+        targets = self.send_to_strangers(10)
+        # Four resolutions start (the per-client cap, 64, follows the lower total), six
+        # datagrams are refused one; the four are asked for again a second later.
+        def refused():
+            c = self.admin.counters().stack
+            return c.neighbor_unresolved_full + c.neighbor_owner_unresolved_full
+        e2e.wait_until(lambda: refused() == 6 and
+                       self.admin.counters().stack.neighbor_probes >= 8, 20,
+                       "six refused and two rounds of probes: %s" % self.admin.counters())
+        entries = [n for n in self.admin.neighbors() if n.address in targets]
+        self.assertLessEqual(len(entries), 4, entries)
+        asked, _ = self.sniffer.communicate("stop\n", timeout=60)
+        asked = json.loads(asked.strip().splitlines()[-1])
+        self.assertEqual(len(set(asked)), 4, asked)
+        self.assertLessEqual(set(asked), set(targets))
+        self.assertEqual(refused(), 6)
+
+    def test_neighbor_probes_per_second(self):
+        # One probe a second (bursts of one): of ten new resolutions at once, some are refused
+        # for the probe rate, unless sending them took about ten seconds.
+        self.start("--neighbor_probes_per_second=1")
+        self.send_to_strangers(10)
+        e2e.wait_until(lambda: self.admin.counters().stack.neighbor_probes_rate_limited > 0,
+                       10, "probes held back: %s" % self.admin.counters())
+        c = self.admin.counters().stack
+        self.assertEqual(c.neighbor_unresolved_full + c.neighbor_owner_unresolved_full, 0)
 
 
 if __name__ == "__main__":
