@@ -87,6 +87,8 @@ APP_CASES = {c for c in CASES if c.startswith("app_")}
 # The application's data channel: slots per ring (quadsockd's default is 1024; 4096 covers a
 # scheduling delay of the application about as long as the AF_XDP ring's does).
 APP_RING_SLOTS = 4096
+# How long an application may take for its final report (it lists up to 100k sockets' counters).
+FINAL_REPORT_SECONDS = 300
 # Not a case of the table: a receiver that gets nothing (500 connected sockets, traffic from
 # flows none of them is connected to, no listener), for the smoke test to see that a broken
 # case fails the run. `--cases=broken_selftest` only.
@@ -274,6 +276,7 @@ class ServedReceiver:
         _, self.flows, self.base, _ = CASES[name]
         self.name = name
         self.accounting = None
+        self.final_report_error = None
         self.receiving = Receiving(tb, bins, name, ["--serve"], stdin=subprocess.PIPE,
                                    wait=wait)
         self.proc = self.receiving.proc
@@ -298,13 +301,17 @@ class ServedReceiver:
         if self.proc.poll() is None:
             try:
                 self.proc.stdin.close()
-                # An application reads quadsockd's counters of up to 100k sockets first.
-                line = read_line(self.proc, "{", timeout=60)
+                # An application reads quadsockd's counters of up to 100k sockets first: on a
+                # loaded machine (CI beside other work) that alone has taken over a minute.
+                line = read_line(self.proc, "{", timeout=FINAL_REPORT_SECONDS)
                 result = json.loads(line) if line else None
-            except (OSError, HarnessError, ValueError):
-                pass
+            except (OSError, HarnessError, ValueError) as e:
+                self.final_report_error = str(e)
         self.receiving.close()
         self.accounting = accounting_problem(self.name, (result or {}).get("details"))
+        if self.accounting and result is None:
+            self.accounting += (f" (no final report within {FINAL_REPORT_SECONDS} s: "
+                                f"{self.final_report_error or 'it ended without one'})")
         return result
 
 
