@@ -12,7 +12,6 @@
 #include "service/service_context.h"
 #include "service/sessions.h"
 #include "service/unix_listener.h"
-#include "stack/monotonic_clock.h"
 
 namespace quadsock::service {
 namespace {
@@ -46,19 +45,21 @@ bool SendWithFds(int fd, absl::string_view text, const std::vector<int>& fds) {
 
 ChannelBroker::ChannelBroker(std::string path, stack::Stack& stack, ChannelLimits limits,
                              std::function<void(absl::string_view)> log,
-                             std::function<void(const std::string& session)> renew)
+                             std::function<void(const std::string& session)> renew,
+                             std::function<absl::Time()> clock)
     : path_(std::move(path)),
       stack_(stack),
       limits_(limits),
       log_(std::move(log)),
-      renew_(std::move(renew)) {}
+      renew_(std::move(renew)),
+      clock_(std::move(clock)) {}
 
 absl::StatusOr<std::unique_ptr<ChannelBroker>> ChannelBroker::Start(
     std::string path, stack::Stack& stack, ChannelLimits limits,
     std::function<void(absl::string_view)> log,
-    std::function<void(const std::string& session)> renew) {
-  std::unique_ptr<ChannelBroker> b(new ChannelBroker(std::move(path), stack, limits,
-                                                     std::move(log), std::move(renew)));
+    std::function<void(const std::string& session)> renew, std::function<absl::Time()> clock) {
+  std::unique_ptr<ChannelBroker> b(new ChannelBroker(
+      std::move(path), stack, limits, std::move(log), std::move(renew), std::move(clock)));
   b->epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
   if (b->epoll_fd_ < 0) return absl::ErrnoToStatus(errno, "epoll_create1");
   if (!b->path_.empty()) {
@@ -186,7 +187,7 @@ absl::StatusOr<ChannelBroker::Offer> ChannelBroker::MakeOffer(
   if (!c.ok()) return c.status();
   Offer offer{RandomToken(), path_, (*c)->rings(), (*c)->bytes()};
   offers_[offer.token] = Pending{session, std::move(*c), std::move(sockets), all,
-                                 stack::MonotonicNow() + limits_.offer_ttl, uid};
+                                 clock_() + limits_.offer_ttl, uid};
   return offer;
 }
 
@@ -282,7 +283,7 @@ void ChannelBroker::Accept() {
       close(fd);
       continue;
     }
-    unclaimed_[fd] = stack::MonotonicNow() + kClaimDeadline;
+    unclaimed_[fd] = clock_() + kClaimDeadline;
   }
 }
 
@@ -301,7 +302,7 @@ void ChannelBroker::Claim(int fd) {
   auto it = n > 0 && static_cast<size_t>(n) <= kMaxTokenBytes
                 ? offers_.find(std::string(buf, static_cast<size_t>(n)))
                 : offers_.end();
-  if (it == offers_.end() || it->second.expires < stack::MonotonicNow()) {
+  if (it == offers_.end() || it->second.expires < clock_()) {
     (void)SendWithFds(fd, "error: no such offer (unknown, used or expired token)", {});
     if (it != offers_.end()) offers_.erase(it);
     Drop(fd);
@@ -370,7 +371,7 @@ void ChannelBroker::Detach(const std::string& session, absl::string_view why,
 }
 
 void ChannelBroker::Tick() {
-  const absl::Time now = stack::MonotonicNow();
+  const absl::Time now = clock_();
   absl::erase_if(offers_, [now](const auto& o) { return o.second.expires < now; });
   std::vector<int> late;
   for (const auto& [fd, deadline] : unclaimed_) {

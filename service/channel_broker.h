@@ -14,8 +14,7 @@
 // line that says why; no other session notices.
 //
 // One thread serves the side socket (accepts, tokens, hang-ups, and every 100 ms: expired
-// offers and broken channels; its deadlines are on the monotonic clock). Every channel counts
-// against `max_bytes_per_session`.
+// offers and broken channels). Every channel counts against `max_bytes_per_session`.
 //
 //   auto broker = ChannelBroker::Start("/run/quadsock/quadsock.sock.channel", stack, {}, log);
 //   Offer o = broker->MakeOffer(session, {{1, id}}, /*all=*/false, /*slots=*/0, uid).value();
@@ -43,6 +42,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "stack/channel/channel.h"
+#include "stack/monotonic_clock.h"
 #include "stack/stack.h"
 
 namespace quadsock::service {
@@ -62,11 +62,14 @@ class ChannelBroker {
   // Listens on `path` (made with mode 0660, as the Unix listener); "" for none (a TCP listener:
   // StreamChannel only). UNAVAILABLE when it cannot.
   // `renew` is called every 100 ms for each session with an attached channel: a channel in
-  // use counts as calls, as an open stream does, for the session's lease.
+  // use counts as calls, as an open stream does, for the session's lease. `clock` times offers
+  // and claims: monotonic, so that a step of the wall clock neither expires every offer nor
+  // keeps stale ones (tests pass a fake).
   static absl::StatusOr<std::unique_ptr<ChannelBroker>> Start(
       std::string path, stack::Stack& stack, ChannelLimits limits,
       std::function<void(absl::string_view)> log,
-      std::function<void(const std::string& session)> renew = nullptr);
+      std::function<void(const std::string& session)> renew = nullptr,
+      std::function<absl::Time()> clock = stack::MonotonicNow);
   ~ChannelBroker();  // ends every channel (the sockets go back to their queues)
 
   struct Offer {
@@ -111,7 +114,7 @@ class ChannelBroker {
     std::shared_ptr<channel::Channel> channel;
     std::vector<std::pair<uint32_t, stack::SocketId>> sockets;
     bool all = false;
-    absl::Time expires;  // stack::MonotonicNow's
+    absl::Time expires;  // on clock_
     std::optional<uid_t> uid;  // who may claim it (and root); nullopt: anyone
   };
   struct Attached {  // a claimed channel, alive while its side connection (or stream) is
@@ -133,7 +136,8 @@ class ChannelBroker {
 
   ChannelBroker(std::string path, stack::Stack& stack, ChannelLimits limits,
                 std::function<void(absl::string_view)> log,
-                std::function<void(const std::string& session)> renew);
+                std::function<void(const std::string& session)> renew,
+                std::function<absl::Time()> clock);
   void Run();
   void Accept() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A connection sent something: its token (the first message) or nothing more allowed.
@@ -154,6 +158,7 @@ class ChannelBroker {
   const ChannelLimits limits_;
   const std::function<void(absl::string_view)> log_;
   const std::function<void(const std::string& session)> renew_;
+  const std::function<absl::Time()> clock_;
   int listen_fd_ = -1;
   int epoll_fd_ = -1;
   std::atomic<bool> stopping_{false};
@@ -166,7 +171,7 @@ class ChannelBroker {
   std::mutex mu_;
   absl::flat_hash_map<std::string, Pending> offers_ ABSL_GUARDED_BY(mu_);      // by token
   absl::flat_hash_map<std::string, Attached> attached_ ABSL_GUARDED_BY(mu_);   // by session
-  absl::flat_hash_map<int, absl::Time> unclaimed_ ABSL_GUARDED_BY(mu_);  // fd: monotonic deadline
+  absl::flat_hash_map<int, absl::Time> unclaimed_ ABSL_GUARDED_BY(mu_);  // fd: deadline (clock_)
   absl::flat_hash_map<int, std::string> sessions_by_fd_ ABSL_GUARDED_BY(mu_);  // attached fds
   absl::flat_hash_map<int, std::string> stream_events_ ABSL_GUARDED_BY(mu_);   // streams' eventfds
 };

@@ -12,7 +12,6 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "stack/monotonic_clock.h"
 #include "stack/net/address.h"
 
 namespace quadsock::service {
@@ -31,9 +30,7 @@ struct MetricsHttp::Connection {
   std::string request;
   std::string response;
   size_t sent = 0;
-  // stack::MonotonicNow's: a step of the wall clock neither ends every connection at once
-  // nor keeps a stalled one open.
-  absl::Time deadline;
+  absl::Time deadline;  // on options_.clock
   bool done = false;
 };
 
@@ -97,7 +94,7 @@ void MetricsHttp::Serve() {
   while (!stop_.load()) {
     const bool accepting = conns.size() < static_cast<size_t>(options_.max_connections);
     fds.assign(1, pollfd{listen_fd_, static_cast<short>(accepting ? POLLIN : 0), 0});
-    absl::Time wake = stack::MonotonicNow() + absl::Milliseconds(100);  // to notice stop_
+    absl::Time wake = options_.clock() + absl::Milliseconds(100);  // to notice stop_
     for (const Connection& c : conns) {
       fds.push_back({c.fd, static_cast<short>(c.state == Connection::State::kWriting ? POLLOUT
                                                                                      : POLLIN),
@@ -105,11 +102,11 @@ void MetricsHttp::Serve() {
       wake = std::min(wake, c.deadline);
     }
     const int64_t wait_ms =
-        std::max<int64_t>(0, absl::ToInt64Milliseconds(wake - stack::MonotonicNow()));
+        std::max<int64_t>(0, absl::ToInt64Milliseconds(wake - options_.clock()));
     if (poll(fds.data(), fds.size(), static_cast<int>(wait_ms) + 1) < 0 && errno != EINTR) {
       continue;
     }
-    const absl::Time now = stack::MonotonicNow();
+    const absl::Time now = options_.clock();
     for (size_t i = 0; i < conns.size(); ++i) {
       Connection& c = conns[i];
       const short revents = fds[i + 1].revents;

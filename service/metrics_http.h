@@ -17,12 +17,16 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "stack/monotonic_clock.h"
 
 namespace quadsock::service {
 
 struct MetricsHttpOptions {
   int max_connections = 64;
   absl::Duration timeout = absl::Seconds(5);
+  // What times the connections: monotonic, so that a step of the wall clock neither ends every
+  // connection at once nor keeps a stalled one open. Tests pass a fake.
+  std::function<absl::Time()> clock = stack::MonotonicNow;
 };
 
 class MetricsHttp {

@@ -9,7 +9,9 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <map>
+#include <memory>
 #include <set>
 #include <vector>
 
@@ -18,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "absl/time/clock.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/message.h"
 #include "stack/net/parse_error.h"
@@ -343,6 +346,27 @@ TEST(MetricsHttpTest, AnIdleConnectionIsClosedAtItsTimeout) {
   close(idle);
   // Its place is free again.
   EXPECT_EQ(Get((*m)->port(), kScrape).rfind("HTTP/1.0 200 OK\r\n", 0), 0u);
+}
+
+// Deadlines are on the clock it is given (quadsockd: the monotonic one), never the wall clock:
+// here a fake one that jumps past the timeout closes an idle connection long before the real
+// timeout would.
+TEST(MetricsHttpTest, AnIdleConnectionTimesOutOnItsOwnClock) {
+  auto offset = std::make_shared<std::atomic<int>>(0);
+  absl::StatusOr<std::unique_ptr<MetricsHttp>> m = MetricsHttp::Start(
+      "127.0.0.1:0", [] { return std::string("quadsock_x 1\n"); },
+      {.max_connections = 1,
+       .timeout = absl::Seconds(120),
+       .clock = [offset] { return absl::Now() + offset->load() * absl::Seconds(1); }});
+  ASSERT_TRUE(m.ok()) << m.status();
+  const int idle = Connect((*m)->port());
+  pollfd p{idle, POLLIN, 0};
+  EXPECT_EQ(poll(&p, 1, 200), 0) << "closed before its timeout";
+  offset->store(121);
+  ASSERT_EQ(poll(&p, 1, 30000), 1) << "still open after the clock passed its timeout";
+  char buf[16];
+  EXPECT_EQ(recv(idle, buf, sizeof(buf), 0), 0);
+  close(idle);
 }
 
 }  // namespace

@@ -209,7 +209,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerOptions options, sta
   Sessions* sessions = &s->sessions_;
   absl::StatusOr<std::unique_ptr<ChannelBroker>> broker = ChannelBroker::Start(
       unix_path.empty() ? "" : unix_path + ".channel", stack, o.channels, o.log,
-      [sessions](const std::string& session) { sessions->Renew(session); });
+      [sessions](const std::string& session) { sessions->Renew(session); }, o.clock);
   if (!broker.ok()) return broker.status();
   s->channels_ = std::move(*broker);
   s->context_.channels = s->channels_.get();

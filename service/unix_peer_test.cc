@@ -2,8 +2,9 @@
 // SO_PEERCRED. A real server on a Unix socket, with root (this test) and another user (uid
 // kOther, service/peer_client run through setpriv) as clients: the per-peer limits count per
 // uid, a session's token is no use to another user (root may use any), a data channel offer is
-// claimed only by the user who asked, the socket is born 0660, and an fd number that gRPC closed
-// and something else reused names nobody. Needs root (tags: root, no-sandbox).
+// claimed only by the user who asked (and expires on the server's clock), the sockets are 0660,
+// and an fd number that gRPC closed and something else reused names nobody. Needs root (tags:
+// root, no-sandbox).
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/socket.h>
@@ -16,6 +17,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -99,6 +101,7 @@ class UnixPeerTest : public ::testing::Test {
     ServerOptions o;
     o.listen = testing::TwoStacks::UnixTarget();
     o.sessions.max_sessions_per_peer = 2;
+    o.clock = [this] { return absl::Now() + clock_offset_.load() * absl::Seconds(1); };
     o.log = [this](absl::string_view line) {
       std::lock_guard<std::mutex> lock(log_mu_);
       log_.emplace_back(line);
@@ -147,6 +150,29 @@ class UnixPeerTest : public ::testing::Test {
     v1::KeepAliveResponse resp;
     return stub_->KeepAlive(&ctx, v1::KeepAliveRequest(), &resp).error_code();
   }
+  // The side socket's answer to `token` for root (this process): "ok" or "error: ...".
+  static std::string ClaimAsRoot(const v1::AttachChannelResponse& offer) {
+    const int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    std::strncpy(a.sun_path, offer.path().c_str(), sizeof(a.sun_path) - 1);
+    EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0) << std::strerror(errno);
+    EXPECT_EQ(send(fd, offer.token().data(), offer.token().size(), 0),
+              static_cast<ssize_t>(offer.token().size()));
+    char reply[128];
+    const ssize_t n = recv(fd, reply, sizeof(reply), 0);  // passed fds: closed by the kernel
+    close(fd);
+    return std::string(reply, n > 0 ? static_cast<size_t>(n) : 0);
+  }
+  v1::AttachChannelResponse OfferAsRoot() {
+    std::string session;
+    EXPECT_TRUE(CreateAsRoot(session).ok());
+    grpc::ClientContext ctx;
+    ctx.AddMetadata(kSessionHeader, session);
+    v1::AttachChannelResponse offer;
+    EXPECT_TRUE(stub_->AttachChannel(&ctx, v1::AttachChannelRequest(), &offer).ok());
+    return offer;
+  }
   std::vector<std::string> Log() {
     std::lock_guard<std::mutex> lock(log_mu_);
     return log_;
@@ -159,6 +185,7 @@ class UnixPeerTest : public ::testing::Test {
   std::unique_ptr<v1::SocketService::Stub> stub_;
   std::mutex log_mu_;
   std::vector<std::string> log_;
+  std::atomic<int> clock_offset_{0};  // seconds on the server's clock (leases, offers)
 };
 
 TEST_F(UnixPeerTest, SessionLimitCountsPerUser) {
@@ -202,12 +229,7 @@ TEST_F(UnixPeerTest, TokenIsNoUseToAnotherUserButRootMayUseAny) {
 }
 
 TEST_F(UnixPeerTest, DataChannelIsClaimedOnlyByTheUserWhoAsked) {
-  std::string session;
-  ASSERT_TRUE(CreateAsRoot(session).ok());
-  grpc::ClientContext ctx;
-  ctx.AddMetadata(kSessionHeader, session);
-  v1::AttachChannelResponse offer;
-  ASSERT_TRUE(stub_->AttachChannel(&ctx, v1::AttachChannelRequest(), &offer).ok());
+  const v1::AttachChannelResponse offer = OfferAsRoot();
   const std::vector<std::string> claimed = AsOther({offer.path(), "claim", offer.token()});
   ASSERT_EQ(claimed.size(), 1u);
   EXPECT_TRUE(absl::StartsWith(claimed[0], "error: ")) << claimed[0];
@@ -218,17 +240,14 @@ TEST_F(UnixPeerTest, DataChannelIsClaimedOnlyByTheUserWhoAsked) {
   }
   EXPECT_EQ(refused, 1);
   // The offer is still its owner's to claim.
-  const int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-  sockaddr_un a{};
-  a.sun_family = AF_UNIX;
-  std::strncpy(a.sun_path, offer.path().c_str(), sizeof(a.sun_path) - 1);
-  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0) << std::strerror(errno);
-  ASSERT_EQ(send(fd, offer.token().data(), offer.token().size(), 0),
-            static_cast<ssize_t>(offer.token().size()));
-  char reply[64];
-  const ssize_t n = recv(fd, reply, sizeof(reply), 0);  // passed fds: closed by the kernel
-  EXPECT_EQ(std::string(reply, n > 0 ? static_cast<size_t>(n) : 0), "ok");
-  close(fd);
+  EXPECT_EQ(ClaimAsRoot(offer), "ok");
+}
+
+// Offers expire on the server's clock (quadsockd's: monotonic), not the wall clock.
+TEST_F(UnixPeerTest, AnOfferExpiresOnTheServersClock) {
+  const v1::AttachChannelResponse offer = OfferAsRoot();
+  clock_offset_ = 11;  // past the offer's 10 s
+  EXPECT_TRUE(absl::StartsWith(ClaimAsRoot(offer), "error: no such offer")) << "claimed";
 }
 
 TEST_F(UnixPeerTest, SocketsAreMode0660) {
