@@ -51,7 +51,7 @@ class ClientTest : public ::testing::Test {
     EXPECT_EQ(t_->PeerSend(s, payload, port), absl::OkStatus());
   }
   std::optional<std::string> PeerReceive(stack::SocketId s) {
-    const absl::Time deadline = absl::Now() + absl::Seconds(3);
+    const absl::Time deadline = absl::Now() + absl::Seconds(30);
     while (absl::Now() < deadline) {
       std::optional<stack::ReceivedDatagram> got = peer_->Receive(s).value();
       if (got.has_value()) return got->payload;
@@ -73,7 +73,7 @@ class ClientTest : public ::testing::Test {
   }
   // Waits until the server stack has exactly `n` sockets.
   bool StackHasSockets(size_t n) {
-    const absl::Time deadline = absl::Now() + absl::Seconds(5);
+    const absl::Time deadline = absl::Now() + absl::Seconds(30);
     while (stack_->List().size() != n && absl::Now() < deadline) {
       absl::SleepFor(absl::Milliseconds(20));
     }
