@@ -2,10 +2,13 @@
 // ring, tagged with their index, and none is lost uncounted.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <map>
+#include <thread>
 
 #include "stack/channel/channel.h"
 #include "stack/channel/reader.h"
+#include "stack/internal/udp_socket.h"
 #include "stack/stack.h"
 #include "stack/testing/stack_fixtures.h"
 
@@ -51,6 +54,54 @@ TEST_F(TwoStacksTest, SocketsOnAChannelDeliverThereTaggedWithTheirIndex) {
   // Nothing went to the sockets' queues.
   EXPECT_FALSE(b_->Receive(s1).value().has_value());
   EXPECT_EQ(b_->Get(s1).value().counters.rx_datagrams, 1u);
+}
+
+TEST_F(TwoStacksTest, ABatchOfDatagramsIsPublishedWithOneStore) {
+  const SocketId s = b_->Open(net::Family::kV4).value();
+  ASSERT_TRUE(b_->Bind(s, Ep("0.0.0.0:4000")).ok());
+  auto c = channel::Channel::Create({.rings = 1, .slots = 64}).value();
+  ASSERT_EQ(b_->PutOnChannel(s, c, 1), absl::OkStatus());
+  const SocketId from = a_->Open(net::Family::kV4).value();
+  ASSERT_EQ(a_->Send(from, Bytes("first"), Ep("10.1.0.2:4000")), absl::OkStatus());
+  Pump();  // the neighbours know each other now: the next ones go out in one turn
+  const uint64_t before = c->counters().publishes;
+  for (int i = 0; i < 10; ++i) {
+    ASSERT_EQ(a_->Send(from, Bytes("x"), Ep("10.1.0.2:4000")), absl::OkStatus());
+  }
+  Pump();
+  EXPECT_EQ(c->counters().delivered, 11u);
+  EXPECT_EQ(c->counters().publishes, before + 1);
+  channel::ChannelReader r = ReaderOf(*c);
+  channel::ReceivedView v[16];
+  EXPECT_EQ(r.Receive(v), 11u);
+}
+
+// The socket's channel and index are read by poll threads without a lock while the control
+// plane changes them (UdpSocket::SwapChannel): a reader sees one whole target, never the
+// channel of one and the index of another.
+TEST(ChannelTargetTest, ReadersSeeAWholeTargetWhileTheControlPlaneMovesTheSocket) {
+  UdpSocket socket(net::Family::kV4, 16);
+  auto c1 = channel::Channel::Create({.rings = 1, .slots = 4}).value();
+  auto c2 = channel::Channel::Create({.rings = 1, .slots = 4}).value();
+  std::atomic<bool> done{false};
+  std::thread control([&] {
+    for (uint32_t i = 0; i < 1000000; ++i) {
+      (void)socket.SwapChannel(i % 2 == 0 ? UdpSocket::ChannelBinding{c1, 1}
+                                          : UdpSocket::ChannelBinding{c2, 2});
+    }
+    done = true;
+  });
+  uint64_t reads = 0;
+  while (!done.load()) {
+    const UdpSocket::ChannelTarget t = socket.channel_target();
+    ++reads;
+    if (t.channel == nullptr) continue;  // before the first
+    ASSERT_TRUE((t.channel == c1.get() && t.index == 1) || (t.channel == c2.get() && t.index == 2))
+        << "channel " << (t.channel == c1.get() ? 1 : 2) << " with index " << t.index;
+  }
+  control.join();
+  EXPECT_GT(reads, 0u);
+  EXPECT_EQ(socket.channel_target().channel, c2.get());
 }
 
 TEST_F(TwoStacksTest, AFullChannelRingDropsAndTheSocketCountsIt) {

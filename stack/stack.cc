@@ -112,6 +112,7 @@ size_t Stack::PollOnce() {
   }
   size_t n = 0;
   for (auto& e : engines_) n += e->Turn(e->manual_lookup());
+  for (auto& e : engines_) e->WakeChannels();  // before going offline: they hold channels
   reader->Offline();
   return n;
 }
@@ -263,8 +264,8 @@ std::vector<absl::Status> Stack::Close(std::span<const SocketId> ids) {
       sockets_.erase(it);
     }
     socket->Shutdown();  // wakes a Receive waiting on it
-    if (const UdpSocket::ChannelBinding* b = socket->channel_binding()) {
-      (void)udp_->SetChannelSocket(b->channel.get(), b->index, nullptr);
+    if (const UdpSocket::ChannelTarget t = socket->channel_target(); t.channel != nullptr) {
+      (void)udp_->SetChannelSocket(t.channel, t.index, nullptr);
     }
     closed.push_back(std::move(socket));
     results.push_back(absl::OkStatus());
@@ -375,7 +376,6 @@ absl::Status Stack::PutOnChannel(SocketId id, std::shared_ptr<channel::Channel> 
   absl::StatusOr<std::shared_ptr<UdpSocket>> s = FindSocket(id);
   if (!s.ok()) return s.status();
   const channel::Channel* const now_on = channel.get();
-  std::unique_ptr<const UdpSocket::ChannelBinding> binding;
   if (channel != nullptr) {
     // Its TX ring is drained by the first poll thread, woken by its eventfd.
     if (udp_->AddChannel(channel)) engines_[0]->AddWaitFd(channel->tx_event_fd());
@@ -383,18 +383,18 @@ absl::Status Stack::PutOnChannel(SocketId id, std::shared_ptr<channel::Channel> 
       return absl::ResourceExhaustedError(
           absl::StrCat("socket index ", index, " is over a channel's limit"));
     }
-    binding.reset(new UdpSocket::ChannelBinding{std::move(channel), index});
   }
-  std::unique_ptr<const UdpSocket::ChannelBinding> old;
+  UdpSocket::ChannelBinding old;
   {
     std::lock_guard<std::mutex> lock(mu_);  // bindings change under the control-plane lock
-    old = (*s)->SwapChannel(std::move(binding));
+    old = (*s)->SwapChannel({std::move(channel), index});
   }
-  if (old != nullptr && (old->channel.get() != now_on || old->index != index)) {
-    (void)udp_->SetChannelSocket(old->channel.get(), old->index, nullptr);
+  if (old.channel != nullptr && (old.channel.get() != now_on || old.index != index)) {
+    (void)udp_->SetChannelSocket(old.channel.get(), old.index, nullptr);
   }
-  // A poll thread may still be delivering through the old binding.
-  if (old != nullptr) table_->WaitForReaders();
+  // A poll thread may still be delivering to the old channel (and holds it until its next
+  // quiescent state): let go of it after that.
+  if (old.channel != nullptr) table_->WaitForReaders();
   return absl::OkStatus();
 }
 

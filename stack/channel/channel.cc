@@ -9,15 +9,6 @@
 #include <cstring>
 
 namespace quadsock::channel {
-namespace {
-
-// An address in the descriptor's 16-byte form.
-void PutAddress(const net::IpAddress& a, uint8_t (&out)[16]) {
-  const net::IpAddress::Bytes b = a.bytes16();
-  std::memcpy(out, b.data(), 16);
-}
-
-}  // namespace
 
 absl::StatusOr<std::shared_ptr<Channel>> Channel::Create(const ChannelOptions& o) {
   ChannelHeader h{};
@@ -71,55 +62,25 @@ Channel::~Channel() {
   if (memfd_ >= 0) close(memfd_);
 }
 
-bool Channel::Push(uint32_t ring, uint32_t socket, const net::Endpoint& source,
-                   const net::Endpoint& destination, std::span<const uint8_t> payload,
-                   absl::Time arrival, uint64_t sequence) {
-  Producer& p = producers_[ring];
-  if (broken_.load(std::memory_order_relaxed)) return false;
+bool Channel::ReadConsumer(uint32_t ring, Producer& p) {
   // Acquire: the application has finished with the slots it gave back.
   const uint32_t consumer = p.ring.control->consumer.load(std::memory_order_acquire);
-  const uint32_t in_use = p.next - consumer;
   // The consumer index moves forward, and never past what we published: anything else is a
-  // scribble (unsigned arithmetic: a consumer behind its last value looks like a large use).
-  if (in_use > header_.slots || consumer - p.last_consumer > p.next - p.last_consumer) {
+  // scribble (unsigned arithmetic: a consumer behind its last value looks like a large move).
+  if (consumer - p.consumer > p.published - p.consumer) {
     Break(absl::StrCat("ring ", ring, ": the application's consumer index ", consumer,
-                       " is outside [", p.last_consumer, ", ", p.next, "]"));
+                       " is outside [", p.consumer, ", ", p.published, "]"));
     return false;
   }
-  p.last_consumer = consumer;
-  if (in_use == header_.slots || payload.size() > header_.buffer_bytes) {
-    p.ring_full.store(p.ring_full.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-    return false;
-  }
-  ChannelDescriptor& d = p.ring.descriptor(p.next);
-  d.socket = socket;
-  d.length = static_cast<uint32_t>(payload.size());
-  d.arrival_unix_ns = absl::ToUnixNanos(arrival);
-  d.sequence = sequence;
-  PutAddress(source.address, d.peer);
-  PutAddress(destination.address, d.local);
-  d.peer_port = source.port;
-  d.local_port = destination.port;
-  d.flags = source.address.is_v4() ? kIpv4 : 0;
-  std::memcpy(p.ring.buffer(p.next), payload.data(), payload.size());
-  ++p.next;
-  p.delivered.store(p.delivered.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-  // The application may be going to sleep, even when the ring does not look empty here: it
-  // gives slots back (consumer) only after it has taken them, so it may have taken all of them
-  // and be arming while `in_use` still counts them. Sequentially consistent store and load
-  // here, and store of `sleeping` and load of producer on its side: in the single order of the
-  // four, either it sees this datagram or we see it sleeping. (The release store of producer
-  // included: the descriptor and the payload are written before the application sees them.)
-  p.ring.control->producer.store(p.next, std::memory_order_seq_cst);
-  // Once per sleep: a later datagram into the same sleep finds the eventfd written already.
-  if (const uint32_t epoch = p.ring.control->sleeping.load(std::memory_order_seq_cst);
-      epoch != 0 && epoch != p.woken_epoch) {
-    p.woken_epoch = epoch;
-    const uint64_t one = 1;
-    (void)!write(p.event_fd, &one, sizeof(one));
-    p.wakeups.store(p.wakeups.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-  }
+  p.consumer = consumer;
   return true;
+}
+
+void Channel::WriteEventFd(Producer& p, uint32_t epoch) {
+  p.woken_epoch = epoch;
+  const uint64_t one = 1;
+  (void)!write(p.event_fd, &one, sizeof(one));
+  Bump(p.wakeups);
 }
 
 std::optional<OutgoingDatagram> Channel::NextSend() {
@@ -192,6 +153,7 @@ ChannelCounters Channel::counters() const {
     c.delivered += p.delivered.load(std::memory_order_relaxed);
     c.ring_full += p.ring_full.load(std::memory_order_relaxed);
     c.wakeups += p.wakeups.load(std::memory_order_relaxed);
+    c.publishes += p.publishes.load(std::memory_order_relaxed);
   }
   c.sends = sends_.load(std::memory_order_relaxed);
   c.bad_sends = bad_sends_.load(std::memory_order_relaxed);

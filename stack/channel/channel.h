@@ -4,6 +4,13 @@
 // the session's sockets on it (Stack::PutOnChannel); the poll threads then copy each datagram
 // from the link's buffer into the channel, the one copy on the way to the application.
 //
+// A poll thread works in batches: Stage writes a datagram into the ring without showing it,
+// Publish shows all the staged ones with one store of the producer index (once per RX batch,
+// however many datagrams), and Wake writes the eventfd if the application sleeps. Wake may come
+// turns later (the poll engine wakes at its idle turn, or every few busy turns: an application
+// woken less often takes more per wake-up), but it must come: Publish wakes at once only when
+// the ring is past a quarter full. Push is the three at once, for a single datagram.
+//
 // Never waits for the application: a full ring drops the datagram (counted here, and by the
 // socket as rx_dropped). The application's writes are untrusted: a consumer index it could not
 // have written ends the channel (broken(), with the reason), and nothing is delivered after.
@@ -12,12 +19,16 @@
 //
 //   std::shared_ptr<Channel> c = Channel::Create({.rings = 2, .slots = 1024}).value();
 //   SendFds(client, c->memfd(), c->event_fds());
-//   c->Push(ring, socket_index, source, destination, payload, now, sequence);  // poll thread
+//   for (each datagram of a batch) c->Stage(ring, socket_index, source, destination, payload,
+//                                           now, sequence);           // poll thread `ring`
+//   c->Publish(ring);
+//   ... c->Wake(ring);                                                // before it sleeps
 #ifndef QUADSOCK_STACK_CHANNEL_CHANNEL_H_
 #define QUADSOCK_STACK_CHANNEL_CHANNEL_H_
 
 #include <atomic>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <optional>
 #include <mutex>
@@ -43,6 +54,7 @@ struct ChannelCounters {
   uint64_t delivered = 0;   // datagrams put into an RX ring
   uint64_t ring_full = 0;   // dropped: the application had not made room
   uint64_t wakeups = 0;     // eventfd writes
+  uint64_t publishes = 0;   // stores of an RX ring's producer index (a batch each)
   uint64_t sends = 0;       // datagrams taken from the TX ring
   uint64_t bad_sends = 0;   // TX descriptors that were no datagram (dropped)
 };
@@ -72,12 +84,31 @@ class Channel {
   uint32_t rings() const { return header_.rings; }
   uint32_t buffer_bytes() const { return header_.buffer_bytes; }
 
-  // Poll thread `ring` only (each ring has one producer): one datagram of the socket whose
-  // session index is `socket`. False when it was dropped: the ring is full (counted), the
-  // payload is larger than a buffer, or the channel is broken.
+  // ---- The RX rings: poll thread `ring` only (each ring has one producer) ----
+  // Writes one datagram of the socket whose session index is `socket` into the ring, not yet
+  // visible to the application (Publish). False when it was dropped: the ring is full
+  // (counted), the payload is larger than a buffer, or the channel is broken.
+  bool Stage(uint32_t ring, uint32_t socket, const net::Endpoint& source,
+             const net::Endpoint& destination, std::span<const uint8_t> payload,
+             absl::Time arrival, uint64_t sequence);
+  // Shows the application what Stage wrote since the last Publish, with one store; wakes it at
+  // once if it sleeps and the ring is past a quarter full (it has a quarter of a ring to take
+  // before datagrams drop). Otherwise call Wake before the thread sleeps, or a few turns later.
+  // False when the application's consumer index, checked here once a batch, broke the channel:
+  // the staged datagrams are never shown.
+  bool Publish(uint32_t ring);
+  // Writes the ring's eventfd if the application sleeps, once per sleep.
+  void Wake(uint32_t ring);
+  // Stage, Publish and Wake: one datagram, the application woken at once if it sleeps.
   bool Push(uint32_t ring, uint32_t socket, const net::Endpoint& source,
             const net::Endpoint& destination, std::span<const uint8_t> payload,
-            absl::Time arrival, uint64_t sequence);
+            absl::Time arrival, uint64_t sequence) {
+    if (!Stage(ring, socket, source, destination, payload, arrival, sequence) || !Publish(ring)) {
+      return false;
+    }
+    Wake(ring);
+    return true;
+  }
 
   // ---- The TX ring: one poll thread at a time ----
   // The next datagram the application queued, if any; its slot stays the application's until
@@ -97,15 +128,27 @@ class Channel {
   ChannelCounters counters() const;
 
  private:
-  // The producer's side of one ring: its own index, and the ring as computed at Create.
+  // The producer's side of one ring: its own indexes, and the ring as computed at Create.
   struct alignas(kLine) Producer {
     RingView ring;
-    uint32_t next = 0;           // the next index to write (the published producer index)
-    uint32_t last_consumer = 0;  // the consumer index seen last: it only moves forward
+    uint32_t next = 0;       // the next index to write (Stage)
+    uint32_t published = 0;  // the producer index the application was shown last (Publish)
+    uint32_t consumer = 0;   // the consumer index seen last, checked: it only moves forward
     int event_fd = -1;
     uint32_t woken_epoch = 0;  // the application's sleep we wrote the eventfd for last
-    std::atomic<uint64_t> delivered{0}, ring_full{0}, wakeups{0};
+    // The arrival time Stage converted last: a batch's datagrams share one.
+    absl::Time arrival = absl::InfinitePast();
+    int64_t arrival_ns = 0;
+    std::atomic<uint64_t> delivered{0}, ring_full{0}, wakeups{0}, publishes{0};
   };
+  // One writer: a plain load and store, not a locked read-modify-write.
+  static void Bump(std::atomic<uint64_t>& c) {
+    c.store(c.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  }
+  // Reads the application's consumer index again into p.consumer; false (and the channel
+  // broken) when it is one the application could not have written.
+  bool ReadConsumer(uint32_t ring, Producer& p);
+  void WriteEventFd(Producer& p, uint32_t epoch);
   Channel() = default;
   void Break(std::string reason);
 
@@ -124,6 +167,70 @@ class Channel {
   mutable std::mutex reason_mu_;  // std::mutex: Debian's Abseil is not built for TSan
   std::string reason_ ABSL_GUARDED_BY(reason_mu_);
 };
+
+// ---- The RX rings' operations, inline: they run per datagram (Stage) or per batch ----------
+
+inline bool Channel::Stage(uint32_t ring, uint32_t socket, const net::Endpoint& source,
+                           const net::Endpoint& destination, std::span<const uint8_t> payload,
+                           absl::Time arrival, uint64_t sequence) {
+  Producer& p = producers_[ring];
+  // Full by our last look at the consumer index (Publish's): look again only then (it is the
+  // application's cache line; reading it per datagram would pull it over from its CPU).
+  if (payload.size() > header_.buffer_bytes || broken_.load(std::memory_order_relaxed) ||
+      (p.next - p.consumer == header_.slots &&
+       (!ReadConsumer(ring, p) || p.next - p.consumer == header_.slots))) {
+    Bump(p.ring_full);
+    return false;
+  }
+  // The slot is ours (ReadConsumer's acquire: the application is done with it). Plain stores into
+  // the shared memory: Publish's release store makes them visible before the index does.
+  ChannelDescriptor& d = p.ring.descriptor(p.next);
+  if (arrival != p.arrival) {
+    p.arrival = arrival;
+    p.arrival_ns = absl::ToUnixNanos(arrival);
+  }
+  d.socket = socket;
+  d.length = static_cast<uint32_t>(payload.size());
+  d.arrival_unix_ns = p.arrival_ns;
+  d.sequence = sequence;
+  std::memcpy(d.peer, source.address.bytes16().data(), 16);
+  std::memcpy(d.local, destination.address.bytes16().data(), 16);
+  d.peer_port = source.port;
+  d.local_port = destination.port;
+  d.flags = source.address.is_v4() ? kIpv4 : 0;
+  std::memcpy(p.ring.buffer(p.next), payload.data(), payload.size());
+  ++p.next;
+  Bump(p.delivered);
+  return true;
+}
+
+inline bool Channel::Publish(uint32_t ring) {
+  Producer& p = producers_[ring];
+  if (p.next == p.published) return true;
+  // Once a batch, so that garbage there ends the channel at the next datagram, and the ring's
+  // fill is known.
+  if (!ReadConsumer(ring, p)) return false;
+  // Sequentially consistent, one store for the whole batch: a release (the descriptors and
+  // payloads Stage wrote are visible before the index that covers them), and ordered before
+  // Wake's load of `sleeping` as the application's store of `sleeping` is before its load of
+  // the producer index (layout.h): either it sees these datagrams, or Wake sees it sleeping.
+  p.ring.control->producer.store(p.next, std::memory_order_seq_cst);
+  p.published = p.next;
+  Bump(p.publishes);
+  // Past a quarter full: wake the application now, if it sleeps, not turns later.
+  if (p.next - p.consumer > header_.slots / 4) Wake(ring);
+  return true;
+}
+
+inline void Channel::Wake(uint32_t ring) {
+  Producer& p = producers_[ring];
+  // Sequentially consistent, after Publish's store (see there). The epoch is a sleep we have
+  // not woken yet: a sleep counts once however many batches come into it. Not only into a ring
+  // that looks empty: the application gives slots back (consumer) after it has taken them, so
+  // it may be asleep while the consumer index still counts them.
+  const uint32_t epoch = p.ring.control->sleeping.load(std::memory_order_seq_cst);
+  if (epoch != 0 && epoch != p.woken_epoch) WriteEventFd(p, epoch);
+}
 
 }  // namespace quadsock::channel
 

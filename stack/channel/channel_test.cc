@@ -126,6 +126,45 @@ TEST(ChannelTest, AReaderAsleepOnSlotsItHasNotGivenBackIsWokenOncePerSleep) {
   EXPECT_EQ(c->counters().wakeups, 1u);
 }
 
+TEST(ChannelTest, StagedDatagramsAreSeenOncePublishedWithOneStore) {
+  auto c = Channel::Create({.rings = 1, .slots = 16}).value();
+  ChannelReader r = ReaderOf(*c);
+  for (int i = 1; i <= 3; ++i) {
+    ASSERT_TRUE(c->Stage(0, 1, kPeer, kLocal, Bytes(std::to_string(i)), kWhen, i));
+  }
+  ReceivedView v[8];
+  EXPECT_EQ(r.Receive(v), 0u);  // written, not shown
+  EXPECT_EQ(c->counters().delivered, 3u);
+  EXPECT_TRUE(c->Publish(0));
+  EXPECT_TRUE(c->Publish(0));  // nothing new: no store
+  ASSERT_EQ(r.Receive(v), 3u);
+  EXPECT_EQ(Text(v[2].payload), "3");
+  EXPECT_EQ(c->counters().publishes, 1u);
+}
+
+TEST(ChannelTest, PublishLeavesASleepingReaderToWakeUnlessItsRingIsPastAQuarterFull) {
+  auto c = Channel::Create({.rings = 1, .slots = 16}).value();
+  ChannelReader r = ReaderOf(*c);
+  ReceivedView v[16];
+  ASSERT_EQ(r.ReceiveOrArm(v), 0u);  // asleep
+  ASSERT_TRUE(c->Stage(0, 1, kPeer, kLocal, Bytes("a"), kWhen, 1));
+  ASSERT_TRUE(c->Publish(0));
+  EXPECT_EQ(c->counters().wakeups, 0u);
+  c->Wake(0);
+  EXPECT_EQ(c->counters().wakeups, 1u);
+  c->Wake(0);  // the same sleep
+  EXPECT_EQ(c->counters().wakeups, 1u);
+  ASSERT_EQ(r.ReceiveOrArm(v), 1u);  // awake, took it (not given back)
+  ASSERT_EQ(r.ReceiveOrArm(v), 0u);  // asleep again
+  // 4 of 16 in use: a quarter, not past it; one more is.
+  for (int i = 2; i <= 4; ++i) ASSERT_TRUE(c->Stage(0, 1, kPeer, kLocal, Bytes("b"), kWhen, i));
+  ASSERT_TRUE(c->Publish(0));
+  EXPECT_EQ(c->counters().wakeups, 1u);
+  ASSERT_TRUE(c->Stage(0, 1, kPeer, kLocal, Bytes("c"), kWhen, 5));
+  ASSERT_TRUE(c->Publish(0));
+  EXPECT_EQ(c->counters().wakeups, 2u);
+}
+
 TEST(ChannelTest, AScribbledConsumerIndexEndsTheChannelAndNothingElse) {
   auto c = Channel::Create({.rings = 1, .slots = 8}).value();
   ChannelReader r = ReaderOf(*c);

@@ -22,12 +22,13 @@
 // the consumer reads slots up to producer (acquire) and gives them back by a release store of
 // consumer. Wakeups: a consumer that wants to sleep sets `sleeping` to a new non-zero epoch (a
 // counter of its sleeps), then looks at producer once more, and only then waits on the ring's
-// eventfd, and clears `sleeping` once awake; a producer publishes each datagram and then looks
-// at `sleeping`, and writes the eventfd if it holds an epoch it has not woken yet (not only
-// into a ring that looks empty: the consumer gives slots back after taking them, so it may be
-// going to sleep on a ring whose consumer index still counts them). Those four accesses are
-// sequentially consistent: one side always sees the other's. So the eventfd is written once
-// per sleep of the consumer, never per datagram.
+// eventfd, and clears `sleeping` once awake; a producer publishes a batch of datagrams and then
+// (at once, or a few of its turns later, but before it sleeps) looks at `sleeping`, and writes
+// the eventfd if it holds an epoch it has not woken yet (not only into a ring that looks empty:
+// the consumer gives slots back after taking them, so it may be going to sleep on a ring whose
+// consumer index still counts them). Those four accesses are sequentially consistent: one side
+// always sees the other's. So the eventfd is written once per sleep of the consumer at most,
+// never per datagram.
 //
 // Everything the application can write (RX consumer and sleeping, the TX ring's producer,
 // descriptors and buffers) is untrusted input to quadsockd: an index it could not have written

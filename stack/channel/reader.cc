@@ -11,9 +11,15 @@
 namespace quadsock::channel {
 namespace {
 
-net::IpAddress AddressOf(const uint8_t (&bytes)[16], bool v4) {
-  const net::IpAddress a = net::IpAddress::V6Bytes(bytes);
-  return v4 ? a.Unmapped() : a;
+// A descriptor's address (16 bytes, IPv4 v4-mapped) written in place: built as a temporary and
+// copied, it was read back in one wide load over the narrower stores that had just written it,
+// which store forwarding cannot serve.
+void ReadAddress(const uint8_t (&bytes)[16], bool v4, net::IpAddress& out) {
+  if (v4) {
+    out.AssignV4Bytes(bytes + 12);
+  } else {
+    out.AssignV6Bytes(bytes);
+  }
 }
 
 }  // namespace
@@ -105,8 +111,10 @@ size_t ChannelReader::Take(std::span<ReceivedView> out) {
       const bool v4 = (d.flags & kIpv4) != 0;
       ReceivedView& v = out[n++];
       v.socket = d.socket;
-      v.peer = {AddressOf(d.peer, v4), d.peer_port};
-      v.local = {AddressOf(d.local, v4), d.local_port};
+      ReadAddress(d.peer, v4, v.peer.address);
+      v.peer.port = d.peer_port;
+      ReadAddress(d.local, v4, v.local.address);
+      v.local.port = d.local_port;
       v.arrival = absl::FromUnixNanos(d.arrival_unix_ns);
       v.sequence = d.sequence;
       v.payload = {ring.buffer(taken_[r]), std::min<uint32_t>(d.length, ring.buffer_bytes)};
@@ -146,7 +154,7 @@ void ChannelReader::Arm() {
 
 size_t ChannelReader::ReceiveOrArm(std::span<ReceivedView> out) {
   if (const size_t n = Take(out); n > 0) {
-    // Awake: no wake-ups wanted (quadsockd looks at `sleeping` on every datagram).
+    // Awake: no wake-ups wanted (quadsockd looks at `sleeping` after its batches).
     for (const RingView& ring : rings_) ring.control->sleeping.store(0, std::memory_order_relaxed);
     return n;
   }

@@ -43,6 +43,7 @@ PollEngine::PollEngine(uint32_t index, std::unique_ptr<link::Link> link, Protoco
       link_(std::move(link)),
       p_(std::move(protocols)),
       sends_(send_queue_depth),
+      staged_(index),
       wake_fd_(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)),
       epoll_fd_(epoll_create1(EPOLL_CLOEXEC)) {
   // Tagged: the link's fd is not ours to read; the eventfds are drained on wakeup.
@@ -93,7 +94,9 @@ void PollEngine::Run(const std::atomic<bool>& running) {
   const bool channel_sends = index_ == 0;
   while (running.load(std::memory_order_relaxed)) {
     const size_t n = Turn(ctx);
-    reader.Quiescent();
+    // Not while channels wait for their wake-up (the turn holds them; a busy turn wakes them
+    // every few turns, an idle one at once).
+    if (staged_.empty()) reader.Quiescent();
     if (check_pending_.load(std::memory_order_acquire)) {
       std::lock_guard<std::mutex> lock(check_mu_);
       if (check_request_ != nullptr) {  // unless the asker gave up meanwhile
@@ -128,6 +131,7 @@ void PollEngine::Run(const std::atomic<bool>& running) {
     sleeping_.store(0, std::memory_order_relaxed);
     if (channel_sends) p_.udp->DisarmChannelSends();
   }
+  staged_.WakeDeferred();
   link_->Poll();
 }
 
@@ -149,6 +153,10 @@ size_t PollEngine::Turn(demux::LookupContext& ctx) {
     p_.neighbors->Tick(*this, now);
     FlushTx();
   }
+  // Applications asleep on data channels this engine published in: woken now if it received
+  // nothing (it may sleep next), else every few turns, so that an application busy with one
+  // batch is not woken per batch and takes several at once.
+  staged_.EndTurn(n == 0);
   return n;
 }
 
@@ -215,6 +223,14 @@ void PollEngine::ReceiveBatch(demux::LookupContext& ctx,
   }
   if (udp > 0) {
     p_.table->LookupBatch(ctx, {rx_.keys.data(), udp}, {rx_.found.data(), udp});
+    // The line a channel delivery reads after the first (the channel's target), for the whole
+    // batch: with 100k sockets it is as cold as the first, which the lookup prefetched. Only
+    // while datagrams go to channels (a callback reads the first line alone).
+    if (staged_.last_batch_staged()) {
+      for (size_t k = 0; k < udp; ++k) {
+        if (rx_.found[k].has_value()) UdpProtocol::SocketOf(*rx_.found[k]).PrefetchDelivery();
+      }
+    }
   }
   size_t j = 0;  // the next UDP datagram
   for (size_t i = 0; i < frames.size(); ++i) {
@@ -255,7 +271,7 @@ void PollEngine::ReceiveBatch(demux::LookupContext& ctx,
         } else {
           // Counted delivered either way (it found its socket); one the socket had no room for
           // is counted here too, so that the count outlives the socket.
-          if (UdpProtocol::Deliver(*found, rx_.keys[j], rx_.payloads[j], arrival, index_) ==
+          if (UdpProtocol::Deliver(*found, rx_.keys[j], rx_.payloads[j], arrival, staged_) ==
               UdpSocket::Delivery::kFull) {
             Bump(EngineCounter::udp_queue_full);
           }
@@ -266,6 +282,8 @@ void PollEngine::ReceiveBatch(demux::LookupContext& ctx,
       }
     }
   }
+  // The datagrams staged in data channels, shown to their applications: one store a channel.
+  staged_.Publish();
 }
 
 bool PollEngine::IsOurs(const net::ParsedFrame& f) const {

@@ -2,8 +2,10 @@
 // it receives a batch of frames, parses and classifies them (plain IPv4/UDP through a fast
 // path), looks the batch's UDP flows up in the socket table together, and hands every frame in
 // arrival order to its protocol: UDP delivery (udp_protocol.h), neighbour resolution for ARP and
-// NDP (neighbor_resolution.h), ICMP (icmp_protocol.h). Then it sends what sockets queued for it,
-// flushes its TX batch, reaps completions, refills, and runs the neighbour timers.
+// NDP (neighbor_resolution.h), ICMP (icmp_protocol.h), and publishes the batch's datagrams in
+// data channels (staged_channels.h). Then it sends what sockets queued for it, flushes its TX
+// batch, reaps completions, refills, runs the neighbour timers, and wakes the applications of
+// data channels it published in, at its idle turn or every few busy ones.
 //
 // The protocols answer through the engine they were called on: NewTxFrame, build the frame,
 // QueueTx; the engine hands its TX batch to the link. Counters are the engine's own (one
@@ -33,6 +35,7 @@
 #include "stack/demux/socket_table.h"
 #include "stack/internal/local_addresses.h"
 #include "stack/internal/neighbor_resolution.h"
+#include "stack/internal/staged_channels.h"
 #include "stack/internal/udp_protocol.h"
 #include "stack/link/link.h"
 #include "stack/net/frame.h"
@@ -74,8 +77,11 @@ class PollEngine {
   void Start(const std::atomic<bool>& running);
   // Wakes the poll thread and waits for it to end (after `running` went false).
   void Join();
-  // One turn on the calling thread (Stack::PollOnce): the frames received.
+  // One turn on the calling thread (Stack::PollOnce): the frames received. Before that thread
+  // reports a quiescent state or goes offline, WakeChannels (the turn may leave data channels'
+  // wake-ups for a later turn, and holds those channels until then).
   size_t Turn(demux::LookupContext& ctx);
+  void WakeChannels() { staged_.WakeDeferred(); }
   // The lookup context for turns on other threads than the poll thread's (made on first use).
   demux::LookupContext& manual_lookup();
   void DropManualLookup() { manual_lookup_.reset(); }
@@ -157,6 +163,7 @@ class PollEngine {
   const Protocols p_;
   RxBatch rx_;
   BoundedQueue<SendRequest*> sends_;
+  StagedChannels staged_;  // data channels this engine published in but has not woken yet
   const int wake_fd_;
   const int epoll_fd_;  // the link's wait fd, wake_fd_, and AddWaitFd's
   std::atomic<uint32_t> sleeping_{0};  // 1 while the poll thread sleeps (see QueueSend)

@@ -85,13 +85,14 @@ class UdpProtocol {
   static UdpSocket& SocketOf(const demux::LookupResult& r) {
     return *reinterpret_cast<UdpSocket*>(r.cookie);
   }
-  // Poll thread `ring`: one received datagram of `flow` to the socket the lookup found.
+  // Poll thread: one received datagram of `flow` to the socket the lookup found (a datagram for
+  // a data channel is staged there, and `staged` publishes it with the rest of the batch).
   static UdpSocket::Delivery Deliver(const demux::LookupResult& found,
                                      const demux::FlowKey& flow,
                                      std::span<const uint8_t> payload, absl::Time now,
-                                     uint32_t ring) {
+                                     StagedChannels& staged) {
     return SocketOf(found).Deliver({flow.src, flow.src_port}, {flow.dst, flow.dst_port},
-                                   payload, now, ring);
+                                   payload, now, &staged);
   }
 
   // Poll thread: sends (at most a turn's worth of) the datagrams queued for `engine`.

@@ -4,9 +4,10 @@
 //
 // A datagram for the socket goes to its callback, if one is set (on the poll thread, with the
 // payload still in the link's buffer: zero-copy), or else to its session's data channel if it is
-// on one (stack/channel: copied into the application's ring), or else into a bounded queue as a
-// copy. A full queue or ring drops the datagram and counts it, like a full SO_RCVBUF; so does a
-// full ReceiveBudget, the bytes all of the stack's queues may hold.
+// on one (stack/channel: copied into the application's ring, published with the rest of the
+// poll thread's batch: StagedChannels), or else into a bounded queue as a copy. A full queue or
+// ring drops the datagram and counts it, like a full SO_RCVBUF; so does a full ReceiveBudget,
+// the bytes all of the stack's queues may hold.
 //
 //   stack.SetReceiveCallback(id, [](const net::Endpoint& from, std::span<const uint8_t> p) {...});
 //   // or
@@ -18,6 +19,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <array>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -36,6 +38,7 @@
 #include "stack/demux/rcu.h"
 #include "stack/demux/socket_table.h"
 #include "stack/icmp_error.h"
+#include "stack/internal/staged_channels.h"
 #include "stack/net/address.h"
 #include "stack/receive_budget.h"
 #include "stack/socket_types.h"
@@ -51,11 +54,14 @@ class alignas(64) UdpSocket {
   // back when the socket goes.
   UdpSocket(net::Family family, size_t queue_depth, bool one_poller = false,
             std::shared_ptr<ReceiveBudget> budget = nullptr, size_t reserved = 0)
-      : family_(family), one_poller_(one_poller), budget_(std::move(budget)),
-        queue_depth_(queue_depth), reserved_(budget_ == nullptr ? 0 : reserved) {
+      : family_(family), one_poller_(one_poller), budget_(budget.get()),
+        budget_owner_(std::move(budget)), queue_depth_(queue_depth),
+        reserved_(budget_ == nullptr ? 0 : reserved) {
     static_assert(offsetof(UdpSocket, first_callback_) + sizeof(first_callback_) <= 64,
                   "a delivery to the first callback reads one cache line");
-    static_assert(offsetof(UdpSocket, queue_) == 64, "queued delivery has the second line");
+    static_assert(offsetof(UdpSocket, queue_) == 64 &&
+                      offsetof(UdpSocket, target_index_) + sizeof(target_index_) <= 128,
+                  "queued and channel delivery have the second line");
   }
   ~UdpSocket() {
     if (has_first_callback_) FirstCallback()->~ReceiveCallback();
@@ -68,7 +74,6 @@ class alignas(64) UdpSocket {
     }
     if (reserved_ != 0) budget_->Release(reserved_);
     if (event_fd_ >= 0) close(event_fd_);
-    delete channel_.load();
     delete info_.load();
   }
 
@@ -78,6 +83,11 @@ class alignas(64) UdpSocket {
     std::shared_ptr<channel::Channel> channel;
     uint32_t index = 0;
   };
+  // The same as the poll threads see it: valid until their next quiescent state.
+  struct ChannelTarget {
+    channel::Channel* channel = nullptr;
+    uint32_t index = 0;
+  };
 
   // The bytes of the cell array of a receive queue `depth` deep (made on its first datagram).
   static size_t QueueBytes(size_t depth) { return Queue::CellBytes(depth); }
@@ -85,31 +95,37 @@ class alignas(64) UdpSocket {
   // What became of a datagram handed to the socket.
   enum class Delivery { kTaken, kFull, kOverBudget };
 
-  // Poll thread `ring` (the poll engine's index): hands one datagram to the consumer. An IPv6
-  // socket sees IPv4 datagrams with v4-mapped addresses (::ffff:a.b.c.d), as in Linux, so that
-  // it can answer them. A datagram dropped for want of room (its queue or channel ring full,
-  // kFull; the stack's receive budget spent, kOverBudget) is the socket's rx_dropped.
+  // Poll thread: hands one datagram to the consumer. An IPv6 socket sees IPv4 datagrams with
+  // v4-mapped addresses (::ffff:a.b.c.d), as in Linux, so that it can answer them. A datagram
+  // dropped for want of room (its queue or channel ring full, kFull; the stack's receive budget
+  // spent, kOverBudget) is the socket's rx_dropped. `staged`: the poll engine's, whose ring a
+  // channel datagram goes to, published at the end of the batch (none: ring 0, at once).
   Delivery Deliver(const net::Endpoint& wire_source, const net::Endpoint& wire_destination,
-                   std::span<const uint8_t> payload, absl::Time now, uint32_t ring = 0) {
+                   std::span<const uint8_t> payload, absl::Time now,
+                   StagedChannels* staged = nullptr) {
     const bool map = family_ == net::Family::kV6 && wire_source.address.is_v4();
     const net::Endpoint source =
         map ? net::Endpoint{wire_source.address.ToV6(), wire_source.port} : wire_source;
     if (const ReceiveCallback* cb = callback_.load(std::memory_order_acquire)) {
       (*cb)(source, payload);
-    } else if (const ChannelBinding* b = channel_.load(std::memory_order_acquire)) {
+    } else if (const ChannelTarget t = channel_target(); t.channel != nullptr) {
       const net::Endpoint destination =
           map ? net::Endpoint{wire_destination.address.ToV6(), wire_destination.port}
               : wire_destination;
-      const uint64_t seq = next_sequence_.fetch_add(1, std::memory_order_relaxed);
-      // Counted before it is published: the application may take it, and read the counters,
-      // at once. Taken back if it does not go.
-      Count(rx_datagrams_, 1);
-      Count(rx_bytes_, payload.size());
-      if (!b->channel->Push(ring, b->index, source, destination, payload, now, seq)) {
-        Count(rx_datagrams_, ~uint64_t{0});  // minus one, modulo 2^64
-        Count(rx_bytes_, uint64_t{0} - payload.size());
+      const uint32_t ring = staged != nullptr ? staged->ring() : 0;
+      if (!t.channel->Stage(ring, t.index, source, destination, payload, now, NextSequence())) {
         Count(rx_dropped_, 1);  // the application's ring is full: never waited for
         return Delivery::kFull;
+      }
+      // Counted before it is published: the application may take it, and read the counters,
+      // at once.
+      Count(rx_datagrams_, 1);
+      Count(rx_bytes_, payload.size());
+      if (staged != nullptr) {
+        staged->Add(t.channel);  // published with the rest of the batch
+      } else {
+        t.channel->Publish(ring);
+        t.channel->Wake(ring);
       }
       return Delivery::kTaken;
     } else {
@@ -117,7 +133,7 @@ class alignas(64) UdpSocket {
       const net::Endpoint destination =
           map ? net::Endpoint{wire_destination.address.ToV6(), wire_destination.port}
               : wire_destination;
-      const uint64_t seq = next_sequence_.fetch_add(1, std::memory_order_relaxed);
+      const uint64_t seq = NextSequence();
       if (budget_ != nullptr && !budget_->TryCharge(Charge(payload.size()))) {
         Count(rx_dropped_, 1);
         return Delivery::kOverBudget;
@@ -192,16 +208,43 @@ class alignas(64) UdpSocket {
     callback_.store(later_callbacks_.back().get(), std::memory_order_release);
   }
 
-  // Control plane: puts the socket on a channel (null: takes it off, back to its queue). Returns
-  // the binding it replaces, which a poll thread may still read: free it after a grace period.
-  std::unique_ptr<const ChannelBinding> SwapChannel(std::unique_ptr<const ChannelBinding> b) {
-    return std::unique_ptr<const ChannelBinding>(
-        channel_.exchange(b.release(), std::memory_order_acq_rel));
+  // Control plane, under the stack's lock (one writer at a time): puts the socket on a channel
+  // (null: takes it off, back to its queue). Returns the binding it replaces, whose channel a
+  // poll thread may still be delivering to: let go of it after a grace period.
+  ChannelBinding SwapChannel(ChannelBinding b) {
+    // Linux's seqcount latch (raw_write_seqcount_latch): two copies of the target, and readers
+    // use the one the version's low bit names; each copy changes only while the version sends
+    // readers to the other. So a reader never waits for a writer (one preempted in the middle
+    // leaves readers a whole copy); it reads again only if a change finished meanwhile. Release
+    // stores: a reader that acquires a copy's new value sees the version that sent readers away
+    // from it, and so reads again (and sees the channel the pointer names).
+    const uint32_t v = target_version_.load(std::memory_order_relaxed);
+    channel::Channel* const c = b.channel.get();
+    target_version_.store(v + 1, std::memory_order_release);  // readers: copy 1
+    target_channel_[0].store(c, std::memory_order_release);
+    target_index_[0].store(b.index, std::memory_order_release);
+    target_version_.store(v + 2, std::memory_order_release);  // readers: copy 0
+    target_channel_[1].store(c, std::memory_order_release);
+    target_index_[1].store(b.index, std::memory_order_release);
+    std::swap(binding_, b);
+    return b;
   }
-  bool on_channel() const { return channel_.load(std::memory_order_acquire) != nullptr; }
-  const ChannelBinding* channel_binding() const {
-    return channel_.load(std::memory_order_acquire);
+  // Any thread, without a lock: the channel and index SwapChannel set last (or, during a
+  // change, the one before). The channel lives until the reader's next quiescent state.
+  ChannelTarget channel_target() const {
+    for (;;) {
+      // Acquire, all three: the copy's loads come after the version's, and the version's
+      // second look after them (layout of the writes: SwapChannel).
+      const uint32_t v = target_version_.load(std::memory_order_acquire);
+      const ChannelTarget t{target_channel_[v & 1].load(std::memory_order_acquire),
+                            target_index_[v & 1].load(std::memory_order_acquire)};
+      if (target_version_.load(std::memory_order_relaxed) == v) return t;
+    }
   }
+  bool on_channel() const { return channel_target().channel != nullptr; }
+  // Poll thread, for a batch of sockets a lookup found: the line a queued or channel delivery
+  // reads after the first (the first line is the lookup's prefetch).
+  void PrefetchDelivery() const { __builtin_prefetch(&queue_); }
 
   // The socket's addresses and state as the control plane last set them, for a poll thread
   // that sends from a data channel without the socket table's lock. Control plane: Publish (the
@@ -305,6 +348,16 @@ class alignas(64) UdpSocket {
     return *q;
   }
 
+  // The datagram's sequence number, from 1 (a plain load and store with one poll thread).
+  uint64_t NextSequence() {
+    if (one_poller_) {
+      const uint64_t seq = next_sequence_.load(std::memory_order_relaxed);
+      next_sequence_.store(seq + 1, std::memory_order_relaxed);
+      return seq;
+    }
+    return next_sequence_.fetch_add(1, std::memory_order_relaxed);
+  }
+
   // A receive counter: readers on other threads see whole values either way.
   void Count(std::atomic<uint64_t>& c, uint64_t n) {
     if (one_poller_) {
@@ -328,14 +381,19 @@ class alignas(64) UdpSocket {
   bool has_first_callback_ = false;  // control plane only
   // The first receive callback, made in place by SetCallback (callback_ then points here).
   alignas(ReceiveCallback) unsigned char first_callback_[sizeof(ReceiveCallback)];
-  // Second line: queued delivery.
+  // Second line: queued and channel delivery.
   alignas(64) std::atomic<Queue*> queue_{nullptr};
   std::atomic<uint64_t> next_sequence_{1};
   std::atomic<uint64_t> rx_dropped_{0};
+  ReceiveBudget* const budget_;       // budget_owner_'s
   std::atomic<uint32_t> waiting_{0};  // 1 while a consumer waits in WaitForData
-  const std::shared_ptr<ReceiveBudget> budget_;
-  std::atomic<const ChannelBinding*> channel_{nullptr};
+  // The channel target's latch (SwapChannel): the version, then the two copies.
+  std::atomic<uint32_t> target_version_{0};
+  std::array<std::atomic<channel::Channel*>, 2> target_channel_{};
+  std::array<std::atomic<uint32_t>, 2> target_index_{};
   // The rest: the control plane, consumers, sends.
+  const std::shared_ptr<ReceiveBudget> budget_owner_;
+  ChannelBinding binding_;  // what SwapChannel set last (its lock's): owns the target's channel
   const size_t queue_depth_;
   const size_t reserved_;  // of budget_, for the queue's cells
   std::atomic<bool> shut_down_{false};
