@@ -17,8 +17,8 @@ from testbed import LOCAL, NICE, RECEIVER_CPU, RECEIVER_ENV, HarnessError, stop
 # value, so its poll thread is where the in-process stack's is.
 QUADSOCKD_FLAGS = ["--xdp_mode=copy", "--queues=1", "--ring_size=2048", "--umem_frames=4096",
                    f"--address={LOCAL}/16", "--max_sockets=131072",
-                   "--max_sockets_per_client=131072", "--receive_queue_depth=16",
-                   "--admin_listen="]
+                   "--max_sockets_per_client=131072", "--max_sockets_per_peer=131072",
+                   "--receive_queue_depth=16", "--admin_listen="]
 
 
 def quadsockd_path(bins):
