@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
 #include "service/convert.h"
+#include "stack/channel/packed.h"
 
 namespace quadsock::service {
 namespace {
@@ -65,6 +66,7 @@ absl::Status ChannelStream::Attach(const v1::ChannelRequest& first) {
   channel_ = *ch;  // OnDone detaches it, whatever happens next
   if (!reader.ok()) return reader.status();
   reader_.emplace(std::move(*reader));
+  packed_ = first.packed();
   return absl::OkStatus();
 }
 
@@ -138,7 +140,8 @@ void ChannelStream::Pump() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (writing_ || finishing_ || !reader_.has_value()) return;
-    response_.Clear();
+    response_.Clear();  // keeps the strings' memory
+    size_t datagrams = 0;
     while (!results_.empty()) {
       *response_.add_send_results() = std::move(results_.front());
       results_.pop_front();
@@ -153,11 +156,18 @@ void ChannelStream::Pump() {
       const size_t most = std::min<uint64_t>({credit_, c_.max_batch, fit});
       views_.resize(std::max(views_.size(), most));
       const size_t n = reader_->ReceiveOrArm(std::span(views_.data(), most));
-      for (size_t i = 0; i < n; ++i) ToProto(views_[i], response_.add_datagrams());
+      if (packed_) {
+        std::string& descriptors = *response_.mutable_descriptors();
+        std::string& payloads = *response_.mutable_payloads();
+        for (size_t i = 0; i < n; ++i) channel::AppendPacked(views_[i], descriptors, payloads);
+      } else {
+        for (size_t i = 0; i < n; ++i) ToProto(views_[i], response_.add_datagrams());
+      }
+      datagrams = n;
       reader_->Release();
       credit_ -= n;
     }
-    if (response_.datagrams_size() == 0 && response_.send_results_size() == 0) return;
+    if (datagrams == 0 && response_.send_results_size() == 0) return;
     writing_ = true;
   }
   StartWrite(&response_);

@@ -59,6 +59,7 @@ class ChannelStream final
   std::mutex mu_;  // std::mutex: Debian's Abseil is not built for TSan
   std::shared_ptr<channel::Channel> channel_ ABSL_GUARDED_BY(mu_);
   std::optional<channel::ChannelReader> reader_ ABSL_GUARDED_BY(mu_);
+  bool packed_ ABSL_GUARDED_BY(mu_) = false;  // datagrams as descriptors and payloads
   uint64_t credit_ ABSL_GUARDED_BY(mu_) = 0;
   std::deque<v1::SendResult> results_ ABSL_GUARDED_BY(mu_);
   v1::ChannelResponse response_ ABSL_GUARDED_BY(mu_);  // the write in flight

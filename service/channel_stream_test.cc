@@ -5,6 +5,7 @@
 #include <map>
 
 #include "service/testing/service_fixture.h"
+#include "stack/channel/packed.h"
 
 namespace quadsock::service {
 namespace {
@@ -17,13 +18,14 @@ class ChannelStreamTest : public ServiceTest {
   std::unique_ptr<ChannelStreamRw> Open(std::unique_ptr<ClientContext>& ctx,
                                         const std::string& session,
                                         std::vector<std::string> sockets, uint32_t credit,
-                                        uint32_t ring_slots = 0) {
+                                        uint32_t ring_slots = 0, bool packed = false) {
     ctx = StreamContext(session, absl::Seconds(30));
     std::unique_ptr<ChannelStreamRw> s = sockets_->StreamChannel(ctx.get());
     v1::ChannelRequest first;
     for (const std::string& h : sockets) first.add_sockets(h);
     first.set_credit(credit);
     first.set_ring_slots(ring_slots);
+    first.set_packed(packed);
     EXPECT_TRUE(s->Write(first));
     return s;
   }
@@ -83,6 +85,46 @@ TEST_F(ChannelStreamTest, DatagramsOfAllSocketsComeAsFarAsTheCreditGoes) {
   const absl::Time deadline = absl::Now() + absl::Seconds(10);
   while (Get(a).on_channel() && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(10));
   EXPECT_FALSE(Get(a).on_channel());
+}
+
+// Asked for packed datagrams, the stream carries the rings' descriptors and the payloads: the
+// same datagrams, with their sockets, endpoints and sequence numbers, and no messages.
+TEST_F(ChannelStreamTest, PackedDatagramsSayWhatMessagesSay) {
+  const std::string a = OpenBound(session_, "10.1.0.2", 4000);
+  const std::string b = OpenBound(session_, "10.1.0.2", 4001);
+  std::unique_ptr<ClientContext> ctx;
+  auto s = Open(ctx, session_, {}, 100, /*ring_slots=*/0, /*packed=*/true);
+  ASSERT_TRUE(OnChannel(a) && OnChannel(b));
+  const stack::SocketId peer = PeerSocket(5000);
+  for (int i = 0; i < 4; ++i) {
+    PeerSend(peer, absl::StrCat("a", i), 4000);
+    PeerSend(peer, std::string(i * 400, 'b'), 4001);  // the first one empty
+  }
+  std::map<uint32_t, std::vector<std::pair<uint64_t, std::string>>> got;
+  size_t count = 0;
+  v1::ChannelResponse r;
+  while (count < 8 && s->Read(&r)) {
+    EXPECT_EQ(r.datagrams_size(), 0);
+    ASSERT_EQ(channel::CheckPacked(r.descriptors(), r.payloads()), absl::OkStatus());
+    size_t offset = 0;
+    for (size_t i = 0; i < channel::PackedCount(r.descriptors()); ++i, ++count) {
+      const channel::ReceivedView v = channel::UnpackAt(r.descriptors(), r.payloads(), i, offset);
+      offset += v.payload.size();
+      EXPECT_EQ(v.peer.ToString(), "10.1.0.1:5000");
+      const int port = v.socket == Get(a).index() ? 4000 : 4001;
+      EXPECT_EQ(v.local.ToString(), absl::StrCat("10.1.0.2:", port));
+      EXPECT_GT(v.arrival, absl::Now() - absl::Minutes(1));
+      got[v.socket].emplace_back(v.sequence, std::string(v.payload.begin(), v.payload.end()));
+    }
+  }
+  ASSERT_EQ(count, 8u);
+  ASSERT_EQ(got[Get(a).index()].size(), 4u);
+  ASSERT_EQ(got[Get(b).index()].size(), 4u);
+  for (uint64_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(got[Get(a).index()][i], std::make_pair(i + 1, absl::StrCat("a", i)));
+    EXPECT_EQ(got[Get(b).index()][i], std::make_pair(i + 1, std::string(i * 400, 'b')));
+  }
+  ctx->TryCancel();
 }
 
 TEST_F(ChannelStreamTest, SendsGoOutAndFailuresComeBackWithTheirRequest) {

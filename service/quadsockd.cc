@@ -29,6 +29,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
@@ -435,6 +436,9 @@ int Main(int argc, char** argv) {
       "see --admin_identities for administrators over mTLS.");
   if (absl::Status s = CheckFlagNames(argc, argv); !s.ok()) return Fail("bad flags", s);
   if (std::optional<int> exit_code = ParseFlags(argc, argv)) return *exit_code;
+  // Debian's Abseil is built with its debug checks: every absl::Mutex (all of gRPC's locks)
+  // would also update a process-wide lock graph, a deadlock detector for debugging.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   const std::vector<std::string> addresses = AllOccurrences(argc, argv, "address", FLAGS_address);
   const std::vector<std::string> gateways = AllOccurrences(argc, argv, "gateway", FLAGS_gateway);
 

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "stack/channel/packed.h"
 
 namespace quadsock::client_internal {
 namespace {
@@ -36,6 +37,7 @@ class StreamChannel final : public DataChannel {
     for (const std::string& s : o.sockets) first.add_sockets(s);
     first.set_ring_slots(o.ring_slots);
     first.set_credit(window_);
+    first.set_packed(true);
     if (!stream_->Write(first)) {
       return absl::UnavailableError("the data channel stream could not be opened");
     }
@@ -62,20 +64,13 @@ class StreamChannel final : public DataChannel {
     size_t n = 0;
     while (n < out.size() && !queue_.empty()) {
       v1::ChannelResponse& r = queue_.front();
-      for (; next_ < r.datagrams_size() && n < out.size(); ++next_) {
-        const v1::ChannelDatagram& d = r.datagrams(next_);
-        channel::ReceivedView& v = out[n++];
-        v.socket = d.socket();
-        v.peer = EndpointOf(d.peer());
-        v.local = EndpointOf(d.local());
-        v.arrival = absl::FromUnixNanos(d.arrival_unix_nanos());
-        v.sequence = d.sequence();
-        v.payload = {reinterpret_cast<const uint8_t*>(d.payload().data()), d.payload().size()};
-      }
-      if (next_ < r.datagrams_size()) break;
+      const size_t count = Count(r);
+      for (; next_ < count && n < out.size(); ++next_) out[n++] = TakeAt(r, next_);
+      if (next_ < count) break;
       held_.push_back(std::move(r));  // the views point into it until Release
       queue_.pop_front();
       next_ = 0;
+      next_offset_ = 0;
     }
     taken_ += n;
     if (queue_.empty()) {
@@ -131,6 +126,28 @@ class StreamChannel final : public DataChannel {
   }
 
  private:
+  // Datagrams in a response: packed (what Start asks for), or messages (a server that does not
+  // pack).
+  static size_t Count(const v1::ChannelResponse& r) {
+    return r.descriptors().empty() ? static_cast<size_t>(r.datagrams_size())
+                                   : channel::PackedCount(r.descriptors());
+  }
+  // The front response's datagram i, taken in order.
+  channel::ReceivedView TakeAt(const v1::ChannelResponse& r, size_t i) {
+    if (!r.descriptors().empty()) {
+      channel::ReceivedView v = channel::UnpackAt(r.descriptors(), r.payloads(), i, next_offset_);
+      next_offset_ += v.payload.size();
+      return v;
+    }
+    const v1::ChannelDatagram& d = r.datagrams(static_cast<int>(i));
+    return {.socket = d.socket(),
+            .peer = EndpointOf(d.peer()),
+            .local = EndpointOf(d.local()),
+            .arrival = absl::FromUnixNanos(d.arrival_unix_nanos()),
+            .sequence = d.sequence(),
+            .payload = {reinterpret_cast<const uint8_t*>(d.payload().data()), d.payload().size()}};
+  }
+
   void Read() {
     v1::ChannelResponse r;
     while (stream_->Read(&r)) {
@@ -140,7 +157,13 @@ class StreamChannel final : public DataChannel {
             static_cast<absl::StatusCode>(s.code()),
             absl::StrCat("request ", s.request(), " (", s.queued(), " queued): ", s.message()));
       }
-      if (r.datagrams_size() == 0) continue;
+      if (absl::Status s = channel::CheckPacked(r.descriptors(), r.payloads()); !s.ok()) {
+        // The server's bytes do not add up: nothing of the batch is handed out.
+        ended_ = absl::InternalError(absl::StrCat("the data channel stream: ", s.message()));
+        ctx_.TryCancel();
+        break;
+      }
+      if (Count(r) == 0) continue;
       queue_.push_back(std::move(r));
       // The parse clears what it reads into, keeping the allocations.
       if (spare_.empty()) {
@@ -155,9 +178,11 @@ class StreamChannel final : public DataChannel {
     }
     const grpc::Status finish = stream_->Finish();
     std::lock_guard<std::mutex> lock(mu_);
-    ended_ = finish.ok() ? absl::CancelledError("the data channel stream ended")
-                         : absl::Status(static_cast<absl::StatusCode>(finish.error_code()),
-                                        finish.error_message());
+    if (ended_.ok()) {  // not ended above, by a batch that did not add up
+      ended_ = finish.ok() ? absl::CancelledError("the data channel stream ended")
+                           : absl::Status(static_cast<absl::StatusCode>(finish.error_code()),
+                                          finish.error_message());
+    }
     const uint64_t one = 1;
     (void)!write(event_fd_, &one, sizeof(one));
     ready_.notify_all();
@@ -173,7 +198,8 @@ class StreamChannel final : public DataChannel {
   mutable std::mutex mu_;
   std::condition_variable ready_;
   std::deque<v1::ChannelResponse> queue_;  // received, not yet handed out
-  int next_ = 0;                           // the front response's next datagram
+  size_t next_ = 0;                        // the front response's next datagram
+  size_t next_offset_ = 0;                 // where its payload starts, when packed
   std::vector<v1::ChannelResponse> held_;  // handed out, until Release
   // Released, to read into (kSpareResponses at most).
   std::vector<v1::ChannelResponse> spare_;

@@ -24,6 +24,18 @@ void ReadAddress(const uint8_t (&bytes)[16], bool v4, net::IpAddress& out) {
 
 }  // namespace
 
+void ViewOf(const ChannelDescriptor& d, std::span<const uint8_t> payload, ReceivedView& v) {
+  const bool v4 = (d.flags & kIpv4) != 0;
+  v.socket = d.socket;
+  ReadAddress(d.peer, v4, v.peer.address);
+  v.peer.port = d.peer_port;
+  ReadAddress(d.local, v4, v.local.address);
+  v.local.port = d.local_port;
+  v.arrival = absl::FromUnixNanos(d.arrival_unix_ns);
+  v.sequence = d.sequence;
+  v.payload = payload;
+}
+
 absl::StatusOr<ChannelReader> ChannelReader::Map(int memfd, std::vector<int> event_fds) {
   ChannelReader r;
   r.memfd_ = memfd;
@@ -108,16 +120,8 @@ size_t ChannelReader::Take(std::span<ReceivedView> out) {
     if (producer - taken_[r] > ring.mask + 1) continue;  // not quadsockd's: never trust it
     for (; taken_[r] != producer && n < out.size(); ++taken_[r]) {
       const ChannelDescriptor& d = ring.descriptor(taken_[r]);
-      const bool v4 = (d.flags & kIpv4) != 0;
-      ReceivedView& v = out[n++];
-      v.socket = d.socket;
-      ReadAddress(d.peer, v4, v.peer.address);
-      v.peer.port = d.peer_port;
-      ReadAddress(d.local, v4, v.local.address);
-      v.local.port = d.local_port;
-      v.arrival = absl::FromUnixNanos(d.arrival_unix_ns);
-      v.sequence = d.sequence;
-      v.payload = {ring.buffer(taken_[r]), std::min<uint32_t>(d.length, ring.buffer_bytes)};
+      ViewOf(d, {ring.buffer(taken_[r]), std::min<uint32_t>(d.length, ring.buffer_bytes)},
+             out[n++]);
     }
   }
   next_ring_ = (next_ring_ + 1) % rings_.size();

@@ -32,6 +32,10 @@ struct ReceivedView {
   std::span<const uint8_t> payload;
 };
 
+// The view of a received datagram's descriptor, with its payload (written in place: `v` is
+// usually a slot of the caller's batch).
+void ViewOf(const ChannelDescriptor& d, std::span<const uint8_t> payload, ReceivedView& v);
+
 class ChannelReader {
  public:
   // Takes ownership of the fds: the memfd, then the eventfds as they came (one per RX ring, then
