@@ -6,6 +6,7 @@
 #include <array>
 #include <atomic>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include <sys/stat.h>
@@ -576,6 +577,42 @@ TEST_F(ServiceTest, ListFiltersAndPages) {
   ASSERT_TRUE(sockets_->List(&c3, by_port, &one).ok());
   ASSERT_EQ(one.sockets_size(), 1);
   EXPECT_EQ(one.sockets(0).local().port(), 4502u);
+}
+
+// Pages of a filtered listing, one socket a page, while the matching sockets lie apart among
+// those that do not match: every match once, in handle order, and the last page says no more.
+TEST_F(ServiceTest, FilteredPagesFindEveryMatchOnce) {
+  std::set<std::string> want;
+  for (int i = 0; i < 8; ++i) {
+    const std::string h = OpenBound(session_, "10.1.0.2", 4500 + i);
+    if (i % 3 == 0) {
+      v1::ConnectRequest req;
+      req.set_socket(h);
+      *req.mutable_peer() = Ep("10.1.0.1", 53);
+      v1::ConnectResponse resp;
+      ASSERT_TRUE(Call(&v1::SocketService::Stub::Connect, req, &resp).ok());
+      want.insert(h);
+    }
+  }
+  std::vector<std::string> got;
+  std::string token;
+  for (int pages = 0; pages < 20; ++pages) {
+    ClientContext ctx;
+    Auth(ctx, session_);
+    v1::ListRequest req;
+    req.set_page_size(1);
+    req.set_state(v1::SOCKET_STATE_CONNECTED);
+    req.set_page_token(token);
+    v1::ListResponse page;
+    ASSERT_TRUE(sockets_->List(&ctx, req, &page).ok());
+    for (const v1::Socket& s : page.sockets()) got.push_back(s.socket());
+    token = page.next_page_token();
+    if (token.empty()) break;
+  }
+  EXPECT_TRUE(token.empty());
+  EXPECT_TRUE(std::is_sorted(got.begin(), got.end()));
+  EXPECT_EQ(std::set<std::string>(got.begin(), got.end()), want);
+  EXPECT_EQ(got.size(), want.size());
 }
 
 TEST_F(ServiceTest, AdminReportsAndChanges) {

@@ -158,11 +158,16 @@ absl::Status Sessions::RemoveSocket(const std::string& token, const std::string&
   return absl::OkStatus();
 }
 
-std::vector<std::pair<std::string, SocketId>> Sessions::Sockets(const std::string& token) const {
+std::vector<std::pair<std::string, SocketId>> Sessions::Sockets(const std::string& token,
+                                                               const std::string& after,
+                                                               size_t max) const {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<std::pair<std::string, SocketId>> out;
-  if (const Session* s = Find(token)) out.assign(s->sockets.begin(), s->sockets.end());
-  std::sort(out.begin(), out.end());
+  const Session* s = Find(token);
+  if (s == nullptr) return out;
+  for (auto it = s->sockets.upper_bound(after); it != s->sockets.end() && out.size() < max; ++it) {
+    out.emplace_back(it->first, it->second);
+  }
   return out;
 }
 

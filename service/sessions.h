@@ -34,6 +34,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/btree_map.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/node_hash_map.h"
 #include "absl/status/status.h"
@@ -104,8 +105,11 @@ class Sessions {
   absl::StatusOr<SocketId> FindSocket(const std::string& token, const std::string& handle) const;
   // The same errors as FindSocket.
   absl::Status RemoveSocket(const std::string& token, const std::string& handle);
-  // (handle, id) of the session's sockets, ordered by handle.
-  std::vector<std::pair<std::string, SocketId>> Sockets(const std::string& token) const;
+  // (handle, id) of the session's sockets in handle order, those after `after` ("": from the
+  // first), at most `max`: a page of List costs its own size, not the session's.
+  std::vector<std::pair<std::string, SocketId>> Sockets(const std::string& token,
+                                                        const std::string& after,
+                                                        size_t max) const;
   // A socket's index in its session: from 1 in the order of AddSocket, never reused (it tags
   // the socket's datagrams on the session's data channel). The same errors as FindSocket.
   absl::StatusOr<uint32_t> SocketIndex(const std::string& token, const std::string& handle) const;
@@ -144,7 +148,7 @@ class Sessions {
     std::string peer;  // "" for none (no per-peer limit)
     int holders = 0;
     size_t streams = 0;  // Session, Receive and Exchange streams open
-    absl::flat_hash_map<std::string, SocketId> sockets;
+    absl::btree_map<std::string, SocketId> sockets;  // ordered: List pages through it
     absl::flat_hash_map<std::string, uint32_t> indexes;  // of the same handles
     absl::flat_hash_map<uint32_t, SocketId> by_index;
     uint32_t next_index = 1;

@@ -269,19 +269,26 @@ grpc::Status SocketServiceImpl::List(grpc::ServerContext* ctx, const v1::ListReq
     return ToGrpc(absl::InvalidArgumentError("page_size: at most 1000"));
   }
   const uint32_t page = req->page_size() == 0 ? 100 : req->page_size();
-  for (const auto& [handle, id] : c_.sessions.Sockets(*token)) {
-    if (!req->page_token().empty() && handle <= req->page_token()) continue;
-    v1::Socket s;
-    if (!Describe(*token, handle, id, &s).ok()) continue;  // closed meanwhile
-    if (req->state() != v1::SOCKET_STATE_UNSPECIFIED && s.state() != req->state()) continue;
-    if (req->local_port() != 0 && s.local().port() != req->local_port()) continue;
-    if (static_cast<uint32_t>(resp->sockets_size()) == page) {
-      resp->set_next_page_token(resp->sockets(resp->sockets_size() - 1).socket());
-      break;
+  // In chunks of the session's handles, in order, until the page is full and one more socket
+  // matches (so there is a next page), or the handles end.
+  std::string after = req->page_token();
+  for (;;) {
+    const std::vector<std::pair<std::string, SocketId>> chunk =
+        c_.sessions.Sockets(*token, after, page + 1);
+    if (chunk.empty()) return grpc::Status::OK;
+    for (const auto& [handle, id] : chunk) {
+      after = handle;
+      v1::Socket s;
+      if (!Describe(*token, handle, id, &s).ok()) continue;  // closed meanwhile
+      if (req->state() != v1::SOCKET_STATE_UNSPECIFIED && s.state() != req->state()) continue;
+      if (req->local_port() != 0 && s.local().port() != req->local_port()) continue;
+      if (static_cast<uint32_t>(resp->sockets_size()) == page) {
+        resp->set_next_page_token(resp->sockets(resp->sockets_size() - 1).socket());
+        return grpc::Status::OK;
+      }
+      *resp->add_sockets() = std::move(s);
     }
-    *resp->add_sockets() = std::move(s);
   }
-  return grpc::Status::OK;
 }
 
 v1::SocketOpResult SocketServiceImpl::RunOp(const std::string& token, const v1::SocketOp& op,
