@@ -210,6 +210,19 @@ absl::Status AfXdpStack::KeepVlanTags() {
         "turned back on at exit",
         interface, feature));
   }
+  // A veth's peer may hand a frame's tag beside it (its tx-vlan offload, on by default), and
+  // XDP then sees the frame untagged: nothing here can turn that off, so say so.
+  if (absl::StatusOr<std::string> driver = link::DriverName(interface);
+      driver.ok() && *driver == "veth") {
+    options_.log(absl::StrFormat(
+        "%s: a veth: a VLAN tag its peer offloads (tx-vlan-offload) reaches XDP beside the frame, "
+        "which then looks untagged%s; where tagged frames may come, run `ethtool -K PEER txvlan "
+        "off` on the peer",
+        interface, options_.stack.vlan == 0
+                       ? " and is taken as ours"
+                       : absl::StrFormat(", so that even VLAN %u's go to the kernel",
+                                         options_.stack.vlan)));
+  }
   return absl::OkStatus();
 }
 

@@ -656,6 +656,9 @@ class QuadsockdTest(unittest.TestCase):
         self.assertEqual(vlan_stripping("qs0"), "off")
         self.restart("--vlan=100")
         self.assertEqual(vlan_stripping("qs0"), "off", "quadsockd left tag stripping on")
+        # What it cannot see on a veth, it says: a tag the peer hands beside the frame.
+        self.assertIn("so that even VLAN 100's go to the kernel; where tagged frames may come, "
+                      "run `ethtool -K PEER txvlan off`", self.daemon.output())
         mac = json.loads(subprocess.run(["ip", "-j", "link", "show", "qs0"], capture_output=True,
                                         text=True, check=True).stdout)[0]["address"]
         with self.client.open("ipv4") as sock:

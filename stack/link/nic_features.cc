@@ -133,6 +133,13 @@ absl::Status SetNicFeature(const std::string& interface, absl::string_view featu
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::string> DriverName(const std::string& interface) {
+  ethtool_drvinfo info{};
+  info.cmd = ETHTOOL_GDRVINFO;
+  if (absl::Status s = Ethtool(interface, &info); !s.ok()) return s;
+  return std::string(info.driver, strnlen(info.driver, sizeof(info.driver)));
+}
+
 absl::StatusOr<uint32_t> RxQueueCount(const std::string& interface) {
   ethtool_channels channels{};
   channels.cmd = ETHTOOL_GCHANNELS;

@@ -44,6 +44,10 @@ absl::Status SetNicFeature(const std::string& interface, absl::string_view featu
 // NOT_FOUND and INVALID_ARGUMENT as above.
 absl::StatusOr<uint32_t> RxQueueCount(const std::string& interface);
 
+// The interface's driver, as `ethtool -i` names it ("veth", "mlx5_core"). NOT_FOUND and
+// INVALID_ARGUMENT as above.
+absl::StatusOr<std::string> DriverName(const std::string& interface);
+
 }  // namespace quadsock::link
 
 #endif  // QUADSOCK_STACK_LINK_NIC_FEATURES_H_

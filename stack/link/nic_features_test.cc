@@ -74,6 +74,12 @@ TEST(NicFeaturesTest, CountsTheRxQueues) {
   EXPECT_EQ(RxQueueCount("qs-nonesuch").status().code(), absl::StatusCode::kNotFound);
 }
 
+TEST(NicFeaturesTest, NamesTheDriver) {
+  testing::TestVeth veth("qsf0", "qsf1");
+  EXPECT_EQ(DriverName("qsf0").value(), "veth");
+  EXPECT_EQ(DriverName("qs-nonesuch").status().code(), absl::StatusCode::kNotFound);
+}
+
 // macvlan has no get_channels (EOPNOTSUPP): its queues are counted in sysfs, which must be this
 // network namespace's (a sysfs mounted in it, here in a mount namespace of this process's own).
 TEST(NicFeaturesTest, CountsTheRxQueuesInSysfsWhereTheDriverHasNoChannels) {
