@@ -154,18 +154,20 @@ void ChannelStream::Pump() {
                                 : 0;
       const size_t fit = budget / (channel_->buffer_bytes() + 64);
       const size_t most = std::min<uint64_t>({credit_, c_.max_batch, fit});
-      views_.resize(std::max(views_.size(), most));
-      const size_t n = reader_->ReceiveOrArm(std::span(views_.data(), most));
-      if (packed_) {
+      if (packed_) {  // the ring's descriptors as they are: nothing decoded, nothing rebuilt
         std::string& descriptors = *response_.mutable_descriptors();
         std::string& payloads = *response_.mutable_payloads();
-        for (size_t i = 0; i < n; ++i) channel::AppendPacked(views_[i], descriptors, payloads);
+        datagrams = reader_->ForwardOrArm(
+            most, [&](const channel::ChannelDescriptor& d, std::span<const uint8_t> payload) {
+              channel::AppendPacked(d, payload, descriptors, payloads);
+            });
       } else {
-        for (size_t i = 0; i < n; ++i) ToProto(views_[i], response_.add_datagrams());
+        views_.resize(std::max(views_.size(), most));
+        datagrams = reader_->ReceiveOrArm(std::span(views_.data(), most));
+        for (size_t i = 0; i < datagrams; ++i) ToProto(views_[i], response_.add_datagrams());
       }
-      datagrams = n;
       reader_->Release();
-      credit_ -= n;
+      credit_ -= datagrams;
     }
     if (datagrams == 0 && response_.send_results_size() == 0) return;
     writing_ = true;

@@ -145,6 +145,9 @@ struct StreamResult {
 };
 
 enum class Stream { kReceive, kExchange, kChannelMessages, kChannelPacked };
+bool IsChannel(Stream kind) {
+  return kind == Stream::kChannelMessages || kind == Stream::kChannelPacked;
+}
 
 // Reads a StreamChannel until `d` has passed, granting back as credit what each response
 // brought; returns the datagrams read.
@@ -174,7 +177,7 @@ uint64_t ReadChannel(Bench& b, ClientContext& ctx, const std::string& socket, bo
 StreamResult Datagrams(Bench& b, absl::Duration d, Stream kind) {
   // A channel case in a session of its own: one channel a session, and the last one's end is
   // not waited for.
-  if (kind == Stream::kChannelMessages || kind == Stream::kChannelPacked) {
+  if (IsChannel(kind)) {
     b.session = NewSession(*b.stub);
   }
   ClientContext oc;
@@ -209,7 +212,7 @@ StreamResult Datagrams(Bench& b, absl::Duration d, Stream kind) {
   ClientContext ctx;
   b.Auth(ctx);
   const absl::Time start = absl::Now();
-  if (kind == Stream::kChannelMessages || kind == Stream::kChannelPacked) {
+  if (IsChannel(kind)) {
     received = ReadChannel(b, ctx, opened.socket(), kind == Stream::kChannelPacked, start, d);
   } else if (kind == Stream::kReceive) {
     v1::ReceiveRequest req;

@@ -1,12 +1,14 @@
 // The data channel's datagrams packed as bytes, for the gRPC stream (ChannelResponse's
 // `descriptors` and `payloads` in socket.proto): each datagram's descriptor exactly as in the
 // shared-memory rings (layout.h), and the payloads back to back in the same order. quadsockd
-// packs what its ChannelReader took from the rings; the client checks a batch once, as it
+// forwards what its ChannelReader takes from the rings, undecoded; the client checks a batch once, as it
 // arrives, and then hands out views into it: nothing is built or parsed per datagram, on either
 // side.
 //
 //   std::string descriptors, payloads;                              // quadsockd
-//   for (const ReceivedView& v : taken) AppendPacked(v, descriptors, payloads);
+//   reader.ForwardOrArm(max, [&](const ChannelDescriptor& d, std::span<const uint8_t> p) {
+//     AppendPacked(d, p, descriptors, payloads);
+//   });
 //
 //   if (absl::Status s = CheckPacked(descriptors, payloads); !s.ok()) ...   // the client
 //   for (size_t i = 0, offset = 0; i < PackedCount(descriptors); ++i) {
@@ -17,6 +19,7 @@
 #define QUADSOCK_STACK_CHANNEL_PACKED_H_
 
 #include <cstddef>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -26,7 +29,11 @@
 
 namespace quadsock::channel {
 
-// Appends a datagram: its descriptor to `descriptors`, its payload to `payloads`.
+// Appends a datagram as a ring holds it (ChannelReader::ForwardOrArm): its descriptor, with
+// `length` set to the payload's, to `descriptors`, its payload to `payloads`.
+void AppendPacked(const ChannelDescriptor& d, std::span<const uint8_t> payload,
+                  std::string& descriptors, std::string& payloads);
+// The same for a datagram as a view (UnpackAt's inverse).
 void AppendPacked(const ReceivedView& v, std::string& descriptors, std::string& payloads);
 
 // OK when `descriptors` is whole descriptors and their lengths add up to payloads.size();

@@ -109,23 +109,31 @@ void ChannelReader::Close() {
   epoll_fd_ = memfd_ = -1;
 }
 
-size_t ChannelReader::Take(std::span<ReceivedView> out) {
+template <typename Sink>
+size_t ChannelReader::Take(size_t max, Sink&& sink) {
   size_t n = 0;
-  for (uint32_t k = 0; k < rings_.size() && n < out.size(); ++k) {
+  for (uint32_t k = 0; k < rings_.size() && n < max; ++k) {
     const uint32_t r = (next_ring_ + k) % rings_.size();
     const RingView& ring = rings_[r];
     // Acquire, and more: the slots up to producer are written, and (sequentially consistent)
     // this load is ordered after our store of `sleeping` in Receive (layout.h).
     const uint32_t producer = ring.control->producer.load(std::memory_order_seq_cst);
     if (producer - taken_[r] > ring.mask + 1) continue;  // not quadsockd's: never trust it
-    for (; taken_[r] != producer && n < out.size(); ++taken_[r]) {
+    for (; taken_[r] != producer && n < max; ++taken_[r], ++n) {
       const ChannelDescriptor& d = ring.descriptor(taken_[r]);
-      ViewOf(d, {ring.buffer(taken_[r]), std::min<uint32_t>(d.length, ring.buffer_bytes)},
-             out[n++]);
+      sink(d, std::span<const uint8_t>(ring.buffer(taken_[r]),
+                                       std::min<uint32_t>(d.length, ring.buffer_bytes)));
     }
   }
   next_ring_ = (next_ring_ + 1) % rings_.size();
   return n;
+}
+
+size_t ChannelReader::Take(std::span<ReceivedView> out) {
+  ReceivedView* next = out.data();
+  return Take(out.size(), [&next](const ChannelDescriptor& d, std::span<const uint8_t> payload) {
+    ViewOf(d, payload, *next++);
+  });
 }
 
 size_t ChannelReader::Receive(std::span<ReceivedView> out, absl::Duration timeout) {
@@ -156,19 +164,32 @@ void ChannelReader::Arm() {
   }
 }
 
-size_t ChannelReader::ReceiveOrArm(std::span<ReceivedView> out) {
-  if (const size_t n = Take(out); n > 0) {
+template <typename Sink>
+size_t ChannelReader::TakeOrArm(size_t max, Sink&& sink) {
+  if (const size_t n = Take(max, sink); n > 0) {
     // Awake: no wake-ups wanted (quadsockd looks at `sleeping` after its batches).
     for (const RingView& ring : rings_) ring.control->sleeping.store(0, std::memory_order_relaxed);
     return n;
   }
   // As in Receive: `sleeping`, then one more look, both sequentially consistent.
   Arm();
-  const size_t n = Take(out);
+  const size_t n = Take(max, sink);
   if (n > 0) {
     for (const RingView& ring : rings_) ring.control->sleeping.store(0, std::memory_order_relaxed);
   }
   return n;
+}
+
+size_t ChannelReader::ReceiveOrArm(std::span<ReceivedView> out) {
+  ReceivedView* next = out.data();
+  return TakeOrArm(out.size(),
+                   [&next](const ChannelDescriptor& d, std::span<const uint8_t> payload) {
+                     ViewOf(d, payload, *next++);
+                   });
+}
+
+size_t ChannelReader::ForwardOrArm(size_t max, Forward forward) {
+  return TakeOrArm(max, forward);
 }
 
 bool ChannelReader::Send(uint32_t socket, std::span<const uint8_t> payload,

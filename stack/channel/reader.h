@@ -15,6 +15,7 @@
 #include <span>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "stack/channel/layout.h"
@@ -64,6 +65,12 @@ class ChannelReader {
   // StreamChannel): when there is nothing, it marks the rings as sleeping (and looks once more),
   // so that the next datagram writes an eventfd.
   size_t ReceiveOrArm(std::span<ReceivedView> out);
+  // ReceiveOrArm for a reader that passes datagrams on rather than use them (quadsockd's
+  // StreamChannel packs them for its client): up to `max`, each handed to `forward` as the ring
+  // holds it (the payload no longer than a buffer), nothing decoded.
+  using Forward =
+      absl::FunctionRef<void(const ChannelDescriptor& d, std::span<const uint8_t> payload)>;
+  size_t ForwardOrArm(size_t max, Forward forward);
   // Gives back every slot that Receive handed out.
   void Release();
   // An fd that is readable when a ring may have datagrams (an epoll set of the eventfds), for
@@ -75,7 +82,13 @@ class ChannelReader {
 
  private:
   ChannelReader() = default;
+  // Up to `max` datagrams from all rings, taken in turn, each given to sink(descriptor, payload).
+  template <typename Sink>
+  size_t Take(size_t max, Sink&& sink);
   size_t Take(std::span<ReceivedView> out);
+  // Take; with none there, Arm and Take once more (ReceiveOrArm, ForwardOrArm).
+  template <typename Sink>
+  size_t TakeOrArm(size_t max, Sink&& sink);
   // Marks every RX ring sleeping, with a new epoch (layout.h).
   void Arm();
   void Close();
