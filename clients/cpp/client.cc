@@ -160,35 +160,31 @@ absl::string_view HealthStatusName(HealthStatus s) {
 
 // ------------------------------------------------------------------------------------ Client
 
-// Keeps the session alive: a Session stream (kHold) or a KeepAlive call every third of the
-// lease (kKeepAlive).
+// Keeps the session alive: a Session stream (Hold) or a KeepAlive call every third of the
+// lease (KeepAlive).
 class Client::Keeper {
  public:
-  // Starts holding the session; returns once the server has confirmed it.
+  // Starts holding the session; returns once the server has confirmed it. The stream then
+  // waits with a read pending and no thread of its own: a thread blocked in gRPC would do the
+  // process's polling and hand every other call's messages (a data channel's batches) across
+  // threads.
   static absl::StatusOr<std::unique_ptr<Keeper>> Hold(std::shared_ptr<Connection> c) {
     std::unique_ptr<Keeper> k(new Keeper(std::move(c)));
     k->c_->Prepare(k->ctx_, /*deadline=*/false);
-    k->stream_ = k->c_->sockets->Session(&k->ctx_, v1::SessionRequest());
-    v1::SessionEvent hello;
+    k->stream_ = k->c_->sockets->AsyncSession(&k->ctx_, v1::SessionRequest(), &k->cq_, kStarted);
     // The first event says the server holds the session. Reading it can block: bound the wait.
-    std::future<bool> first = std::async(std::launch::async, [&] { return k->stream_->Read(&hello); });
-    if (first.wait_for(std::chrono::microseconds(absl::ToInt64Microseconds(k->c_->call_timeout))) !=
-        std::future_status::ready) {
+    k->stream_->Read(&k->event_, kRead);
+    bool ok = false;
+    if (!k->Await(kRead, Deadline(k->c_->call_timeout), ok)) {
       k->ctx_.TryCancel();
+      k->Await(kRead, std::chrono::system_clock::time_point::max(), ok);
     }
-    if (!first.get()) {
-      absl::Status s = FromGrpc(k->stream_->Finish());
+    if (!ok) {
+      absl::Status s = FromGrpc(k->End());
       if (s.ok()) s = absl::UnavailableError("the Session stream ended at once");
-      k->stream_.reset();
       return s;
     }
-    Keeper* self = k.get();
-    k->thread_ = std::thread([self] {
-      v1::SessionEvent e;
-      while (self->stream_->Read(&e)) {
-      }
-      (void)self->stream_->Finish();
-    });
+    k->stream_->Read(&k->event_, kRead);
     return k;
   }
   static std::unique_ptr<Keeper> KeepAlive(std::shared_ptr<Connection> c) {
@@ -214,16 +210,54 @@ class Client::Keeper {
       stop_ = true;
     }
     cv_.notify_all();
-    if (stream_ != nullptr) ctx_.TryCancel();
     if (thread_.joinable()) thread_.join();
+    if (stream_ == nullptr) return;
+    ctx_.TryCancel();
+    bool ok = true;
+    while (ok) {  // the pending read; events the server sent meanwhile are read past
+      Await(kRead, std::chrono::system_clock::time_point::max(), ok);
+      if (ok) stream_->Read(&event_, kRead);
+    }
+    (void)End();
   }
 
  private:
+  // The Session stream's operations, as completion queue tags.
+  static inline void* const kStarted = reinterpret_cast<void*>(1);
+  static inline void* const kRead = reinterpret_cast<void*>(2);
+  static inline void* const kFinished = reinterpret_cast<void*>(3);
+
   explicit Keeper(std::shared_ptr<Connection> c) : c_(std::move(c)) {}
+
+  // Waits until `deadline` for the operation `tag` (others that complete first are done with);
+  // false on timeout.
+  bool Await(void* tag, std::chrono::system_clock::time_point deadline, bool& ok) {
+    void* got;
+    while (cq_.AsyncNext(&got, &ok, deadline) == grpc::CompletionQueue::GOT_EVENT) {
+      if (got == tag) return true;
+    }
+    return false;
+  }
+
+  // The stream's status, once its reads have ended; the queue is drained and shut down.
+  grpc::Status End() {
+    grpc::Status status;
+    stream_->Finish(&status, kFinished);
+    bool ok;
+    Await(kFinished, std::chrono::system_clock::time_point::max(), ok);
+    cq_.Shutdown();
+    void* tag;
+    while (cq_.Next(&tag, &ok)) {
+    }
+    stream_.reset();
+    return status;
+  }
 
   std::shared_ptr<Connection> c_;
   grpc::ClientContext ctx_;
-  std::unique_ptr<grpc::ClientReader<v1::SessionEvent>> stream_;
+  grpc::CompletionQueue cq_;
+  std::unique_ptr<grpc::ClientAsyncReader<v1::SessionEvent>> stream_;
+  v1::SessionEvent event_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;

@@ -490,6 +490,32 @@ TEST(ClientKeepaliveTest, AStreamToAServerThatStoppedAnsweringFails) {
   EXPECT_EQ(t->Stop(), absl::OkStatus());
 }
 
+// A client that makes no calls for a while still answers pings, the server's and its own
+// (every 200 ms here, to be answered within 500 ms or the connection is dropped): it keeps its
+// session and its connection. Nothing of the application's polls gRPC meanwhile.
+TEST(ClientKeepaliveTest, AnIdleClientKeepsAnsweringPings) {
+  service::ServerOptions o;
+  o.keepalive = service::Keepalive{.time = absl::Milliseconds(200),
+                                   .timeout = absl::Milliseconds(500),
+                                   .min_client_interval = absl::Milliseconds(100)};
+  std::unique_ptr<service::testing::TwoStacks> t = service::testing::TwoStacks::Start(o).value();
+  {
+    service::testing::FreezableRelay relay(t->server->listening_on());
+    std::unique_ptr<Client> client =
+        Client::Connect(relay.target(), {.keepalive = absl::Milliseconds(200),
+                                         .keepalive_timeout = absl::Milliseconds(500)})
+            .value();
+    RemoteSocket s = client->Open(v1::FAMILY_IPV4).value();
+    ASSERT_TRUE(s.Bind({"10.1.0.2", 4951}).ok());
+    absl::SleepFor(absl::Seconds(3));
+    EXPECT_GE(relay.ping_acks(), 3) << "the client did not keep pinging";
+    EXPECT_TRUE(s.Get().ok()) << s.Get().status();
+    EXPECT_EQ(relay.connections(), 1) << "the idle client lost its connection";
+    EXPECT_EQ(t->stack->List().size(), 1u) << "the idle client lost its session";
+  }
+  EXPECT_EQ(t->Stop(), absl::OkStatus());
+}
+
 // By default a stream to a vanished server ends within half a minute, and the pings stay as
 // far apart as quadsockd takes them (down to every 5 s; more often is GOAWAY).
 TEST(ClientKeepaliveTest, DefaultsEndWithinHalfAMinuteAndAsTheServerAllows) {

@@ -16,7 +16,9 @@
 //   }
 //   ch->Send(socket.index(), payload, peer);                  // sends go through it too
 //
-// For an event loop: add wait_fd() to epoll; when it fires, Receive with a zero timeout. The
+// For an event loop: add wait_fd() to epoll; when it fires, Receive with a zero timeout (on the
+// gRPC stream the first wait_fd() starts a thread that reads for it; otherwise the stream is
+// read by the thread that calls Receive, Send or Release, with no hand-off between threads). The
 // channel ends when this object is destroyed (quadsockd puts the sockets back on their queues)
 // or when quadsockd ends it (the session ended, or it stopped): ended() says so, and Receive
 // returns what is left and then nothing. One thread at a time.

@@ -4,6 +4,7 @@
 #include "clients/cpp/data_channel.h"
 
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <unistd.h>
 
 #include <sys/wait.h>
@@ -279,6 +280,49 @@ TEST_F(DataChannelTest, TheGrpcStreamCarriesTheSameDatagramsAndSends) {
   }
   EXPECT_EQ(ch->last_send_error().code(), StatusCode::kFailedPrecondition)
       << ch->last_send_error();
+}
+
+// An event loop's way with the stream: wait_fd() is readable when datagrams came (a thread
+// reads for it from then on), and the stream ends cleanly with that thread running.
+TEST_F(DataChannelTest, TheGrpcStreamWakesItsWaitFdForAnEventLoop) {
+  RemoteSocket a = Bound(*client_, 4000);
+  std::unique_ptr<DataChannel> ch =
+      client_->AttachChannel({.transport = ChannelTransport::kGrpcStream, .stream_window = 8})
+          .value();
+  ASSERT_TRUE(OnChannelBecomes(a, true));
+  const int fd = ch->wait_fd();
+  pollfd p{.fd = fd, .events = POLLIN, .revents = 0};
+  EXPECT_EQ(poll(&p, 1, 0), 0) << "readable with nothing sent";
+  const stack::SocketId peer = t_->PeerSocket(5000).value();
+  size_t got = 0;
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_EQ(t_->PeerSend(peer, absl::StrCat("a", i), 4000), absl::OkStatus());
+  }
+  while (got < 20 && absl::Now() < deadline) {
+    p.revents = 0;
+    if (poll(&p, 1, 100) != 1) continue;
+    channel::ReceivedView v[4];
+    size_t n;
+    while ((n = ch->Receive(v)) > 0) {  // zero timeout: what the fd announced
+      got += n;
+      ch->Release();
+    }
+  }
+  EXPECT_EQ(got, 20u);
+  p.revents = 0;
+  EXPECT_EQ(poll(&p, 1, 0), 0) << "still readable after everything was taken";
+  const std::string hello = "hello";
+  EXPECT_TRUE(ch->Send(a.index(), {reinterpret_cast<const uint8_t*>(hello.data()), hello.size()},
+                       *net::Endpoint::Parse("10.1.0.1:5000")));
+  std::optional<stack::ReceivedDatagram> d;
+  while (!(d = t_->peer->Receive(peer).value()).has_value() && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(2));
+  }
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->payload, "hello");
+  ch.reset();
+  EXPECT_TRUE(OnChannelBecomes(a, false));
 }
 
 TEST_F(DataChannelTest, SharedMemoryWhenOfferedAndTheStreamWhenAskedOnlyOnePerSession) {

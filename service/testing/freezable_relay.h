@@ -66,6 +66,8 @@ class FreezableRelay {
   // PING frames with the ACK flag that passed from the server to a client: the client's pings
   // the server answered.
   int ping_acks() const { return ping_acks_.load(); }
+  // Client connections accepted so far (a client that lost its connection makes another).
+  int connections() const { return connections_.load(); }
 
  private:
   // Follows the frames of one server-to-client byte stream (HTTP/2: a 9-byte header, then
@@ -110,6 +112,7 @@ class FreezableRelay {
         fds_.push_back(accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC));
         fds_.push_back(UnixSocket(server_path_, false));
         scanners_.emplace_back();
+        ++connections_;
       }
       char buf[16384];
       for (size_t i = 1; i < p.size(); ++i) {
@@ -118,7 +121,8 @@ class FreezableRelay {
         const int to = fds_[(i - 1) ^ 1];  // fds_ holds (client, server) pairs
         if (n > 0 && (i - 1) % 2 == 1) ping_acks_ += scanners_[(i - 1) / 2].Scan(buf, n);
         for (ssize_t done = 0; n > 0 && done < n;) {
-          const ssize_t w = write(to, buf + done, n - done);
+          // MSG_NOSIGNAL: a side that closed is no reason to end the test (SIGPIPE).
+          const ssize_t w = send(to, buf + done, n - done, MSG_NOSIGNAL);
           if (w <= 0) break;
           done += w;
         }
@@ -132,6 +136,7 @@ class FreezableRelay {
   std::vector<int> fds_;
   std::vector<FrameScanner> scanners_;  // one a (client, server) pair, for the server's side
   std::atomic<int> ping_acks_{0};
+  std::atomic<int> connections_{0};
   std::atomic<bool> stop_{false};
   std::atomic<bool> frozen_{false};
   std::thread thread_;

@@ -1,6 +1,8 @@
-// The data channel on a gRPC stream (StreamChannel), the C++ client's side: a thread reads the
-// server's batches into a queue (as much as the credit lets the server send), Receive hands out
-// views into them, Release grants the credit back. Not API: Client::AttachChannel makes it.
+// The data channel on a gRPC stream (StreamChannel), the C++ client's side: the application's
+// own thread reads the server's batches (as much as the credit lets the server send) while it
+// waits in Receive, which hands out views into them; Release grants the credit back. A thread
+// does the reading only for an application that sleeps on wait_fd(). Not API:
+// Client::AttachChannel makes it.
 //
 //   std::unique_ptr<DataChannel> ch = OpenStreamChannel(connection, options).value();
 #ifndef QUADSOCK_CLIENTS_CPP_INTERNAL_STREAM_CHANNEL_H_
