@@ -6,7 +6,8 @@
 //   --mode=grpc        the data channel on its gRPC stream (StreamChannel)
 //
 //   echo_app --mode=shm --listen=unix:/tmp/q.sock --local=10.9.0.2 --port=7 --cpu=0
-// Prints READY once it answers; runs until SIGINT or SIGTERM.
+// Prints READY once it answers; runs until SIGINT or SIGTERM, then (on quadsockd) prints
+// COUNTERS and the socket's counters as JSON.
 #include <arpa/inet.h>
 #include <sched.h>
 #include <signal.h>
@@ -117,6 +118,20 @@ int main(int argc, char** argv) {
       (void)(*ch)->Send(batch[i].socket, batch[i].payload, batch[i].peer);
     }
     (*ch)->Release();
+  }
+  // What quadsockd counted for the socket, so that the benchmark tells a datagram the stack
+  // dropped from one lost before it or after it.
+  absl::StatusOr<quadsock::v1::Socket> got = s->Get();
+  if (got.ok()) {
+    const quadsock::v1::SocketCounters& c = got->counters();
+    std::printf("COUNTERS {\"rx_datagrams\": %llu, \"rx_dropped\": %llu, \"tx_datagrams\": %llu, "
+                "\"tx_dropped\": %llu, \"send_refused\": %d}\n",
+                static_cast<unsigned long long>(c.rx_datagrams()),
+                static_cast<unsigned long long>(c.rx_dropped()),
+                static_cast<unsigned long long>(c.tx_datagrams()),
+                static_cast<unsigned long long>(c.tx_dropped()),
+                (*ch)->last_send_error().ok() ? 0 : 1);
+    std::fflush(stdout);
   }
   return 0;
 }

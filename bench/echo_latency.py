@@ -31,6 +31,27 @@ PORT = 7
 CASES = ["kernel", "shm", "shm_busy", "grpc"]
 
 
+def server_counters(app):
+    """Stops echo_app and returns what quadsockd counted for its socket (its COUNTERS line):
+    received, dropped on the way to the application, sent, dropped on the way out."""
+    stop(app)
+    for line in app.stdout.read().splitlines():
+        if line.startswith("COUNTERS "):
+            return json.loads(line[len("COUNTERS "):])
+    raise RuntimeError(f"echo_app printed no counters: {app.stderr.read()}")
+
+
+def where_lost(r):
+    """For a quadsockd case that missed answers, where they were lost, from quadsockd's counts
+    for the socket (the requests also cross the veth twice)."""
+    c = r.get("server")
+    if c is None or r["received"] >= r["sent"]:
+        return ""
+    return (f" (quadsockd: {c['rx_datagrams']} received, {c['rx_dropped']} of them dropped "
+            f"before the application, {c['tx_datagrams']} sent, {c['tx_dropped']} dropped on "
+            f"the way out{', sends refused' if c['send_refused'] else ''})")
+
+
 def run(tb, bins, case, rate, seconds):
     tb.set_kernel_address(case == "kernel")
     daemon = None
@@ -51,7 +72,10 @@ def run(tb, bins, case, rate, seconds):
         out = sh(*NICE, os.path.join(bins, "echo_client"), f"--local={CLIENT}",
                  f"--server={LOCAL}:{PORT}", f"--rate={rate}", f"--seconds={seconds}",
                  f"--cpu={GENERATOR_CPU}", ns=tb.gen_ns)
-        return json.loads(out.strip().splitlines()[-1])
+        result = json.loads(out.strip().splitlines()[-1])
+        if case != "kernel":
+            result["server"] = server_counters(app)
+        return result
     finally:
         stop(app)
         if daemon is not None:
@@ -80,8 +104,8 @@ def main():
                 r = run(tb, a.bin_dir, case, rate, a.seconds)
                 results.setdefault(str(int(rate)), {})[case] = r
                 print(f"[echo] {case} at {int(rate)}/s: p50 {r['p50_us']} us, p99 {r['p99_us']} "
-                      f"us, p99.9 {r['p999_us']} us, {r['received']}/{r['sent']} answered",
-                      flush=True)
+                      f"us, p99.9 {r['p999_us']} us, {r['received']}/{r['sent']} answered"
+                      f"{where_lost(r)}", flush=True)
     print("\n| rate | server | p50 us | p99 us | p99.9 us | answered | p50 / kernel | "
           "p99 / kernel |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")
