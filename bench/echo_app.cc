@@ -121,16 +121,24 @@ int main(int argc, char** argv) {
   }
   // What quadsockd counted for the socket, so that the benchmark tells a datagram the stack
   // dropped from one lost before it or after it.
+  // (Why a send was dropped: the queues' TX ring full, no TX buffer.)
   absl::StatusOr<quadsock::v1::Socket> got = s->Get();
-  if (got.ok()) {
+  absl::StatusOr<quadsock::v1::Counters> all = (*client)->Counters();
+  if (got.ok() && all.ok()) {
     const quadsock::v1::SocketCounters& c = got->counters();
+    unsigned long long ring_full = 0, no_buffer = all->stack().tx_no_buffer();
+    for (const quadsock::v1::Queue& q : all->queues()) {
+      ring_full += q.counters().tx_ring_full();
+      no_buffer += q.counters().no_tx_buffer();
+    }
     std::printf("COUNTERS {\"rx_datagrams\": %llu, \"rx_dropped\": %llu, \"tx_datagrams\": %llu, "
-                "\"tx_dropped\": %llu, \"send_refused\": %d}\n",
+                "\"tx_dropped\": %llu, \"send_refused\": %d, \"tx_ring_full\": %llu, "
+                "\"tx_no_buffer\": %llu}\n",
                 static_cast<unsigned long long>(c.rx_datagrams()),
                 static_cast<unsigned long long>(c.rx_dropped()),
                 static_cast<unsigned long long>(c.tx_datagrams()),
                 static_cast<unsigned long long>(c.tx_dropped()),
-                (*ch)->last_send_error().ok() ? 0 : 1);
+                (*ch)->last_send_error().ok() ? 0 : 1, ring_full, no_buffer);
     std::fflush(stdout);
   }
   return 0;

@@ -41,15 +41,32 @@ def server_counters(app):
     raise RuntimeError(f"echo_app printed no counters: {app.stderr.read()}")
 
 
+def losses_outside(tb):
+    """Counters of losses outside the echo servers: both veth ends' drops and errors, and the
+    client's kernel's UDP receive errors (its socket buffer full)."""
+    counters = tb.veth_drops()
+    for line in sh("nstat", "-az", "UdpInErrors", "UdpRcvbufErrors", ns=tb.gen_ns,
+                   check=False).splitlines():
+        fields = line.split()
+        if len(fields) >= 2 and fields[0].startswith("Udp") and fields[1].isdigit():
+            counters[f"client.{fields[0]}"] = int(fields[1])
+    return counters
+
+
 def where_lost(r):
-    """For a quadsockd case that missed answers, where they were lost, from quadsockd's counts
-    for the socket (the requests also cross the veth twice)."""
-    c = r.get("server")
-    if c is None or r["received"] >= r["sent"]:
+    """For a run that missed answers, where they were lost: outside the servers (the veth, the
+    client's socket buffer), and for quadsockd from its counts for the socket."""
+    if r["received"] >= r["sent"]:
         return ""
-    return (f" (quadsockd: {c['rx_datagrams']} received, {c['rx_dropped']} of them dropped "
+    outside = ", ".join(f"{k} {v}" for k, v in sorted(r["outside"].items())) or "none"
+    c = r.get("server")
+    if c is None:
+        return f" (counted outside: {outside})"
+    return (f" (counted outside: {outside}; "
+            f"quadsockd: {c['rx_datagrams']} received, {c['rx_dropped']} of them dropped "
             f"before the application, {c['tx_datagrams']} sent, {c['tx_dropped']} dropped on "
-            f"the way out{', sends refused' if c['send_refused'] else ''})")
+            f"the way out (TX ring full {c['tx_ring_full']}, no TX buffer {c['tx_no_buffer']})"
+            f"{', sends refused' if c['send_refused'] else ''})")
 
 
 def run(tb, bins, case, rate, seconds):
@@ -69,10 +86,14 @@ def run(tb, bins, case, rate, seconds):
             raise RuntimeError(f"{case}: echo_app failed: {app.stderr.read()}")
         # The client's kernel resolves the server first (its queue for that is short).
         sh("ping", "-c", "2", "-i", "0.2", "-W", "2", LOCAL, ns=tb.gen_ns, check=False)
+        before = losses_outside(tb)
         out = sh(*NICE, os.path.join(bins, "echo_client"), f"--local={CLIENT}",
                  f"--server={LOCAL}:{PORT}", f"--rate={rate}", f"--seconds={seconds}",
                  f"--cpu={GENERATOR_CPU}", ns=tb.gen_ns)
         result = json.loads(out.strip().splitlines()[-1])
+        after = losses_outside(tb)
+        result["outside"] = {k: v - before.get(k, 0) for k, v in after.items()
+                             if v > before.get(k, 0)}
         if case != "kernel":
             result["server"] = server_counters(app)
         return result
