@@ -21,6 +21,12 @@
 // RemoteSocket's, except Receive (one thread at a time) and moving, closing or destroying the
 // RemoteSocket while another thread uses it.
 // A RemoteSocket may outlive its Client; its calls then fail (the session has ended).
+//
+// Speed: the session's Session stream waits without a thread of its own, so the threads that
+// wait in gRPC are the application's. Debian's Abseil checks every absl::Mutex (gRPC's locks
+// too) for deadlocks; an application that moves many datagrams over the gRPC data channel may
+// turn that off as quadsockd does:
+//   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
 #ifndef QUADSOCK_CLIENTS_CPP_CLIENT_H_
 #define QUADSOCK_CLIENTS_CPP_CLIENT_H_
 

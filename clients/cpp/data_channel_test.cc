@@ -282,6 +282,28 @@ TEST_F(DataChannelTest, TheGrpcStreamCarriesTheSameDatagramsAndSends) {
       << ch->last_send_error();
 }
 
+// Busy polling the stream (Receive with a zero timeout) reads it too: no thread does it for
+// the application.
+TEST_F(DataChannelTest, TheGrpcStreamDeliversToBusyPolling) {
+  RemoteSocket a = Bound(*client_, 4000);
+  std::unique_ptr<DataChannel> ch =
+      client_->AttachChannel({.transport = ChannelTransport::kGrpcStream, .stream_window = 8})
+          .value();
+  ASSERT_TRUE(OnChannelBecomes(a, true));
+  const stack::SocketId peer = t_->PeerSocket(5000).value();
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_EQ(t_->PeerSend(peer, absl::StrCat("a", i), 4000), absl::OkStatus());
+  }
+  size_t got = 0;
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (got < 20 && absl::Now() < deadline) {
+    channel::ReceivedView v[4];
+    got += ch->Receive(v);
+    ch->Release();
+  }
+  EXPECT_EQ(got, 20u);
+}
+
 // An event loop's way with the stream: wait_fd() is readable when datagrams came (a thread
 // reads for it from then on), and the stream ends cleanly with that thread running.
 TEST_F(DataChannelTest, TheGrpcStreamWakesItsWaitFdForAnEventLoop) {
