@@ -357,6 +357,13 @@ void XskLink::Release(std::span<const FrameBuffer> frames) {
 std::optional<FrameBuffer> XskLink::AllocateTx() {
   if (free_.empty()) {
     ReapCompletions();
+    // A turn that sends more than the free frames (a burst of queued sends) has the rest in
+    // the TX ring, unkicked: in copy mode the kernel sends, and gives back, a frame only when
+    // kicked, so kick now rather than drop what the turn still has to send.
+    if (free_.empty() && tx_pending_kick_ > 0) {
+      Kick();
+      ReapCompletions();
+    }
     if (free_.empty()) {
       counters_.Add(&LinkCounters::no_tx_buffer);
       return std::nullopt;
