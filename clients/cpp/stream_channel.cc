@@ -60,10 +60,8 @@ class StreamChannel final : public DataChannel {
     first.set_packed(true);
     std::unique_lock<std::mutex> lock(mu_);
     stream_->StartCall(nullptr);
-    writing_ = true;
-    stream_->Write(outgoing_, TagOf(Op::kWrite));
-    reading_ = true;
-    stream_->Read(&incoming_, TagOf(Op::kRead));
+    WriteLocked();
+    ReadLocked();
     // Opened once the first request went out (a refusal comes later, as the stream's end).
     while (writing_) WaitLocked(lock, Clock::time_point::max());
     if (!write_ok_) return absl::UnavailableError("the data channel stream could not be opened");
@@ -202,9 +200,15 @@ class StreamChannel final : public DataChannel {
     return !ending_ && !closing_ && write_ok_;
   }
 
-  void WriteLocked() {
+  // outgoing_ on its way (serialized now: it may be cleared at once); one write at a time.
+  void WriteLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     writing_ = true;
     stream_->Write(outgoing_, TagOf(Op::kWrite));
+  }
+  // The next response, into incoming_; one read at a time.
+  void ReadLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    reading_ = true;
+    stream_->Read(&incoming_, TagOf(Op::kRead));
   }
 
   // Waits until `deadline` for the stream to move: the waiter thread's progress, if there is
@@ -244,8 +248,7 @@ class StreamChannel final : public DataChannel {
       case Op::kRead:
         reading_ = false;
         if (ok && Accept()) {
-          reading_ = true;
-          stream_->Read(&incoming_, TagOf(Op::kRead));
+          ReadLocked();
           return;
         }
         // The stream is ending: its status, once no write is in flight.
