@@ -109,14 +109,14 @@ int main(int argc, char** argv) {
   std::fflush(stdout);
   const absl::Duration wait = mode == "shm_busy" ? absl::ZeroDuration() : absl::Milliseconds(100);
   quadsock::channel::ReceivedView batch[64];
+  quadsock::channel::SendView replies[64];
   while (!stopping) {
     const size_t n = (*ch)->Receive(batch, wait);
     // Busy polling on the CPU quadsockd's poll thread shares (this machine has two): give it
     // the CPU whenever there is nothing to answer.
     if (n == 0 && wait == absl::ZeroDuration()) sched_yield();
-    for (size_t i = 0; i < n; ++i) {
-      (void)(*ch)->Send(batch[i].socket, batch[i].payload, batch[i].peer);
-    }
+    for (size_t i = 0; i < n; ++i) replies[i] = {batch[i].socket, batch[i].payload, batch[i].peer};
+    (void)(*ch)->SendBatch({replies, n});
     (*ch)->Release();
   }
   // What quadsockd counted for the socket, so that the benchmark tells a datagram the stack

@@ -37,6 +37,9 @@ class SharedMemoryChannel final : public DataChannel {
             const std::optional<net::Endpoint>& peer) override {
     return reader_.Send(socket, payload, peer);
   }
+  size_t SendBatch(std::span<const channel::SendView> datagrams) override {
+    return reader_.SendBatch(datagrams);
+  }
   int wait_fd() const override { return reader_.wait_fd(); }
   ChannelTransport transport() const override { return ChannelTransport::kSharedMemory; }
   uint32_t max_payload() const override { return reader_.buffer_bytes(); }

@@ -15,6 +15,7 @@
 //     ch->Release();                                          // the views end here
 //   }
 //   ch->Send(socket.index(), payload, peer);                  // sends go through it too
+//   ch->SendBatch(replies);                                   // or a batch of them at once
 //
 // For an event loop: add wait_fd() to epoll; when it fires, Receive with a zero timeout (on the
 // gRPC stream the first wait_fd() starts a thread that reads for it; otherwise the stream is
@@ -70,6 +71,12 @@ class DataChannel {
   // and Counters.stack.tx_channel_no_socket; on the stream it reports it (last_send_error()).
   virtual bool Send(uint32_t socket, std::span<const uint8_t> payload,
                     const std::optional<net::Endpoint>& peer = std::nullopt) = 0;
+  // Send for a batch, in order: on shared memory one publish and at most one wake-up of
+  // quadsockd's poll thread; on the stream one request (or a few, for more than 256
+  // datagrams or about 63 KiB) instead of one each. Returns how many were queued: all, or
+  // those before the first that Send would refuse. The payloads may be views Receive handed
+  // out (copied before Release).
+  virtual size_t SendBatch(std::span<const channel::SendView> datagrams) = 0;
   // Readable when datagrams may be there.
   virtual int wait_fd() const = 0;
   virtual ChannelTransport transport() const = 0;

@@ -12,6 +12,8 @@
 #include <filesystem>
 #include <map>
 #include <random>
+#include <string>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -280,6 +282,54 @@ TEST_F(DataChannelTest, TheGrpcStreamCarriesTheSameDatagramsAndSends) {
   }
   EXPECT_EQ(ch->last_send_error().code(), StatusCode::kFailedPrecondition)
       << ch->last_send_error();
+}
+
+// A batch of sends goes out in order through one publish (shared memory) or a few requests (the
+// stream: 300 datagrams are two), and stops before the first datagram it cannot take.
+TEST_F(DataChannelTest, ABatchOfSendsGoesOutInOrderOnBothTransports) {
+  const struct {
+    ChannelTransport transport;
+    size_t count;  // shared memory: under the TX ring's 64 slots
+    uint16_t port;
+  } cases[] = {{ChannelTransport::kSharedMemory, 60, 4000},
+               {ChannelTransport::kGrpcStream, 300, 4001}};
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.count);
+    std::unique_ptr<Client> client = NewClient(absl::StrCat("batch", c.port));
+    RemoteSocket s = Bound(*client, c.port);
+    std::unique_ptr<DataChannel> ch = client->AttachChannel({.transport = c.transport}).value();
+    ASSERT_EQ(ch->transport(), c.transport);
+    ASSERT_TRUE(OnChannelBecomes(s, true));
+    // The peer's socket holds the whole batch, however late this thread reads it.
+    const stack::SocketId peer = t_->peer->Open(net::Family::kV4, {.receive_queue_depth = 1024})
+                                     .value();
+    const net::Endpoint peer_at = *net::Endpoint::Parse(absl::StrCat("10.1.0.1:", c.port + 1000));
+    ASSERT_TRUE(t_->peer->Bind(peer, peer_at).ok());
+    std::vector<std::string> payloads;
+    for (size_t i = 0; i < c.count; ++i) payloads.push_back(absl::StrCat("batch ", i));
+    const std::string too_big(ch->max_payload() + 1, 'x');
+    payloads.push_back(too_big);
+    payloads.push_back("after the refused one");
+    std::vector<channel::SendView> batch;
+    for (const std::string& p : payloads) {
+      batch.push_back({s.index(), {reinterpret_cast<const uint8_t*>(p.data()), p.size()},
+                       peer_at});
+    }
+    EXPECT_EQ(ch->SendBatch(batch), c.count);
+    std::vector<std::string> got;
+    const absl::Time deadline = absl::Now() + absl::Seconds(20);
+    while (got.size() < c.count && absl::Now() < deadline) {
+      if (std::optional<stack::ReceivedDatagram> d = t_->peer->Receive(peer).value()) {
+        got.push_back(d->payload);
+      } else {
+        absl::SleepFor(absl::Milliseconds(1));
+      }
+    }
+    EXPECT_EQ(got, std::vector<std::string>(payloads.begin(), payloads.begin() + c.count));
+    absl::SleepFor(absl::Milliseconds(50));  // nothing after the refused datagram
+    EXPECT_FALSE(t_->peer->Receive(peer).value().has_value());
+    EXPECT_TRUE(ch->last_send_error().ok()) << ch->last_send_error();
+  }
 }
 
 // Busy polling the stream (Receive with a zero timeout) reads it too: no thread does it for

@@ -21,6 +21,12 @@ namespace {
 // reuses its datagrams, their endpoints and strings (a fresh one allocates about six objects a
 // datagram).
 constexpr size_t kSpareResponses = 8;
+// A request's sends: at most this many datagrams, and (counting each datagram's framing as 64
+// bytes) at most this many bytes, under the smallest message quadsockd accepts
+// (--max_message_bytes=65536) and its 1024 datagrams a request.
+constexpr int kMaxSendsPerRequest = 256;
+constexpr size_t kMaxRequestBytes = 63 << 10;
+constexpr size_t kFramingBytes = 64;
 // How long the waiter thread (wait_fd's) sleeps in one turn before it looks whether the channel
 // is closing.
 constexpr auto kWaiterTurn = std::chrono::milliseconds(100);
@@ -137,18 +143,38 @@ class StreamChannel final : public DataChannel {
 
   bool Send(uint32_t socket, std::span<const uint8_t> payload,
             const std::optional<net::Endpoint>& peer) override {
+    const channel::SendView one{socket, payload, peer};
+    return SendBatch({&one, 1}) == 1;
+  }
+
+  // As few requests as the limits allow, one write each (the next waits for the one before).
+  size_t SendBatch(std::span<const channel::SendView> datagrams) override {
     std::unique_lock<std::mutex> lock(mu_);
-    if (!WaitForWriteLocked(lock)) return false;
-    outgoing_.Clear();
-    v1::ChannelDatagram* d = outgoing_.add_send();
-    d->set_socket(socket);
-    d->set_payload(payload.data(), payload.size());
-    if (peer.has_value()) {
-      d->mutable_peer()->set_address(peer->address.ToString());
-      d->mutable_peer()->set_port(peer->port);
+    size_t n = 0;
+    while (n < datagrams.size() && datagrams[n].payload.size() <= max_payload()) {
+      if (!WaitForWriteLocked(lock)) break;
+      outgoing_.Clear();
+      size_t bytes = 0;
+      while (n < datagrams.size() && outgoing_.send_size() < kMaxSendsPerRequest) {
+        const channel::SendView& v = datagrams[n];
+        const size_t more = v.payload.size() + kFramingBytes;
+        if (v.payload.size() > max_payload() ||
+            (outgoing_.send_size() > 0 && bytes + more > kMaxRequestBytes)) {
+          break;
+        }
+        v1::ChannelDatagram* d = outgoing_.add_send();
+        d->set_socket(v.socket);
+        d->set_payload(v.payload.data(), v.payload.size());
+        if (v.peer.has_value()) {
+          d->mutable_peer()->set_address(v.peer->address.ToString());
+          d->mutable_peer()->set_port(v.peer->port);
+        }
+        bytes += more;
+        ++n;
+      }
+      WriteLocked();
     }
-    WriteLocked();
-    return true;
+    return n;
   }
 
   int wait_fd() const override {

@@ -291,6 +291,38 @@ TEST(ChannelTest, ASleepingPollThreadIsWokenByTheApplicationsSend) {
   EXPECT_TRUE(c->ArmSends());
 }
 
+// A batch is published with one store and wakes a sleeping poll thread once; it stops where
+// the ring is full, or before a payload too big for a buffer.
+TEST(ChannelTest, ABatchOfSendsIsPublishedAtOnceAndStopsWhereTheRingIsFull) {
+  auto c = Channel::Create({.rings = 1, .slots = 4}).value();
+  ChannelReader r = ReaderOf(*c);
+  EXPECT_FALSE(c->ArmSends());
+  const std::string names[] = {"a", "b", "c", "d", "e"};
+  std::vector<SendView> batch;
+  for (const std::string& n : names) batch.push_back({1, Bytes(n), kPeer});
+  EXPECT_EQ(r.SendBatch(batch), 4u);  // 4 slots
+  uint64_t kicks = 0;
+  ASSERT_EQ(read(c->tx_event_fd(), &kicks, sizeof(kicks)), 8);
+  EXPECT_EQ(kicks, 1u);
+  c->DisarmSends();
+  for (const char* want : {"a", "b", "c", "d"}) {
+    std::optional<OutgoingDatagram> d = c->NextSend();
+    ASSERT_TRUE(d.has_value());
+    EXPECT_EQ(Text(d->payload), want);
+  }
+  EXPECT_FALSE(c->NextSend().has_value());
+  c->FinishSends();
+  const std::vector<uint8_t> big(r.buffer_bytes() + 1);
+  const SendView stops[] = {{2, Bytes("f"), std::nullopt}, {2, big, kPeer}, {2, Bytes("g"), kPeer}};
+  EXPECT_EQ(r.SendBatch(stops), 1u);
+  std::optional<OutgoingDatagram> d = c->NextSend();
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(Text(d->payload), "f");
+  EXPECT_FALSE(d->peer.has_value());
+  EXPECT_FALSE(c->NextSend().has_value());
+  EXPECT_EQ(r.SendBatch({}), 0u);
+}
+
 TEST(ChannelTest, ABadTxDescriptorIsDroppedAndAnImpossibleProducerEndsTheChannel) {
   auto c = Channel::Create({.rings = 1, .slots = 8}).value();
   ChannelReader r = ReaderOf(*c);

@@ -194,22 +194,31 @@ size_t ChannelReader::ForwardOrArm(size_t max, Forward forward) {
 
 bool ChannelReader::Send(uint32_t socket, std::span<const uint8_t> payload,
                          const std::optional<net::Endpoint>& peer) {
+  const SendView one{socket, payload, peer};
+  return SendBatch({&one, 1}) == 1;
+}
+
+size_t ChannelReader::SendBatch(std::span<const SendView> datagrams) {
   // Acquire: quadsockd has copied the slots it gave back.
   const uint32_t consumer = tx_.control->consumer.load(std::memory_order_acquire);
-  const uint32_t in_use = tx_next_ - consumer;
-  if (in_use >= tx_.mask + 1 || payload.size() > tx_.buffer_bytes) return false;
-  ChannelDescriptor& d = tx_.descriptor(tx_next_);
-  d.socket = socket;
-  d.length = static_cast<uint32_t>(payload.size());
-  d.flags = 0;
-  if (peer.has_value()) {
-    const net::IpAddress::Bytes b = peer->address.bytes16();
-    std::memcpy(d.peer, b.data(), 16);
-    d.peer_port = peer->port;
-    d.flags = kHasPeer | (peer->address.is_v4() ? kIpv4 : 0);
+  size_t n = 0;
+  for (; n < datagrams.size(); ++n) {
+    const SendView& s = datagrams[n];
+    if (tx_next_ - consumer >= tx_.mask + 1 || s.payload.size() > tx_.buffer_bytes) break;
+    ChannelDescriptor& d = tx_.descriptor(tx_next_);
+    d.socket = s.socket;
+    d.length = static_cast<uint32_t>(s.payload.size());
+    d.flags = 0;
+    if (s.peer.has_value()) {
+      const net::IpAddress::Bytes b = s.peer->address.bytes16();
+      std::memcpy(d.peer, b.data(), 16);
+      d.peer_port = s.peer->port;
+      d.flags = kHasPeer | (s.peer->address.is_v4() ? kIpv4 : 0);
+    }
+    std::memcpy(tx_.buffer(tx_next_), s.payload.data(), s.payload.size());
+    ++tx_next_;
   }
-  std::memcpy(tx_.buffer(tx_next_), payload.data(), payload.size());
-  ++tx_next_;
+  if (n == 0) return 0;
   // The poll thread may be going to sleep (layout.h's rule, roles turned round): publish, then
   // look at its sleep epoch; write the eventfd once per sleep.
   tx_.control->producer.store(tx_next_, std::memory_order_seq_cst);
@@ -219,7 +228,7 @@ bool ChannelReader::Send(uint32_t socket, std::span<const uint8_t> payload,
     const uint64_t one = 1;
     (void)!write(tx_event_fd_, &one, sizeof(one));
   }
-  return true;
+  return n;
 }
 
 void ChannelReader::Release() {

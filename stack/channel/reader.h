@@ -33,6 +33,14 @@ struct ReceivedView {
   std::span<const uint8_t> payload;
 };
 
+// A datagram to send, from the socket of session index `socket` to `peer` (none: the socket's
+// connected peer). The payload is copied when it is queued.
+struct SendView {
+  uint32_t socket = 0;
+  std::span<const uint8_t> payload;
+  std::optional<net::Endpoint> peer;
+};
+
 // The view of a received datagram's descriptor, with its payload (written in place: `v` is
 // usually a slot of the caller's batch).
 void ViewOf(const ChannelDescriptor& d, std::span<const uint8_t> payload, ReceivedView& v);
@@ -58,6 +66,10 @@ class ChannelReader {
   // channel, not reported here.
   bool Send(uint32_t socket, std::span<const uint8_t> payload,
             const std::optional<net::Endpoint>& peer = std::nullopt);
+  // Send for a batch: queues datagrams in order until one does not fit (the TX ring full, or
+  // a payload larger than a buffer), publishes them with one store and wakes the poll thread
+  // at most once. Returns how many were queued.
+  size_t SendBatch(std::span<const SendView> datagrams);
   // The largest payload a buffer takes.
   uint32_t buffer_bytes() const { return header_.buffer_bytes; }
 
