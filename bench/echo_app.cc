@@ -121,7 +121,8 @@ int main(int argc, char** argv) {
   }
   // What quadsockd counted for the socket, so that the benchmark tells a datagram the stack
   // dropped from one lost before it or after it.
-  // (Why a send was dropped: the queues' TX ring full, no TX buffer.)
+  // (Why a send was dropped: the queues' TX ring full, no TX buffer, or it waited for the
+  // client's MAC in vain or past the neighbour's queue.)
   absl::StatusOr<quadsock::v1::Socket> got = s->Get();
   absl::StatusOr<quadsock::v1::Counters> all = (*client)->Counters();
   if (got.ok() && all.ok()) {
@@ -133,12 +134,13 @@ int main(int argc, char** argv) {
     }
     std::printf("COUNTERS {\"rx_datagrams\": %llu, \"rx_dropped\": %llu, \"tx_datagrams\": %llu, "
                 "\"tx_dropped\": %llu, \"send_refused\": %d, \"tx_ring_full\": %llu, "
-                "\"tx_no_buffer\": %llu}\n",
+                "\"tx_no_buffer\": %llu, \"neighbor_dropped\": %llu}\n",
                 static_cast<unsigned long long>(c.rx_datagrams()),
                 static_cast<unsigned long long>(c.rx_dropped()),
                 static_cast<unsigned long long>(c.tx_datagrams()),
                 static_cast<unsigned long long>(c.tx_dropped()),
-                (*ch)->last_send_error().ok() ? 0 : 1, ring_full, no_buffer);
+                (*ch)->last_send_error().ok() ? 0 : 1, ring_full, no_buffer,
+                static_cast<unsigned long long>(all->stack().neighbor_dropped()));
     std::fflush(stdout);
   }
   return 0;

@@ -65,7 +65,8 @@ def where_lost(r):
     return (f" (counted outside: {outside}; "
             f"quadsockd: {c['rx_datagrams']} received, {c['rx_dropped']} of them dropped "
             f"before the application, {c['tx_datagrams']} sent, {c['tx_dropped']} dropped on "
-            f"the way out (TX ring full {c['tx_ring_full']}, no TX buffer {c['tx_no_buffer']})"
+            f"the way out (TX ring full {c['tx_ring_full']}, no TX buffer {c['tx_no_buffer']}, "
+            f"waiting for the client's MAC {c.get('neighbor_dropped', 0)})"
             f"{', sends refused' if c['send_refused'] else ''})")
 
 
