@@ -136,6 +136,28 @@ class ChannelTest(unittest.TestCase):
         # The stream's end takes the sockets off the channel.
         wait_until(lambda: not socks[0].get().on_channel, 10, "the socket is off the channel")
 
+    def test_packed_batches_and_a_message_per_datagram_carry_the_same(self):
+        s = self.bound(4000)
+        k = self.peer(5000)
+        seen = {}
+        for packed in (True, False):
+            with self.client.channel(credit=64, packed=packed) as ch:
+                for j in range(3):
+                    k.sendto(b"%s %d" % (str(packed).encode(), j), (STACK, 4000))
+                got = list(ch.receive(timeout=10, count=3))
+                self.assertIsNone(ch.close(), "the stream did not end OK")
+            seen[packed] = [(d.index, d.socket, d.payload.split(b" ")[1], d.peer, d.local)
+                            for d in got]
+            self.assertEqual([d.payload for d in got],
+                             [b"%s %d" % (str(packed).encode(), j) for j in range(3)])
+            self.assertTrue(all(d.arrival_unix_nanos > 0 for d in got))
+            # Numbered per socket from 1: the second channel's follow the first's.
+            first = 1 if packed else 4
+            self.assertEqual([d.sequence for d in got], [first, first + 1, first + 2])
+            wait_until(lambda: not s.get().on_channel, 10, "the socket is off the channel")
+        self.assertEqual(seen[True], seen[False])
+        self.assertEqual(seen[True][0][1:], (s, b"0", "%s:5000" % PEER, "%s:4000" % STACK))
+
     def test_the_window_bounds_what_the_client_holds_and_every_datagram_is_accounted_for(self):
         s = self.bound(4000)
         other = self.bound(4001)  # not named: not on the channel

@@ -159,6 +159,38 @@ class SendBatchTest(unittest.TestCase):
         self.assertNotIsInstance(e.exception, quadsock.PartialSendError)
 
 
+class PackedBatchTest(unittest.TestCase):
+    """A packed batch as quadsockd sends it: descriptors as the rings hold them, payloads back to
+    back (stack/channel/packed.h)."""
+
+    @staticmethod
+    def descriptor(index, payload, peer, local, ports, flags, arrival=7, sequence=1):
+        return client_module._DESCRIPTOR.pack(index, len(payload), arrival, sequence, peer, local,
+                                              ports[0], ports[1], flags)
+
+    def test_ipv4_and_ipv6_datagrams_in_order(self):
+        def v4(a):  # v4-mapped
+            return bytes(10) + b"\xff\xff" + bytes(a)
+        v6 = bytes.fromhex("fd000001000000000000000000000001")
+        d = (self.descriptor(3, b"one", v4([10, 8, 0, 1]), v4([10, 8, 0, 2]), (5000, 4000), 1,
+                             arrival=11, sequence=9) +
+             self.descriptor(4, b"", v6, v6, (6000, 4001), 0) +
+             self.descriptor(5, b"three", v4([1, 2, 3, 4]), v4([5, 6, 7, 8]), (1, 2), 1))
+        self.assertEqual(client_module._unpack(d, b"onethree"), [
+            (3, b"one", "10.8.0.1:5000", "10.8.0.2:4000", 11, 9),
+            (4, b"", "[fd00:1::1]:6000", "[fd00:1::1]:4001", 7, 1),
+            (5, b"three", "1.2.3.4:1", "5.6.7.8:2", 7, 1),
+        ])
+        self.assertEqual(client_module._unpack(b"", b""), [])
+
+    def test_bytes_that_do_not_add_up_are_refused(self):
+        one = self.descriptor(1, b"abc", bytes(16), bytes(16), (1, 2), 0)
+        for descriptors, payloads in ((one, b"ab"), (one, b"abcd"), (one[:-1], b"abc"),
+                                      (b"", b"x")):
+            with self.assertRaises(ValueError):
+                client_module._unpack(descriptors, payloads)
+
+
 class AdministrationTest(unittest.TestCase):
 
     def test_no_session_for_the_administration_listener(self):
