@@ -313,7 +313,8 @@ TEST(ChannelTest, ABatchOfSendsIsPublishedAtOnceAndStopsWhereTheRingIsFull) {
   EXPECT_FALSE(c->NextSend().has_value());
   c->FinishSends();
   const std::vector<uint8_t> big(r.buffer_bytes() + 1);
-  const SendView stops[] = {{2, Bytes("f"), std::nullopt}, {2, big, kPeer}, {2, Bytes("g"), kPeer}};
+  const std::string f = "f", g = "g";  // the views point into them
+  const SendView stops[] = {{2, Bytes(f), std::nullopt}, {2, big, kPeer}, {2, Bytes(g), kPeer}};
   EXPECT_EQ(r.SendBatch(stops), 1u);
   std::optional<OutgoingDatagram> d = c->NextSend();
   ASSERT_TRUE(d.has_value());
