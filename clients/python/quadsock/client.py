@@ -1,14 +1,13 @@
 """The pythonic wrapper over quadsockd's gRPC API (see quadsock/__init__.py for an example)."""
 
 import collections
-import ipaddress
 import queue
-import struct
 import threading
 import time
 
 import grpc
 
+from quadsock.packed import unpack as unpack_batch
 from quadsock.std import health_pb2, health_pb2_grpc, reflection_pb2, reflection_pb2_grpc
 from quadsock.v1 import admin_pb2, admin_pb2_grpc, common_pb2, socket_pb2, socket_pb2_grpc
 
@@ -205,40 +204,6 @@ class Exchange:
 ChannelDatagram = collections.namedtuple(
     "ChannelDatagram", "index socket payload peer local arrival_unix_nanos sequence")
 
-# A packed batch's descriptor (stack/channel/layout.h's ChannelDescriptor, little-endian):
-# socket index, payload length, arrival, sequence, peer and local addresses (16 bytes, IPv4
-# ones v4-mapped), their ports, flags.
-_DESCRIPTOR = struct.Struct("<IIqQ16s16sHHI")
-_IPV4 = 1  # flags: the addresses are IPv4
-
-
-def _packed_endpoint(address, port, v4):
-    if v4:
-        return "%s:%d" % (ipaddress.IPv4Address(address[12:]), port)
-    return "[%s]:%d" % (ipaddress.IPv6Address(address), port)
-
-
-def _unpack(descriptors, payloads):
-    """The (index, payload, peer, local, arrival, sequence) of a packed batch (ChannelResponse's
-    descriptors and payloads), in order; ValueError when its bytes do not add up."""
-    if len(descriptors) % _DESCRIPTOR.size:
-        raise ValueError("%d bytes of descriptors are not whole descriptors" % len(descriptors))
-    out = []
-    offset = 0
-    for index, length, arrival, sequence, peer, local, peer_port, local_port, flags in \
-            _DESCRIPTOR.iter_unpack(descriptors):
-        if offset + length > len(payloads):
-            raise ValueError("the descriptors name more bytes than the %d of payloads"
-                             % len(payloads))
-        v4 = bool(flags & _IPV4)
-        out.append((index, payloads[offset:offset + length],
-                    _packed_endpoint(peer, peer_port, v4), _packed_endpoint(local, local_port, v4),
-                    arrival, sequence))
-        offset += length
-    if offset != len(payloads):
-        raise ValueError("%d bytes of payloads, the descriptors name %d" % (len(payloads), offset))
-    return out
-
 
 class SendError(QuadsockError):
     """Some datagrams of a channel request did not go: `request` is the number send() or
@@ -322,7 +287,7 @@ class Channel:
                 if r.descriptors or r.payloads:
                     try:
                         items = [self._packed_datagram(*d)
-                                 for d in _unpack(r.descriptors, r.payloads)]
+                                 for d in unpack_batch(r.descriptors, r.payloads)]
                     except ValueError as e:  # nothing of the batch is handed out
                         end = QuadsockError(grpc.StatusCode.INTERNAL,
                                             "the data channel stream: %s" % e)

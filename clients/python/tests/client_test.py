@@ -11,6 +11,7 @@ import grpc
 import quadsock
 from quadsock.std import health_pb2
 from quadsock import client as client_module
+from quadsock import packed
 from quadsock.v1 import socket_pb2
 
 
@@ -165,7 +166,7 @@ class PackedBatchTest(unittest.TestCase):
 
     @staticmethod
     def descriptor(index, payload, peer, local, ports, flags, arrival=7, sequence=1):
-        return client_module._DESCRIPTOR.pack(index, len(payload), arrival, sequence, peer, local,
+        return packed.DESCRIPTOR.pack(index, len(payload), arrival, sequence, peer, local,
                                               ports[0], ports[1], flags)
 
     def test_ipv4_and_ipv6_datagrams_in_order(self):
@@ -176,19 +177,19 @@ class PackedBatchTest(unittest.TestCase):
                              arrival=11, sequence=9) +
              self.descriptor(4, b"", v6, v6, (6000, 4001), 0) +
              self.descriptor(5, b"three", v4([1, 2, 3, 4]), v4([5, 6, 7, 8]), (1, 2), 1))
-        self.assertEqual(client_module._unpack(d, b"onethree"), [
+        self.assertEqual(packed.unpack(d, b"onethree"), [
             (3, b"one", "10.8.0.1:5000", "10.8.0.2:4000", 11, 9),
             (4, b"", "[fd00:1::1]:6000", "[fd00:1::1]:4001", 7, 1),
             (5, b"three", "1.2.3.4:1", "5.6.7.8:2", 7, 1),
         ])
-        self.assertEqual(client_module._unpack(b"", b""), [])
+        self.assertEqual(packed.unpack(b"", b""), [])
 
     def test_bytes_that_do_not_add_up_are_refused(self):
         one = self.descriptor(1, b"abc", bytes(16), bytes(16), (1, 2), 0)
         for descriptors, payloads in ((one, b"ab"), (one, b"abcd"), (one[:-1], b"abc"),
                                       (b"", b"x")):
             with self.assertRaises(ValueError):
-                client_module._unpack(descriptors, payloads)
+                packed.unpack(descriptors, payloads)
 
 
 class AdministrationTest(unittest.TestCase):
