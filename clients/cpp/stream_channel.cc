@@ -3,6 +3,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -147,21 +148,22 @@ class StreamChannel final : public DataChannel {
     return SendBatch({&one, 1}) == 1;
   }
 
-  // As few requests as the limits allow, one write each (the next waits for the one before).
+  // As few requests as the limits allow, one write each (the next waits for the one before),
+  // up to the first datagram Send would refuse.
   size_t SendBatch(std::span<const channel::SendView> datagrams) override {
+    const size_t sendable = static_cast<size_t>(
+        std::find_if(datagrams.begin(), datagrams.end(),
+                     [&](const channel::SendView& v) { return v.payload.size() > max_payload(); }) -
+        datagrams.begin());
     std::unique_lock<std::mutex> lock(mu_);
     size_t n = 0;
-    while (n < datagrams.size() && datagrams[n].payload.size() <= max_payload()) {
-      if (!WaitForWriteLocked(lock)) break;
+    while (n < sendable && WaitForWriteLocked(lock)) {
       outgoing_.Clear();
       size_t bytes = 0;
-      while (n < datagrams.size() && outgoing_.send_size() < kMaxSendsPerRequest) {
+      while (n < sendable && outgoing_.send_size() < kMaxSendsPerRequest) {
         const channel::SendView& v = datagrams[n];
         const size_t more = v.payload.size() + kFramingBytes;
-        if (v.payload.size() > max_payload() ||
-            (outgoing_.send_size() > 0 && bytes + more > kMaxRequestBytes)) {
-          break;
-        }
+        if (outgoing_.send_size() > 0 && bytes + more > kMaxRequestBytes) break;
         v1::ChannelDatagram* d = outgoing_.add_send();
         d->set_socket(v.socket);
         d->set_payload(v.payload.data(), v.payload.size());

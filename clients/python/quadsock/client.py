@@ -92,7 +92,11 @@ def parse_endpoint(value):
 
 
 def format_endpoint(e):
-    return "[%s]:%d" % (e.address, e.port) if ":" in e.address else "%s:%d" % (e.address, e.port)
+    return _host_port(e.address, e.port)
+
+
+def _host_port(address, port):
+    return "[%s]:%d" % (address, port) if ":" in address else "%s:%d" % (address, port)
 
 
 def _add_datagrams(request, datagrams):
@@ -317,8 +321,8 @@ class Channel:
                                d.arrival_unix_nanos, d.sequence)
 
     def _packed_datagram(self, index, payload, peer, local, arrival, sequence):
-        return ChannelDatagram(index, self._client.socket_by_index(index), payload, peer, local,
-                               arrival, sequence)
+        return ChannelDatagram(index, self._client.socket_by_index(index), payload,
+                               _host_port(*peer), _host_port(*local), arrival, sequence)
 
     def _socket_states(self):
         """The channel's sockets as the server has them now (socket_pb2.Socket), those closed

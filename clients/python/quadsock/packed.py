@@ -12,15 +12,14 @@ DESCRIPTOR = struct.Struct("<IIqQ16s16sHHI")
 IPV4 = 1  # flags: the addresses are IPv4
 
 
-def _endpoint(address, port, v4):
-    if v4:
-        return "%s:%d" % (ipaddress.IPv4Address(address[12:]), port)
-    return "[%s]:%d" % (ipaddress.IPv6Address(address), port)
+def _address(address, v4):
+    return str(ipaddress.IPv4Address(address[12:]) if v4 else ipaddress.IPv6Address(address))
 
 
 def unpack(descriptors, payloads):
-    """The (index, payload, peer, local, arrival, sequence) of a packed batch (ChannelResponse's
-    descriptors and payloads), in order; ValueError when its bytes do not add up."""
+    """The (index, payload, (peer address, port), (local address, port), arrival, sequence) of a
+    packed batch (ChannelResponse's descriptors and payloads), in order, addresses as text;
+    ValueError when its bytes do not add up."""
     if len(descriptors) % DESCRIPTOR.size:
         raise ValueError("%d bytes of descriptors are not whole descriptors" % len(descriptors))
     out = []
@@ -32,7 +31,7 @@ def unpack(descriptors, payloads):
                              % len(payloads))
         v4 = bool(flags & IPV4)
         out.append((index, payloads[offset:offset + length],
-                    _endpoint(peer, peer_port, v4), _endpoint(local, local_port, v4),
+                    (_address(peer, v4), peer_port), (_address(local, v4), local_port),
                     arrival, sequence))
         offset += length
     if offset != len(payloads):

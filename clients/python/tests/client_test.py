@@ -178,9 +178,9 @@ class PackedBatchTest(unittest.TestCase):
              self.descriptor(4, b"", v6, v6, (6000, 4001), 0) +
              self.descriptor(5, b"three", v4([1, 2, 3, 4]), v4([5, 6, 7, 8]), (1, 2), 1))
         self.assertEqual(packed.unpack(d, b"onethree"), [
-            (3, b"one", "10.8.0.1:5000", "10.8.0.2:4000", 11, 9),
-            (4, b"", "[fd00:1::1]:6000", "[fd00:1::1]:4001", 7, 1),
-            (5, b"three", "1.2.3.4:1", "5.6.7.8:2", 7, 1),
+            (3, b"one", ("10.8.0.1", 5000), ("10.8.0.2", 4000), 11, 9),
+            (4, b"", ("fd00:1::1", 6000), ("fd00:1::1", 4001), 7, 1),
+            (5, b"three", ("1.2.3.4", 1), ("5.6.7.8", 2), 7, 1),
         ])
         self.assertEqual(packed.unpack(b"", b""), [])
 
