@@ -69,6 +69,9 @@ struct OutgoingDatagram {
 
 class Channel {
  public:
+  // How far ahead of the slot it writes Stage fetches one (slots: datagrams of work).
+  static constexpr uint32_t kPrefetchSlots = 8;
+
   // INVALID_ARGUMENT for sizes the layout cannot take; the system's error when the memfd, its
   // mapping or the eventfds cannot be made.
   static absl::StatusOr<std::shared_ptr<Channel>> Create(const ChannelOptions& options);
@@ -185,6 +188,11 @@ inline bool Channel::Stage(uint32_t ring, uint32_t socket, const net::Endpoint& 
   // The slot is ours (ReadConsumer's acquire: the application is done with it). Plain stores into
   // the shared memory: Publish's release store makes them visible before the index does.
   ChannelDescriptor& d = p.ring.descriptor(p.next);
+  // A slot's lines were last written a whole ring of datagrams ago and are cold by now: fetch
+  // those of the slot kPrefetchSlots on, so that its stores, a few datagrams later, find them
+  // (a miss there stalls the stores behind it, and every load waiting for one of them).
+  __builtin_prefetch(&p.ring.descriptor(p.next + kPrefetchSlots), 1);
+  __builtin_prefetch(p.ring.buffer(p.next + kPrefetchSlots), 1);
   if (arrival != p.arrival) {
     p.arrival = arrival;
     p.arrival_ns = absl::ToUnixNanos(arrival);
