@@ -40,7 +40,7 @@ import sys
 import time
 
 from netbench_report import (CAPACITY_FRACTION, capacity_markdown, evaluate, machine, markdown,
-                             plot, round_ratios)
+                             parse_wake_latency, plot, round_ratios)
 from quadsockd_run import QUADSOCKD_FLAGS, Quadsockd, quadsockd_path  # noqa: F401
 from testbed import (GENERATOR_CPU, LOCAL, NICE, RECEIVER_CPU, RECEIVER_ENV, HarnessError,
                      Testbed, autogroup_off, counter_deltas, cpu_seconds, read_line, stop)
@@ -592,6 +592,20 @@ def summarize(name, samples, runs):
     return entry
 
 
+def wake_latency(bin_dir):
+    """How long a thread asleep on the receiving CPU takes to wake (bench/wake_latency: about a
+    second), or None where the tool was not built into `bin_dir`."""
+    tool = os.path.join(bin_dir, "wake_latency")
+    if not os.path.exists(tool):
+        return None
+    done = subprocess.run([tool, "--gaps_us=100,2000", "--wakeups=400", f"--cpu={RECEIVER_CPU}",
+                           f"--from_cpu={GENERATOR_CPU}"], capture_output=True, text=True,
+                          timeout=120)
+    if done.returncode != 0:
+        raise HarnessError(f"wake_latency failed: {done.stderr.strip()}")
+    return parse_wake_latency(done.stdout)
+
+
 def _interrupt(signum, frame):
     raise KeyboardInterrupt(f"signal {signum}")
 
@@ -720,11 +734,13 @@ def main(argv, default_cases=ALL_CASES, title="hash4 comparison"):
     started = time.monotonic()
     failures = []
     method = "full_load" if args.full_load else "capacity"
+    wake = {"before": wake_latency(args.bin_dir)}
     with (autogroup_off() if args.no_autogroup else contextlib.nullcontext()), Testbed() as tb:
         if args.full_load:
             entries, sweep, timing = run_full_load(tb, args, cases, title, failures)
         else:
             entries, sweep, timing = run_capacity(tb, args, cases, title, failures)
+    wake["after"] = wake_latency(args.bin_dir)
 
     report = {
         "title": title,
@@ -738,6 +754,7 @@ def main(argv, default_cases=ALL_CASES, title="hash4 comparison"):
         "cases": entries,
         "sweep": sweep,
         "failures": failures,
+        "wake_latency": wake if wake["before"] is not None else None,
     }
     results = {c["name"]: c for c in report["cases"]}
     key = "median_pps" if args.full_load else "capacity_pps"

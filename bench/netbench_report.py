@@ -10,6 +10,7 @@ bench/netbench.py measures; this module only reads what it measured.
 
 import os
 import platform
+import re
 import statistics
 
 CAPACITY_FRACTION = 0.95  # a capacity point passes when at least this much is delivered
@@ -249,6 +250,39 @@ def machine(receiver_cpu, generator_cpu):
                            f"generator on CPU {generator_cpu}"}
 
 
+# A line of bench/wake_latency's output: one gap's wake-up delays, microseconds.
+WAKE_LINE = re.compile(r"gap\s+(\d+) us: (\d+) seen, (\d+) lost; p50 ([\d.]+), p90 ([\d.]+), "
+                       r"p99 ([\d.]+), max ([\d.]+)")
+
+
+def parse_wake_latency(text):
+    """bench/wake_latency's report, one dict per gap."""
+    gaps = []
+    for m in WAKE_LINE.finditer(text):
+        gap, seen, lost = (int(v) for v in m.group(1, 2, 3))
+        p50, p90, p99, top = (float(v) for v in m.group(4, 5, 6, 7))
+        gaps.append({"gap_us": gap, "seen": seen, "lost": lost, "p50_us": p50, "p90_us": p90,
+                     "p99_us": p99, "max_us": top})
+    return gaps
+
+
+def wake_markdown(report):
+    """The machine's wake-up delays on the receiving CPU before and after the cases, if measured."""
+    wake = report.get("wake_latency")
+    if not wake:
+        return []
+    out = ["", "Wake-ups of a thread asleep on CPU 0 from CPU 1 (`bench/wake_latency`), before and "
+           "after the cases: how long a ring's consumer (the NAPI thread, quadsockd, the "
+           "application) may wait to run on this machine, an idle vCPU the longest.", "",
+           "| when | gap between wake-ups | p50 us | p90 us | p99 us | max us | lost |",
+           "| --- | --- | --- | --- | --- | --- | --- |"]
+    for when in ("before", "after"):
+        for g in wake.get(when) or []:
+            out.append(f"| {when} | {g['gap_us']} us | {g['p50_us']:.1f} | {g['p90_us']:.1f} | "
+                       f"{g['p99_us']:.1f} | {g['max_us']:.1f} | {g['lost']} |")
+    return out
+
+
 def capacity_markdown(report):
     out = [f"Date {report['date']}; {report['machine']['description']}; "
            f"command `{report['command']}`.", "",
@@ -276,6 +310,7 @@ def capacity_markdown(report):
                    f"{fail} | {cpu} | {common} | {len(c.get('points', []))} | "
                    f"{c.get('seconds', '-')} |")
     out += accounting_markdown(report)
+    out += wake_markdown(report)
     cpu_ratios = report.get("cpu_ratios", {})
     common_ratios = report.get("common_ratios", {})
     rate = next((c["common_pps"] for c in report["cases"] if c.get("common_pps")), None)

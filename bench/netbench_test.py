@@ -9,6 +9,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import netbench  # noqa: E402
+import netbench_report  # noqa: E402
 import testbed  # noqa: E402
 
 
@@ -226,6 +227,31 @@ class VethDropsTest(unittest.TestCase):
     def test_deltas(self):
         self.assertEqual(testbed.counter_deltas({"a": 5, "b": 1}, {"a": 9, "b": 1, "c": 3}),
                          {"a": 4, "b": 0})
+
+
+class WakeLatencyTest(unittest.TestCase):
+    OUTPUT = ("wake-ups of a thread asleep on CPU 0 from CPU 1, microseconds:\n"
+              "gap     100 us: 399 seen, 1 lost; p50 6.0, p90 8.3, p99 18.0, max 147.9\n"
+              "gap    2000 us: 400 seen, 0 lost; p50 39.1, p90 56.3, p99 85.5, max 3963.7\n")
+
+    def test_each_gap_is_read(self):
+        gaps = netbench_report.parse_wake_latency(self.OUTPUT)
+        self.assertEqual(gaps, [
+            {"gap_us": 100, "seen": 399, "lost": 1, "p50_us": 6.0, "p90_us": 8.3,
+             "p99_us": 18.0, "max_us": 147.9},
+            {"gap_us": 2000, "seen": 400, "lost": 0, "p50_us": 39.1, "p90_us": 56.3,
+             "p99_us": 85.5, "max_us": 3963.7}])
+
+    def test_the_report_shows_them_before_and_after_or_nothing(self):
+        gaps = netbench_report.parse_wake_latency(self.OUTPUT)
+        lines = netbench_report.wake_markdown({"wake_latency": {"before": gaps, "after": gaps}})
+        self.assertIn("| before | 2000 us | 39.1 | 56.3 | 85.5 | 3963.7 | 0 |", lines)
+        self.assertIn("| after | 100 us | 6.0 | 8.3 | 18.0 | 147.9 | 1 |", lines)
+        self.assertEqual(netbench_report.wake_markdown({"wake_latency": None}), [])
+
+    def test_no_tool_no_figures(self):
+        with tempfile.TemporaryDirectory() as d:
+            self.assertIsNone(netbench.wake_latency(d))
 
 
 class AutogroupTest(unittest.TestCase):

@@ -147,7 +147,16 @@ class SeedTableSmokeTest(unittest.TestCase):
         for r in rounds:
             self.assertTrue(math.isfinite(r) and r > 0, rounds)
         with open(md) as f:
-            self.assertIn("by round)", f.read())
+            text = f.read()
+        self.assertIn("by round)", text)
+        # The machine's wake-up delays on CPU 0, before and after the cases.
+        self.assertIn("`bench/wake_latency`", text)
+        for when in ("before", "after"):
+            gaps = report["wake_latency"][when]
+            self.assertEqual([g["gap_us"] for g in gaps], [100, 2000], when)
+            for g in gaps:
+                self.assertEqual(g["seen"] + g["lost"], 400, g)
+                self.assertTrue(0 < g["p50_us"] <= g["p90_us"] <= g["p99_us"] <= g["max_us"], g)
         # Measured in turn after the searches: each such case's last points are its common
         # rate's warm-up and measured points, one pair per round.
         for c in report["cases"]:
