@@ -69,7 +69,7 @@ struct OutgoingDatagram {
 
 class Channel {
  public:
-  // How far ahead of the slot it writes Stage fetches one (slots: datagrams of work).
+  // Stage fetches the slot this many after the one it writes: a few datagrams' work ahead.
   static constexpr uint32_t kPrefetchSlots = 8;
 
   // INVALID_ARGUMENT for sizes the layout cannot take; the system's error when the memfd, its
