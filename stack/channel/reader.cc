@@ -47,6 +47,7 @@ absl::StatusOr<ChannelReader> ChannelReader::Map(int memfd, std::vector<int> eve
   void* base = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
   if (base == MAP_FAILED) return absl::ErrnoToStatus(errno, "mapping the channel");
   r.base_ = static_cast<uint8_t*>(base);
+  (void)madvise(base, size, MADV_HUGEPAGE);  // as quadsockd maps it (channel.cc)
   r.header_.total_bytes = size;  // what Close unmaps, until the header is read
   ChannelHeader h;
   std::memcpy(&h, r.base_, sizeof(h));
