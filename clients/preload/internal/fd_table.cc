@@ -1,0 +1,30 @@
+#include "clients/preload/internal/fd_table.h"
+
+#include <utility>
+
+namespace quadsock::preload {
+
+void FdTable::Install(int fd, std::shared_ptr<PreloadSocket> s) {
+  std::lock_guard<std::mutex> lock(mu_);
+  sockets_[fd] = std::move(s);
+  state_[fd].store(kQuadsock, std::memory_order_release);
+}
+
+std::shared_ptr<PreloadSocket> FdTable::Forget(int fd) {
+  if (fd < 0 || fd >= kMaxFd) return nullptr;
+  const uint8_t was = state_[fd].exchange(kUnknown, std::memory_order_acq_rel);
+  if (was != kQuadsock) return nullptr;
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = sockets_.find(fd);
+  if (it == sockets_.end()) return nullptr;
+  std::shared_ptr<PreloadSocket> s = std::move(it->second);
+  sockets_.erase(it);
+  return s;
+}
+
+FdTable& Fds() {
+  static FdTable* table = new FdTable();  // never destroyed: calls may come during exit
+  return *table;
+}
+
+}  // namespace quadsock::preload

@@ -1,0 +1,48 @@
+// The C library's own socket and descriptor calls, found behind ours (dlsym RTLD_NEXT). The
+// preload library defines the same names (interpose.cc); everything it passes on to the kernel,
+// and every call it makes for itself on a kernel descriptor, goes through Libc().
+//
+//   ssize_t n = Libc().recvfrom(fd, buf, len, flags, from, from_len);
+#ifndef QUADSOCK_CLIENTS_PRELOAD_INTERNAL_LIBC_H_
+#define QUADSOCK_CLIENTS_PRELOAD_INTERNAL_LIBC_H_
+
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+namespace quadsock::preload {
+
+struct LibcCalls {
+  int (*bind)(int, const sockaddr*, socklen_t);
+  int (*connect)(int, const sockaddr*, socklen_t);
+  int (*close)(int);
+  int (*dup)(int);
+  int (*dup2)(int, int);
+  int (*dup3)(int, int, int);
+  int (*fcntl)(int, int, ...);
+  int (*ioctl)(int, unsigned long, ...);
+  int (*getsockname)(int, sockaddr*, socklen_t*);
+  int (*getpeername)(int, sockaddr*, socklen_t*);
+  int (*getsockopt)(int, int, int, void*, socklen_t*);
+  int (*setsockopt)(int, int, int, const void*, socklen_t);
+  int (*shutdown)(int, int);
+  ssize_t (*send)(int, const void*, size_t, int);
+  ssize_t (*sendto)(int, const void*, size_t, int, const sockaddr*, socklen_t);
+  ssize_t (*sendmsg)(int, const msghdr*, int);
+  int (*sendmmsg)(int, mmsghdr*, unsigned int, int);
+  ssize_t (*write)(int, const void*, size_t);
+  ssize_t (*writev)(int, const iovec*, int);
+  ssize_t (*recv)(int, void*, size_t, int);
+  ssize_t (*recvfrom)(int, void*, size_t, int, sockaddr*, socklen_t*);
+  ssize_t (*recvmsg)(int, msghdr*, int);
+  int (*recvmmsg)(int, mmsghdr*, unsigned int, int, struct timespec*);
+  ssize_t (*read)(int, void*, size_t);
+  ssize_t (*readv)(int, const iovec*, int);
+};
+
+// Resolved on first use; aborts with a message if the C library lacks one of them.
+const LibcCalls& Libc();
+
+}  // namespace quadsock::preload
+
+#endif  // QUADSOCK_CLIENTS_PRELOAD_INTERNAL_LIBC_H_

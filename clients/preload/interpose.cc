@@ -1,0 +1,416 @@
+// The C library's socket calls, as the program sees them under the preload library. Each asks
+// the descriptor table first: a quadsock socket's call goes to its PreloadSocket, anything
+// else straight to the C library (one atomic load more). bind, connect and the sends of an
+// unbound datagram socket are where a kernel socket may move onto quadsock (Runtime decides).
+//
+// Nothing here holds state of its own; errno is set from the -errno the sockets return.
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "clients/preload/internal/errno_of.h"
+#include "clients/preload/internal/fd_table.h"
+#include "clients/preload/internal/libc.h"
+#include "clients/preload/internal/log.h"
+#include "clients/preload/internal/runtime.h"
+#include "clients/preload/internal/sockaddr.h"
+#include "clients/preload/internal/socket.h"
+
+extern "C" [[noreturn]] void __chk_fail(void);
+
+namespace quadsock::preload {
+namespace {
+
+template <typename T>
+T Result(T r) {
+  if (r < 0) {
+    errno = static_cast<int>(-r);
+    return -1;
+  }
+  return r;
+}
+
+// The quadsock socket behind `fd`, if it is one. In a forked child such sockets are the
+// parent's (their session lives there): it says so once, and the call fails with ENETDOWN.
+std::shared_ptr<PreloadSocket> Ours(int fd, bool& forked) {
+  std::shared_ptr<PreloadSocket> s = Fds().Find(fd);
+  forked = s != nullptr && Runtime::Get().forked();
+  if (forked) {
+    LogOnce(LogLevel::kError, "fork",
+            "a quadsock socket used in a child process after fork: not supported (ENETDOWN)");
+  }
+  return s;
+}
+
+#define QUADSOCK_OURS(fd)         \
+  bool forked_child = false;      \
+  std::shared_ptr<PreloadSocket> s = Ours(fd, forked_child); \
+  if (forked_child) return Result(-ENETDOWN)
+
+// The family of an IPv4/IPv6 UDP socket; AF_UNSPEC for any other descriptor.
+int UdpFamily(int fd) {
+  int domain = 0, type = 0, protocol = 0;
+  socklen_t len = sizeof(int);
+  if (Libc().getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &len) != 0) return AF_UNSPEC;
+  if (domain != AF_INET && domain != AF_INET6) return AF_UNSPEC;
+  len = sizeof(int);
+  if (Libc().getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) != 0 || type != SOCK_DGRAM) {
+    return AF_UNSPEC;
+  }
+  len = sizeof(int);
+  if (Libc().getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &protocol, &len) != 0 ||
+      protocol != IPPROTO_UDP) {
+    return AF_UNSPEC;
+  }
+  return domain;
+}
+
+bool Unbound(int fd) {
+  sockaddr_storage a{};
+  socklen_t len = sizeof(a);
+  if (Libc().getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) return false;
+  std::optional<net::Endpoint> e = EndpointOf(reinterpret_cast<sockaddr*>(&a), len);
+  return e.has_value() && e->port == 0;
+}
+
+// Moves kernel socket `fd` onto quadsock and runs `first` (the bind or connect that made it
+// move) on it; installs it at `fd` when that worked. The kernel socket is untouched otherwise.
+template <typename First>
+int TakeAndRun(int fd, int family, First first) {
+  absl::StatusOr<std::shared_ptr<PreloadSocket>> s = Runtime::Get().Take(fd, family);
+  if (!s.ok()) {
+    Log(LogLevel::kWarn, absl::StrCat("descriptor ", fd, ": no quadsock socket: ",
+                                      s.status().message()));
+    return -ErrnoOf(s.status(), Call::kOpen);
+  }
+  if (int r = first(**s); r < 0) return r;
+  const int fd_flags = Libc().fcntl(fd, F_GETFD);
+  if (int r = (*s)->InstallAt(fd, fd_flags >= 0 && (fd_flags & FD_CLOEXEC) != 0); r < 0) return r;
+  if (Logs(LogLevel::kDebug)) {
+    sockaddr_storage a{};
+    socklen_t len = sizeof(a);
+    (*s)->GetSockName(reinterpret_cast<sockaddr*>(&a), &len);
+    Log(LogLevel::kDebug, absl::StrCat("descriptor ", fd, " is on quadsock at ",
+                                       EndpointOf(reinterpret_cast<sockaddr*>(&a), len)->ToString()));
+  }
+  return 0;
+}
+
+// An unbound kernel datagram socket sending to `to`: on quadsock (bound to the wildcard and an
+// ephemeral port there, as the kernel binds it) when the peer is in quadsockd's networks.
+std::shared_ptr<PreloadSocket> TakeForSend(int fd, const sockaddr* to, socklen_t to_len) {
+  if (to == nullptr || Fds().KnownKernel(fd)) return nullptr;
+  std::optional<net::Endpoint> peer = EndpointOf(to, to_len);
+  if (!peer.has_value()) return nullptr;
+  const int family = UdpFamily(fd);
+  if (family == AF_UNSPEC || !Unbound(fd) || !Runtime::Get().TakesPeer(family, *peer)) {
+    Fds().MarkKernel(fd);
+    return nullptr;
+  }
+  const net::Endpoint any{family == AF_INET ? net::IpAddress::AnyV4() : net::IpAddress::AnyV6(),
+                          0};
+  if (TakeAndRun(fd, family, [&any](PreloadSocket& s) { return s.Bind(any); }) < 0) {
+    return nullptr;  // the kernel sends it
+  }
+  return Fds().Find(fd);
+}
+
+int Dup(int old_fd, int new_fd) {
+  if (new_fd >= 0) {
+    if (std::shared_ptr<PreloadSocket> s = Fds().Find(old_fd)) Fds().Install(new_fd, s);
+  }
+  return new_fd;
+}
+
+ssize_t ReceiveInto(PreloadSocket& s, void* buf, size_t len, int flags, sockaddr* from,
+                    socklen_t* from_len) {
+  iovec v{buf, len};
+  msghdr m{};
+  m.msg_iov = &v;
+  m.msg_iovlen = 1;
+  m.msg_name = from;
+  m.msg_namelen = from_len != nullptr ? *from_len : 0;
+  const ssize_t r = s.ReceiveMsg(&m, flags);
+  if (r >= 0 && from_len != nullptr && from != nullptr) *from_len = m.msg_namelen;
+  return r;
+}
+
+ssize_t SendFrom(PreloadSocket& s, const void* buf, size_t len, int flags, const sockaddr* to,
+                 socklen_t to_len) {
+  iovec v{const_cast<void*>(buf), len};
+  msghdr m{};
+  m.msg_iov = &v;
+  m.msg_iovlen = 1;
+  m.msg_name = const_cast<sockaddr*>(to);
+  m.msg_namelen = to != nullptr ? to_len : 0;
+  return s.SendMsg(&m, flags);
+}
+
+__attribute__((constructor)) void Init() {
+  Libc();
+  pthread_atfork(nullptr, nullptr, [] { Runtime::Get().AfterForkInChild(); });
+}
+
+}  // namespace
+}  // namespace quadsock::preload
+
+using namespace quadsock::preload;  // NOLINT: the entry points below are the C library's names
+
+extern "C" {
+
+int bind(int fd, const sockaddr* addr, socklen_t len) noexcept {
+  QUADSOCK_OURS(fd);
+  if (s != nullptr) return Result(-EINVAL);  // bound already
+  std::optional<quadsock::net::Endpoint> local = EndpointOf(addr, len);
+  if (!local.has_value()) return Libc().bind(fd, addr, len);
+  const int family = UdpFamily(fd);
+  if (family == AF_UNSPEC || (family == AF_INET && FamilyOf(addr, len) != AF_INET) ||
+      !Runtime::Get().TakesLocal(family, *local)) {
+    return Libc().bind(fd, addr, len);
+  }
+  return Result(TakeAndRun(fd, family, [&local](PreloadSocket& s) { return s.Bind(*local); }));
+}
+
+int connect(int fd, const sockaddr* addr, socklen_t len) {
+  QUADSOCK_OURS(fd);
+  if (s != nullptr) {
+    if (addr != nullptr && len >= static_cast<socklen_t>(sizeof(sa_family_t)) &&
+        addr->sa_family == AF_UNSPEC) {
+      return Result(s->Disconnect());
+    }
+    std::optional<quadsock::net::Endpoint> peer = EndpointOf(addr, len);
+    if (!peer.has_value()) return Result(-EINVAL);
+    return Result(s->Connect(*peer));
+  }
+  std::optional<quadsock::net::Endpoint> peer = EndpointOf(addr, len);
+  if (!peer.has_value()) return Libc().connect(fd, addr, len);
+  const int family = UdpFamily(fd);
+  if (family == AF_UNSPEC || !Unbound(fd) || !Runtime::Get().TakesPeer(family, *peer)) {
+    return Libc().connect(fd, addr, len);
+  }
+  return Result(TakeAndRun(fd, family, [&peer](PreloadSocket& s) { return s.Connect(*peer); }));
+}
+
+int close(int fd) {
+  std::shared_ptr<PreloadSocket> s = Fds().Forget(fd);
+  const int r = Libc().close(fd);
+  const int err = errno;
+  s.reset();  // the last descriptor: the socket closes on quadsockd too
+  errno = err;
+  return r;
+}
+
+int dup(int fd) noexcept { return Dup(fd, Libc().dup(fd)); }
+
+int dup2(int old_fd, int new_fd) noexcept {
+  if (old_fd == new_fd) return Libc().dup2(old_fd, new_fd);
+  std::shared_ptr<PreloadSocket> replaced = Fds().Forget(new_fd);
+  return Dup(old_fd, Libc().dup2(old_fd, new_fd));
+}
+
+int dup3(int old_fd, int new_fd, int flags) noexcept {
+  std::shared_ptr<PreloadSocket> replaced =
+      old_fd == new_fd ? nullptr : Fds().Forget(new_fd);
+  return Dup(old_fd, Libc().dup3(old_fd, new_fd, flags));
+}
+
+int fcntl(int fd, int cmd, ...) {
+  va_list ap;
+  va_start(ap, cmd);
+  const unsigned long arg = va_arg(ap, unsigned long);
+  va_end(ap);
+  if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) return Dup(fd, Libc().fcntl(fd, cmd, arg));
+  if (cmd == F_GETFL || cmd == F_SETFL) {
+    QUADSOCK_OURS(fd);
+    if (s != nullptr) {
+      return cmd == F_GETFL ? s->GetStatusFlags() : s->SetStatusFlags(static_cast<int>(arg));
+    }
+  }
+  return Libc().fcntl(fd, cmd, arg);
+}
+
+int fcntl64(int fd, int cmd, ...) {
+  va_list ap;
+  va_start(ap, cmd);
+  const unsigned long arg = va_arg(ap, unsigned long);
+  va_end(ap);
+  return fcntl(fd, cmd, arg);
+}
+
+int ioctl(int fd, unsigned long request, ...) noexcept {
+  va_list ap;
+  va_start(ap, request);
+  void* arg = va_arg(ap, void*);
+  va_end(ap);
+  QUADSOCK_OURS(fd);
+  if (s != nullptr) return Result(s->Ioctl(request, arg));
+  return Libc().ioctl(fd, request, arg);
+}
+
+int getsockname(int fd, sockaddr* addr, socklen_t* len) noexcept {
+  QUADSOCK_OURS(fd);
+  if (s != nullptr) return Result(s->GetSockName(addr, len));
+  return Libc().getsockname(fd, addr, len);
+}
+
+int getpeername(int fd, sockaddr* addr, socklen_t* len) noexcept {
+  QUADSOCK_OURS(fd);
+  if (s != nullptr) return Result(s->GetPeerName(addr, len));
+  return Libc().getpeername(fd, addr, len);
+}
+
+int getsockopt(int fd, int level, int name, void* value, socklen_t* len) noexcept {
+  QUADSOCK_OURS(fd);
+  if (s != nullptr) return Result(s->GetSockOpt(level, name, value, len));
+  return Libc().getsockopt(fd, level, name, value, len);
+}
+
+int setsockopt(int fd, int level, int name, const void* value, socklen_t len) noexcept {
+  QUADSOCK_OURS(fd);
+  if (s != nullptr) return Result(s->SetSockOpt(level, name, value, len));
+  return Libc().setsockopt(fd, level, name, value, len);
+}
+
+int shutdown(int fd, int how) noexcept {
+  QUADSOCK_OURS(fd);
+  if (s != nullptr) return Result(s->Shutdown(how));
+  return Libc().shutdown(fd, how);
+}
+
+ssize_t send(int fd, const void* buf, size_t len, int flags) {
+  QUADSOCK_OURS(fd);
+  if (s != nullptr) return Result(SendFrom(*s, buf, len, flags, nullptr, 0));
+  return Libc().send(fd, buf, len, flags);
+}
+
+ssize_t sendto(int fd, const void* buf, size_t len, int flags, const sockaddr* to,
+               socklen_t to_len) {
+  QUADSOCK_OURS(fd);
+  if (s == nullptr) s = TakeForSend(fd, to, to_len);
+  if (s != nullptr) return Result(SendFrom(*s, buf, len, flags, to, to_len));
+  return Libc().sendto(fd, buf, len, flags, to, to_len);
+}
+
+ssize_t sendmsg(int fd, const msghdr* m, int flags) {
+  QUADSOCK_OURS(fd);
+  if (s == nullptr) s = TakeForSend(fd, static_cast<const sockaddr*>(m->msg_name), m->msg_namelen);
+  if (s != nullptr) return Result(s->SendMsg(m, flags));
+  return Libc().sendmsg(fd, m, flags);
+}
+
+int sendmmsg(int fd, mmsghdr* v, unsigned int n, int flags) {
+  QUADSOCK_OURS(fd);
+  if (s == nullptr && n > 0) {
+    s = TakeForSend(fd, static_cast<const sockaddr*>(v[0].msg_hdr.msg_name),
+                    v[0].msg_hdr.msg_namelen);
+  }
+  if (s == nullptr) return Libc().sendmmsg(fd, v, n, flags);
+  unsigned int sent = 0;
+  for (; sent < n && sent < UIO_MAXIOV; ++sent) {
+    const ssize_t r = s->SendMsg(&v[sent].msg_hdr, flags);
+    if (r < 0) return sent > 0 ? static_cast<int>(sent) : static_cast<int>(Result(r));
+    v[sent].msg_len = static_cast<unsigned int>(r);
+  }
+  return static_cast<int>(sent);
+}
+
+ssize_t write(int fd, const void* buf, size_t len) {
+  QUADSOCK_OURS(fd);
+  if (s != nullptr) return Result(SendFrom(*s, buf, len, 0, nullptr, 0));
+  return Libc().write(fd, buf, len);
+}
+
+ssize_t writev(int fd, const iovec* iov, int count) {
+  QUADSOCK_OURS(fd);
+  if (s == nullptr) return Libc().writev(fd, iov, count);
+  if (count < 0 || count > UIO_MAXIOV) return Result<ssize_t>(-EINVAL);
+  msghdr m{};
+  m.msg_iov = const_cast<iovec*>(iov);
+  m.msg_iovlen = static_cast<size_t>(count);
+  return Result(s->SendMsg(&m, 0));
+}
+
+ssize_t recv(int fd, void* buf, size_t len, int flags) {
+  QUADSOCK_OURS(fd);
+  if (s != nullptr) return Result(ReceiveInto(*s, buf, len, flags, nullptr, nullptr));
+  return Libc().recv(fd, buf, len, flags);
+}
+
+ssize_t recvfrom(int fd, void* buf, size_t len, int flags, sockaddr* from, socklen_t* from_len) {
+  QUADSOCK_OURS(fd);
+  if (s != nullptr) return Result(ReceiveInto(*s, buf, len, flags, from, from_len));
+  return Libc().recvfrom(fd, buf, len, flags, from, from_len);
+}
+
+ssize_t recvmsg(int fd, msghdr* m, int flags) {
+  QUADSOCK_OURS(fd);
+  if (s != nullptr) return Result(s->ReceiveMsg(m, flags));
+  return Libc().recvmsg(fd, m, flags);
+}
+
+int recvmmsg(int fd, mmsghdr* v, unsigned int n, int flags, struct timespec* timeout) {
+  QUADSOCK_OURS(fd);
+  if (s == nullptr) return Libc().recvmmsg(fd, v, n, flags, timeout);
+  // As Linux: the timeout is looked at after each datagram; MSG_WAITFORONE waits for the
+  // first only.
+  const absl::Time deadline =
+      timeout == nullptr ? absl::InfiniteFuture() : absl::Now() + absl::DurationFromTimespec(*timeout);
+  unsigned int got = 0;
+  for (; got < n && got < UIO_MAXIOV; ++got) {
+    int f = flags & ~MSG_WAITFORONE;
+    if (got > 0 && (flags & MSG_WAITFORONE) != 0) f |= MSG_DONTWAIT;
+    const ssize_t r = s->ReceiveMsg(&v[got].msg_hdr, f);
+    if (r < 0) return got > 0 ? static_cast<int>(got) : static_cast<int>(Result(r));
+    v[got].msg_len = static_cast<unsigned int>(r);
+    if (absl::Now() >= deadline) {
+      ++got;
+      break;
+    }
+  }
+  return static_cast<int>(got);
+}
+
+ssize_t read(int fd, void* buf, size_t len) {
+  QUADSOCK_OURS(fd);
+  if (s != nullptr) return Result(ReceiveInto(*s, buf, len, 0, nullptr, nullptr));
+  return Libc().read(fd, buf, len);
+}
+
+ssize_t readv(int fd, const iovec* iov, int count) {
+  QUADSOCK_OURS(fd);
+  if (s == nullptr) return Libc().readv(fd, iov, count);
+  if (count < 0 || count > UIO_MAXIOV) return Result<ssize_t>(-EINVAL);
+  msghdr m{};
+  m.msg_iov = const_cast<iovec*>(iov);
+  m.msg_iovlen = static_cast<size_t>(count);
+  return Result(s->ReceiveMsg(&m, 0));
+}
+
+// The same calls as programs built with _FORTIFY_SOURCE make them (Debian builds its packages
+// so): the buffer's size is checked as the C library would, then the call above.
+ssize_t __recv_chk(int fd, void* buf, size_t len, size_t buf_len, int flags) {
+  if (len > buf_len) __chk_fail();
+  return recv(fd, buf, len, flags);
+}
+
+ssize_t __recvfrom_chk(int fd, void* buf, size_t len, size_t buf_len, int flags, sockaddr* from,
+                       socklen_t* from_len) {
+  if (len > buf_len) __chk_fail();
+  return recvfrom(fd, buf, len, flags, from, from_len);
+}
+
+ssize_t __read_chk(int fd, void* buf, size_t len, size_t buf_len) {
+  if (len > buf_len) __chk_fail();
+  return read(fd, buf, len);
+}
+
+}  // extern "C"
