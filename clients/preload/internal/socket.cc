@@ -349,11 +349,13 @@ ssize_t PreloadSocket::ReceiveMsg(msghdr* m, int flags) {
         }
         return result;
       }
-      if (shut_read_) return 0;
       if (down_) return -ENETDOWN;
       ClearReadableLocked();
+      // As Linux's datagram receive: a shut-down socket ends a wait with end-of-file, but
+      // one that would not wait says EAGAIN first.
+      if (dont_wait) return -EAGAIN;
+      if (shut_read_) return 0;
     }
-    if (dont_wait) return -EAGAIN;
     if (absl::Now() < spin_until) {
       sched_yield();
       continue;

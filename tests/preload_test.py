@@ -1,0 +1,207 @@
+"""Unmodified programs on quadsock through the preload library (root, private network
+namespaces): quadsockd on a veth, the programs under quadsock-run beside it, kernel peers in the
+peer namespace. Every program's answers are checked, not only its exit status.
+
+A second veth pair (qk0/qk1) gives the kernel its own way to the peer: the socket-semantics
+program runs once over it on the kernel and once under the preload on quadsockd's addresses, and
+the two runs must print the same lines; programs with a TCP side (iperf3's control connection)
+reach the peer's quadsock-side address over it, while their UDP goes through quadsock.
+
+Usage (Bazel passes these): preload_test.py QUADSOCKD QUADSOCK_RUN LIBRARY SEMANTICS
+"""
+
+import asyncio  # noqa: F401  (the asyncio program below runs in a child python)
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+import unittest
+
+import netns
+import quadsockd_e2e_test as e2e
+from quadsockd_e2e_test import PEER4, PEER6, STACK4, STACK6, wait_until
+
+QUADSOCK_RUN = LIBRARY = SEMANTICS = None
+KERNEL4, KERNEL_PEER4 = "10.9.0.2", "10.9.0.1"
+KERNEL6, KERNEL_PEER6 = "fd00:9::2", "fd00:9::1"
+PYTHON = "/usr/bin/python3"
+
+
+class PreloadTest(unittest.TestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        netns.enter_private_namespace()
+
+    def setUp(self):
+        self.net = netns.PeerNetwork("qs0", "qs1")
+        self.net.peer_shell("ip addr add %s/24 dev qs1 && ip addr add %s/64 dev qs1 nodad"
+                            % (PEER4, PEER6))
+        # The kernel's own way to the peer, on a second veth pair.
+        netns.sh("ip link add qk0 type veth peer name qk1 netns %s" % self.net.ns)
+        netns.sh("ip link set qk0 up && ip addr add %s/24 dev qk0 && ip addr add %s/64 dev qk0 nodad"
+                 % (KERNEL4, KERNEL6))
+        self.net.peer_shell("ip link set qk1 up && ip addr add %s/24 dev qk1 && "
+                            "ip addr add %s/64 dev qk1 nodad" % (KERNEL_PEER4, KERNEL_PEER6))
+        self.daemon = e2e.Daemon()
+        self.procs = []
+        self.tmp = tempfile.mkdtemp(prefix="quadsock-preload-")
+
+    def tearDown(self):
+        for p in self.procs:
+            if p.poll() is None:
+                p.kill()
+            p.wait()
+        try:
+            self.assertIsNone(self.daemon.proc.poll(), "quadsockd died:\n" + self.daemon.output())
+        finally:
+            self.daemon.close()
+            subprocess.run(["ip", "link", "del", "qk0"], stderr=subprocess.DEVNULL)
+            self.net.close()
+
+    def env(self, **extra):
+        env = dict(os.environ, QUADSOCK_TARGET=self.daemon.target, QUADSOCK_REQUIRE="1",
+                   QUADSOCK_PRELOAD_LIBRARY=LIBRARY)
+        env.update(extra)
+        return env
+
+    def preload(self, argv, **kw):
+        """`argv` under quadsock-run, started (stdout and stderr kept)."""
+        p = subprocess.Popen([QUADSOCK_RUN] + argv, env=self.env(), stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, **kw)
+        self.procs.append(p)
+        return p
+
+    def run_preload(self, argv, timeout=60, **kw):
+        return subprocess.run([QUADSOCK_RUN] + argv, env=self.env(), capture_output=True,
+                              timeout=timeout, **kw)
+
+    def peer(self, command, timeout=60, **kw):
+        return subprocess.run(["ip", "netns", "exec", self.net.ns] + command,
+                              capture_output=True, timeout=timeout, **kw)
+
+    def peer_background(self, command):
+        p = subprocess.Popen(["ip", "netns", "exec", self.net.ns] + command,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.procs.append(p)
+        return p
+
+    def peer_udp(self, family=socket.AF_INET, address=PEER4):
+        s = self.net.peer_socket(family, socket.SOCK_DGRAM)
+        s.settimeout(5)
+        s.bind((address, 0))
+        return s
+
+    def ask(self, sock, payload, to, tries=50):
+        """Sends `payload` until an answer comes (the server may still be starting)."""
+        for _ in range(tries):
+            sock.sendto(payload, to)
+            try:
+                sock.settimeout(0.2)
+                return sock.recvfrom(65536)
+            except socket.timeout:
+                continue
+        raise AssertionError("no answer from %s to %r" % (to, payload))
+
+    # --- The semantics program, on the kernel and under the preload.
+
+    def test_socket_semantics_agree_with_the_kernel(self):
+        peer_netns = "/run/netns/" + self.net.ns
+        kernel = subprocess.run([SEMANTICS, "--local4=" + KERNEL4, "--peer4=" + KERNEL_PEER4,
+                                 "--local6=" + KERNEL6, "--peer6=" + KERNEL_PEER6,
+                                 "--peer-netns=" + peer_netns],
+                                capture_output=True, text=True, timeout=120)
+        self.assertEqual(kernel.returncode, 0, "on the kernel:\n" + kernel.stdout + kernel.stderr)
+        ours = self.run_preload([SEMANTICS, "--local4=" + STACK4, "--peer4=" + PEER4,
+                                 "--local6=" + STACK6, "--peer6=" + PEER6,
+                                 "--peer-netns=" + peer_netns], timeout=120, text=True)
+        self.assertEqual(ours.returncode, 0, "under the preload:\n" + ours.stdout + ours.stderr)
+
+        def lines(text, *addresses):
+            for a in addresses:
+                text = text.replace(a, "LOCAL")
+            return text.splitlines()
+        self.assertGreater(len(lines(kernel.stdout)), 100)
+        self.assertEqual(lines(kernel.stdout, KERNEL4, KERNEL6),
+                         lines(ours.stdout, STACK4, STACK6),
+                         "the two runs differ; under the preload it said:\n" + ours.stderr)
+
+    # --- socat, both roles.
+
+    def test_socat_server_and_client(self):
+        server = self.preload(["socat", "UDP4-LISTEN:4000,bind=%s" % STACK4, "PIPE"])
+        peer = self.peer_udp()
+        data, source = self.ask(peer, b"echo me", (STACK4, 4000))
+        self.assertEqual((data, source), (b"echo me", (STACK4, 4000)))
+        server.kill()
+
+        echo = self.peer_udp()
+        port = echo.getsockname()[1]
+        replies = []
+
+        def answer():
+            data, source = echo.recvfrom(2048)
+            replies.append(source[0])
+            echo.sendto(b"answer to " + data, source)
+        import threading
+        t = threading.Thread(target=answer)
+        t.start()
+        out = self.run_preload(["socat", "-t", "3", "-", "UDP4:%s:%d" % (PEER4, port)],
+                               input=b"question", timeout=20)
+        t.join()
+        self.assertEqual(out.stdout, b"answer to question", out.stderr)
+        self.assertEqual(replies, [STACK4], "the question came from quadsock's address")
+
+    def test_socat_over_ipv6(self):
+        self.preload(["socat", "UDP6-LISTEN:4006,bind=[%s]" % STACK6, "PIPE"])
+        peer = self.peer_udp(socket.AF_INET6, PEER6)
+        data, source = self.ask(peer, b"six", (STACK6, 4006))
+        self.assertEqual((data, source[:2]), (b"six", (STACK6, 4006)))
+
+    # --- Python: the socket module and an asyncio datagram endpoint.
+
+    def test_python_socket_and_asyncio(self):
+        program = textwrap.dedent("""
+            import socket, sys
+            s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            s.bind((sys.argv[1], 4100))
+            s.settimeout(30)
+            for _ in range(3):
+                data, peer = s.recvfrom(2048)
+                s.sendto(data.upper(), peer)
+        """)
+        self.preload([PYTHON, "-c", program, STACK4])
+        peer = self.peer_udp()
+        for word in (b"one", b"two", b"three"):
+            data, source = self.ask(peer, word, (STACK4, 4100))
+            self.assertEqual((data, source), (word.upper(), (STACK4, 4100)))
+
+        server = textwrap.dedent("""
+            import asyncio, sys
+            class Echo(asyncio.DatagramProtocol):
+                def connection_made(self, transport):
+                    self.transport = transport
+                def datagram_received(self, data, addr):
+                    self.transport.sendto(b"async " + data, addr)
+            async def main():
+                loop = asyncio.get_running_loop()
+                await loop.create_datagram_endpoint(Echo, local_addr=(sys.argv[1], 4200))
+                await asyncio.sleep(60)
+            asyncio.run(main())
+        """)
+        self.preload([PYTHON, "-c", server, STACK4])
+        data, source = self.ask(peer, b"hi", (STACK4, 4200))
+        self.assertEqual((data, source), (b"async hi", (STACK4, 4200)))
+
+
+if __name__ == "__main__":
+    e2e.QUADSOCKD = os.path.abspath(sys.argv.pop(1))
+    QUADSOCK_RUN = os.path.abspath(sys.argv.pop(1))
+    LIBRARY = os.path.abspath(sys.argv.pop(1))
+    SEMANTICS = os.path.abspath(sys.argv.pop(1))
+    unittest.main(verbosity=2)
