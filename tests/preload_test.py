@@ -198,6 +198,152 @@ class PreloadTest(unittest.TestCase):
         data, source = self.ask(peer, b"hi", (STACK4, 4200))
         self.assertEqual((data, source), (b"async hi", (STACK4, 4200)))
 
+    # --- iperf3: its control connection is TCP on the kernel, its data UDP on quadsock.
+
+    def kernel_route_to_peer(self):
+        """The kernel reaches the peer's quadsock-side address over qk0 (TCP control)."""
+        netns.sh("ip route add %s/32 dev qk0 src %s" % (PEER4, KERNEL4))
+
+    def iperf3(self, *extra):
+        self.kernel_route_to_peer()
+        server = self.peer_background(["iperf3", "-s", "-1", "-B", PEER4])
+        time.sleep(0.3)
+        out = None
+        for _ in range(20):  # the server may still be starting
+            out = self.run_preload(["iperf3", "-c", PEER4, "-u", "-b", "5M", "-t", "2", "-J",
+                                    "--connect-timeout", "3000"] + list(extra), timeout=60,
+                                   text=True)
+            if "unable to connect" not in out.stdout:
+                break
+            time.sleep(0.2)
+        self.assertEqual(out.returncode, 0, out.stdout + out.stderr)
+        result = json.loads(out.stdout)
+        server.wait(timeout=20)
+        return result
+
+    def test_iperf3_udp_on_quadsock_control_on_the_kernel(self):
+        end = self.iperf3()["end"]["sum"]
+        self.assertGreater(end["packets"], 100, end)
+        self.assertLess(end["lost_percent"], 50, end)
+
+    def test_iperf3_reverse(self):
+        end = self.iperf3("-R")["end"]["sum"]
+        self.assertGreater(end["packets"], 100, end)
+        self.assertLess(end["lost_percent"], 50, end)
+
+    # --- sockperf: the server with each multiplexer, and the ping-pong client.
+
+    def sockperf_pp(self, run, address, port):
+        out = run(["sockperf", "ping-pong", "-i", address, "-p", str(port), "-t", "1",
+                   "--msg-size", "64"])
+        text = out.stdout.decode() + out.stderr.decode()
+        self.assertEqual(out.returncode, 0, text)
+        received = [line for line in text.splitlines() if "ReceivedMessages=" in line]
+        self.assertTrue(received, text)
+        count = int(received[0].split("ReceivedMessages=")[1].split()[0].rstrip(";"))
+        self.assertGreater(count, 10, text)
+
+    def test_sockperf_server_with_each_multiplexer(self):
+        # recvfrom blocks on one socket; select, poll and epoll watch two (a feed file), and
+        # the client talks to the second.
+        for i, mux in enumerate((None, "select", "poll", "epoll")):
+            port = 11110 + 2 * i
+            if mux is None:
+                argv = ["sockperf", "server", "-i", STACK4, "-p", str(port + 1)]
+            else:
+                feed = os.path.join(self.tmp, "feed-" + mux)
+                with open(feed, "w") as f:
+                    f.write("U:%s:%d\nU:%s:%d\n" % (STACK4, port, STACK4, port + 1))
+                argv = ["sockperf", "server", "-f", feed, "-F", mux]
+            server = self.preload(argv)
+            time.sleep(0.5)
+            self.sockperf_pp(lambda argv: self.peer(argv, timeout=60), STACK4, port + 1)
+            server.kill()
+            server.wait()
+
+    def test_sockperf_client_against_a_kernel_server(self):
+        self.peer_background(["sockperf", "server", "-i", PEER4, "-p", "11120"])
+        time.sleep(0.5)
+        self.sockperf_pp(lambda argv: self.run_preload(argv, timeout=60), PEER4, 11120)
+
+    # --- Knot DNS: knotd on quadsock, queried by kdig and loaded by dnsperf; kdig on quadsock.
+
+    ZONE = textwrap.dedent("""\
+        $ORIGIN example.test.
+        $TTL 3600
+        @    SOA ns.example.test. admin.example.test. 1 3600 900 604800 300
+        @    NS  ns
+        ns   A   192.0.2.53
+        www  A   192.0.2.80
+        """)
+
+    def knot_config(self, listen):
+        d = tempfile.mkdtemp(prefix="knot-", dir=self.tmp)
+        with open(os.path.join(d, "example.test.zone"), "w") as f:
+            f.write(self.ZONE)
+        conf = os.path.join(d, "knot.conf")
+        with open(conf, "w") as f:
+            f.write(textwrap.dedent("""\
+                server:
+                    listen: %s
+                    rundir: %s
+                database:
+                    storage: %s
+                log:
+                  - target: stderr
+                    any: info
+                zone:
+                  - domain: example.test
+                    file: %s/example.test.zone
+                """ % (listen, d, d, d)))
+        return conf
+
+    def kdig(self, run, server):
+        for _ in range(50):
+            out = run(["kdig", "@" + server, "-p", "5353", "www.example.test", "A", "+short",
+                       "+timeout=1", "+retry=0"])
+            if out.stdout.decode().strip():
+                return out.stdout.decode().strip()
+            time.sleep(0.1)
+        self.fail("no answer from %s: %s" % (server, out.stdout.decode() + out.stderr.decode()))
+
+    def test_knotd_answers_kdig_and_dnsperf(self):
+        knotd = self.preload(["knotd", "-c", self.knot_config("%s@5353" % STACK4)])
+        self.assertEqual(self.kdig(lambda argv: self.peer(argv), STACK4), "192.0.2.80")
+        queries = os.path.join(self.tmp, "queries")
+        with open(queries, "w") as f:
+            f.write("www.example.test A\nns.example.test A\nexample.test SOA\n")
+        out = self.peer(["dnsperf", "-s", STACK4, "-p", "5353", "-d", queries, "-l", "2",
+                         "-Q", "2000"], timeout=60)
+        text = out.stdout.decode()
+        self.assertEqual(out.returncode, 0, text + out.stderr.decode())
+        completed = [l for l in text.splitlines() if "Queries completed:" in l]
+        self.assertTrue(completed, text)
+        self.assertGreater(int(completed[0].split()[2]), 1000, text)
+        self.assertIn("NOERROR", text)
+        knotd.send_signal(signal.SIGTERM)
+        knotd.wait(timeout=20)
+
+    def test_kdig_on_quadsock_against_a_kernel_server(self):
+        self.peer_background(["knotd", "-c", self.knot_config("%s@5353" % PEER4)])
+        self.assertEqual(self.kdig(lambda argv: self.run_preload(argv, timeout=30), PEER4),
+                         "192.0.2.80")
+
+    # --- memcached's UDP port (its worker threads share the socket by dup).
+
+    def test_memcached_udp(self):
+        self.preload(["memcached", "-U", "11211", "-p", "0", "-l", STACK4, "-u", "root",
+                      "-t", "2"])
+        peer = self.peer_udp()
+
+        def frame(request_id, text):
+            return bytes([request_id >> 8, request_id & 255, 0, 0, 0, 1, 0, 0]) + text
+        data, _ = self.ask(peer, frame(1, b"set k 0 0 5\r\nhello\r\n"), (STACK4, 11211))
+        self.assertEqual(data[8:], b"STORED\r\n")
+        data, _ = self.ask(peer, frame(2, b"get k\r\n"), (STACK4, 11211))
+        self.assertEqual(data[:2], b"\x00\x02")
+        self.assertEqual(data[8:], b"VALUE k 0 5\r\nhello\r\nEND\r\n")
+
 
 if __name__ == "__main__":
     e2e.QUADSOCKD = os.path.abspath(sys.argv.pop(1))
