@@ -344,6 +344,63 @@ class PreloadTest(unittest.TestCase):
         self.assertEqual(data[:2], b"\x00\x02")
         self.assertEqual(data[8:], b"VALUE k 0 5\r\nhello\r\nEND\r\n")
 
+    # --- Programs that fork: socat's fork option, nsd's server processes.
+
+    def test_socat_forks_a_child_per_datagram(self):
+        self.preload(["socat", "UDP4-RECVFROM:4001,bind=%s,fork" % STACK4, "EXEC:/bin/cat"])
+        peer = self.peer_udp()
+        for word in (b"first", b"second", b"third"):
+            data, source = self.ask(peer, word, (STACK4, 4001))
+            self.assertEqual((data, source), (word, (STACK4, 4001)))
+
+    def test_nsd_forks_its_servers_after_binding(self):
+        d = tempfile.mkdtemp(prefix="nsd-", dir=self.tmp)
+        os.chmod(self.tmp, 0o755)
+        os.chmod(d, 0o755)
+        with open(os.path.join(d, "example.test.zone"), "w") as f:
+            f.write(self.ZONE)
+        conf = os.path.join(d, "nsd.conf")
+        with open(conf, "w") as f:
+            f.write(textwrap.dedent("""\
+                server:
+                    ip-address: %s
+                    port: 5354
+                    server-count: 2
+                    ip-freebind: yes  # its TCP socket, on the kernel, binds to quadsock's address
+                    do-ip6: no
+                    chroot: ""
+                    zonesdir: "%s"
+                    pidfile: "%s/nsd.pid"
+                    database: ""
+                    xfrdfile: "%s/xfrd.state"
+                    zonelistfile: "%s/zone.list"
+                    logfile: "%s/nsd.log"
+                    verbosity: 2
+                remote-control:
+                    control-enable: no
+                zone:
+                    name: example.test
+                    zonefile: example.test.zone
+                """ % (STACK4, d, d, d, d, d)))
+        nsd = self.preload(["nsd", "-d", "-c", conf])
+        answers = set()
+        for _ in range(50):
+            out = self.peer(["kdig", "@" + STACK4, "-p", "5354", "www.example.test", "A",
+                             "+short", "+timeout=1", "+retry=0"])
+            answers.add(out.stdout.decode().strip())
+            if "192.0.2.80" in answers and len(answers) == 1:
+                break
+            time.sleep(0.1)
+        log = open(os.path.join(d, "nsd.log")).read() if os.path.exists(
+            os.path.join(d, "nsd.log")) else ""
+        self.assertEqual(answers - {""}, {"192.0.2.80"}, log)
+        # Several queries: the forked servers answer them all.
+        for i in range(10):
+            out = self.peer(["kdig", "@" + STACK4, "-p", "5354", "ns.example.test", "A",
+                             "+short", "+timeout=2", "+retry=1"])
+            self.assertEqual(out.stdout.decode().strip(), "192.0.2.53", log)
+        self.assertIsNone(nsd.poll(), nsd.stderr.read().decode() if nsd.poll() else "")
+
 
 if __name__ == "__main__":
     e2e.QUADSOCKD = os.path.abspath(sys.argv.pop(1))

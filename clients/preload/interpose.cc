@@ -4,6 +4,7 @@
 // unbound datagram socket are where a kernel socket may move onto quadsock (Runtime decides).
 //
 // Nothing here holds state of its own; errno is set from the -errno the sockets return.
+// QUADSOCK_OURS(fd) declares `s`, the socket behind `fd` (null for a kernel descriptor).
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -23,6 +24,7 @@
 #include "clients/preload/internal/log.h"
 #include "clients/preload/internal/runtime.h"
 #include "clients/preload/internal/sockaddr.h"
+#include "clients/preload/internal/shared_socket.h"
 #include "clients/preload/internal/socket.h"
 
 extern "C" [[noreturn]] void __chk_fail(void);
@@ -39,22 +41,7 @@ T Result(T r) {
   return r;
 }
 
-// The quadsock socket behind `fd`, if it is one. In a forked child such sockets are the
-// parent's (their session lives there): it says so once, and the call fails with ENETDOWN.
-std::shared_ptr<PreloadSocket> Ours(int fd, bool& forked) {
-  std::shared_ptr<PreloadSocket> s = Fds().Find(fd);
-  forked = s != nullptr && Runtime::Get().forked();
-  if (forked) {
-    LogOnce(LogLevel::kError, "fork",
-            "a quadsock socket used in a child process after fork: not supported (ENETDOWN)");
-  }
-  return s;
-}
-
-#define QUADSOCK_OURS(fd)         \
-  bool forked_child = false;      \
-  std::shared_ptr<PreloadSocket> s = Ours(fd, forked_child); \
-  if (forked_child) return Result(-ENETDOWN)
+#define QUADSOCK_OURS(fd) std::shared_ptr<PreloadSocket> s = Fds().Find(fd)
 
 // The family of an IPv4/IPv6 UDP socket; AF_UNSPEC for any other descriptor.
 int UdpFamily(int fd) {
@@ -155,9 +142,23 @@ ssize_t SendFrom(PreloadSocket& s, const void* buf, size_t len, int flags, const
   return s.SendMsg(&m, flags);
 }
 
+// fork: the child holds every quadsock socket the parent holds (one more holder each), and
+// no Link is being made or descriptor installed while it is made.
 __attribute__((constructor)) void Init() {
   Libc();
-  pthread_atfork(nullptr, nullptr, [] { Runtime::Get().AfterForkInChild(); });
+  pthread_atfork(
+      [] {
+        Runtime::Get().BeforeFork();
+        Fds().BeforeFork();
+      },
+      [] {
+        Fds().AfterFork();
+        Runtime::Get().AfterForkInParent();
+      },
+      [] {
+        Fds().AfterFork();
+        Runtime::Get().AfterForkInChild();
+      });
 }
 
 }  // namespace

@@ -200,6 +200,9 @@ bool ChannelReader::Send(uint32_t socket, std::span<const uint8_t> payload,
 }
 
 size_t ChannelReader::SendBatch(std::span<const SendView> datagrams) {
+  // The producer index as the ring holds it: processes that share this mapping (a forked child
+  // of the application, under a lock of their own) take turns producing. Our own last store.
+  tx_next_ = tx_.control->producer.load(std::memory_order_relaxed);
   // Acquire: quadsockd has copied the slots it gave back.
   const uint32_t consumer = tx_.control->consumer.load(std::memory_order_acquire);
   size_t n = 0;

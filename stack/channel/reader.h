@@ -68,7 +68,8 @@ class ChannelReader {
             const std::optional<net::Endpoint>& peer = std::nullopt);
   // Send for a batch: queues datagrams in order until one does not fit (the TX ring full, or
   // a payload larger than a buffer), publishes them with one store and wakes the poll thread
-  // at most once. Returns how many were queued.
+  // at most once. Returns how many were queued. It starts from the producer index in the ring,
+  // so processes sharing the mapping (fork) may send in turn, one at a time.
   size_t SendBatch(std::span<const SendView> datagrams);
   // The largest payload a buffer takes.
   uint32_t buffer_bytes() const { return header_.buffer_bytes; }

@@ -2,6 +2,10 @@
 
 #include <utility>
 
+#include "absl/container/flat_hash_set.h"
+#include "clients/preload/internal/shared_socket.h"
+#include "clients/preload/internal/socket.h"
+
 namespace quadsock::preload {
 
 void FdTable::Install(int fd, std::shared_ptr<PreloadSocket> s) {
@@ -20,6 +24,14 @@ std::shared_ptr<PreloadSocket> FdTable::Forget(int fd) {
   std::shared_ptr<PreloadSocket> s = std::move(it->second);
   sockets_.erase(it);
   return s;
+}
+
+void FdTable::BeforeFork() {
+  mu_.lock();
+  absl::flat_hash_set<PreloadSocket*> seen;
+  for (auto& [fd, s] : sockets_) {
+    if (seen.insert(s.get()).second) s->shared().AddHolder();
+  }
 }
 
 FdTable& Fds() {

@@ -41,6 +41,11 @@ class FdTable {
   // that the caller drops the last reference after its own close.
   std::shared_ptr<PreloadSocket> Forget(int fd);
 
+  // fork: the table stays as it is while the process is copied, and each socket in it gains
+  // a holder (the child). AfterFork in both.
+  void BeforeFork();
+  void AfterFork() { mu_.unlock(); }
+
   // A datagram socket that is known to stay the kernel's (bound or connected there): sendto
   // on it is passed on with no further look. Forget clears it.
   void MarkKernel(int fd) {

@@ -613,6 +613,77 @@ void Threads(const std::string& fam, const std::string& local, const std::string
   close(peer);
 }
 
+// fork: a child receives and answers on a socket it inherited (servers such as nsd bind, then
+// fork workers); exec: a program started with an inherited socket runs. Then the parent uses
+// the socket again.
+void Fork(const std::string& fam, const std::string& local, const std::string& peer_ip) {
+  uint16_t pport, lport;
+  const int peer = Peer(peer_ip, &pport);
+  const int s = Local(local, &lport);
+  const pid_t child = fork();
+  if (child == 0) {
+    timeval tv{5, 0};
+    setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    char buf[64];
+    sockaddr_storage from{};
+    socklen_t len = sizeof(from);
+    const ssize_t n = recvfrom(s, buf, sizeof(buf), 0, reinterpret_cast<sockaddr*>(&from), &len);
+    if (n <= 0) _exit(3);
+    const std::string reply = "child got " + std::string(buf, n);
+    _exit(sendto(s, reply.data(), reply.size(), 0, reinterpret_cast<sockaddr*>(&from), len) ==
+                  static_cast<ssize_t>(reply.size())
+              ? 0
+              : 4);
+  }
+  PeerSend(peer, "f1", local, lport);
+  const std::string answer = PeerReceive(peer);
+  int status = 0;
+  waitpid(child, &status, 0);
+  Expect(fam + " fork: the child answers", answer == "child got f1" && WIFEXITED(status) &&
+                                               WEXITSTATUS(status) == 0,
+         answer + ", exit " + std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1));
+  PeerSend(peer, "f2", local, lport);
+  Readable(s);
+  char buf[64];
+  const ssize_t n = recv(s, buf, sizeof(buf), 0);
+  Expect(fam + " fork: the parent after the child", n == 2 && std::string(buf, 2) == "f2",
+         std::to_string(n));
+  const pid_t execed = fork();
+  if (execed == 0) {
+    execl("/bin/sh", "sh", "-c", "exit 7", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  waitpid(execed, &status, 0);
+  Say(fam + " exec with an inherited socket",
+      "exit " + std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1));
+  close(s);
+  close(peer);
+}
+
+// A server that drops its privileges after binding (setuid, as knotd and nsd do) keeps its
+// socket and can open new ones. Last: it cannot be undone.
+void DropPrivileges(const std::string& local, const std::string& peer_ip) {
+  uint16_t pport, lport;
+  const int peer = Peer(peer_ip, &pport);
+  const int s = Local(local, &lport);
+  if (setgid(65534) != 0 || setuid(65534) != 0) {
+    perror("setuid");
+    std::exit(2);
+  }
+  PeerSend(peer, "after setuid", local, lport);
+  Readable(s);
+  char buf[64];
+  const ssize_t n = recv(s, buf, sizeof(buf), 0);
+  Expect("setuid: the bound socket receives", n == 12, std::to_string(n));
+  uint16_t port2;
+  const int s2 = Local(local, &port2);
+  PeerSend(peer, "new one", local, port2);
+  Readable(s2);
+  Expect("setuid: a new socket", recv(s2, buf, sizeof(buf), 0) == 7, "receives");
+  const Addr to_peer = Make(peer_ip, pport);
+  Say("setuid: it sends", std::to_string(sendto(s2, "x", 1, 0, to_peer.sa(), to_peer.len)));
+}
+
 std::string Arg(int argc, char** argv, const std::string& name) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -648,7 +719,9 @@ int main(int argc, char** argv) {
     Reuseport(fam, local);
     Readiness(fam, local, peer);
     Threads(fam, local, peer);
+    Fork(fam, local, peer);
   }
+  DropPrivileges(local4, peer4);
   std::printf("%d failed\n", failures);
   return failures == 0 ? 0 : 1;
 }

@@ -1,0 +1,144 @@
+#include "clients/preload/internal/link.h"
+
+#include <errno.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "clients/preload/internal/log.h"
+#include "stack/link/errno_status.h"
+
+namespace quadsock::preload {
+namespace {
+
+constexpr size_t kBatch = 64;
+
+}  // namespace
+
+absl::StatusOr<Link*> Link::Start(const Config& config) {
+  std::unique_ptr<Link> link(new Link(config));
+  if (absl::Status s = link->Connect(); !s.ok()) {
+    // What Connect made stays: tearing down a half-made gRPC client here is not worth the
+    // risk in someone else's process; it happens once.
+    link.release();
+    return s;
+  }
+  return link.release();
+}
+
+absl::Status Link::Connect() {
+  void* page = mmap(nullptr, sizeof(pthread_mutex_t), PROT_READ | PROT_WRITE,
+                    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (page == MAP_FAILED) return link::ErrnoStatus(errno, "mapping the send lock");
+  tx_mu_ = static_cast<pthread_mutex_t*>(page);
+  pthread_mutexattr_t a;
+  pthread_mutexattr_init(&a);
+  pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+  pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
+  pthread_mutex_init(tx_mu_, &a);
+  pthread_mutexattr_destroy(&a);
+
+  ClientOptions options;
+  options.client_name =
+      std::string("preload:").append(program_invocation_short_name).substr(0, 64);
+  absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(config_.target, options);
+  if (!client.ok()) return client.status();
+  client_ = std::move(*client);
+  absl::StatusOr<std::vector<std::string>> prefixes = client_->Addresses();
+  if (!prefixes.ok()) return prefixes.status();
+  for (const std::string& text : *prefixes) {
+    absl::StatusOr<net::IpPrefix> p = net::IpPrefix::Parse(text);
+    if (!p.ok()) continue;
+    addresses_.push_back(p->address());
+    networks_.push_back(*p);
+  }
+  absl::StatusOr<std::vector<v1::Route>> routes = client_->Routes();
+  if (!routes.ok()) return routes.status();
+  for (const v1::Route& r : *routes) {
+    absl::StatusOr<net::IpPrefix> p = net::IpPrefix::Parse(r.destination());
+    if (p.ok() && p->length() > 0) networks_.push_back(*p);
+  }
+  absl::StatusOr<std::vector<v1::Interface>> interfaces = client_->Interfaces();
+  if (!interfaces.ok()) return interfaces.status();
+  if (!interfaces->empty()) ifindex_ = interfaces->front().ifindex();
+  AttachOptions attach;
+  attach.transport = ChannelTransport::kSharedMemory;
+  absl::StatusOr<std::unique_ptr<DataChannel>> channel = client_->AttachChannel(attach);
+  if (!channel.ok()) return channel.status();
+  channel_ = std::move(*channel);
+  max_payload_ = channel_->max_payload();
+  pump_ = std::thread([this] { Pump(); });
+  pump_.detach();
+  return absl::OkStatus();
+}
+
+bool Link::Send(uint32_t index, std::span<const uint8_t> payload,
+                const std::optional<net::Endpoint>& peer) {
+  if (pthread_mutex_lock(tx_mu_) == EOWNERDEAD) pthread_mutex_consistent(tx_mu_);
+  const bool queued = channel_->Send(index, payload, peer);
+  pthread_mutex_unlock(tx_mu_);
+  return queued;
+}
+
+void Link::Register(uint32_t index, std::shared_ptr<SharedSocket> shared) {
+  std::lock_guard<std::mutex> lock(sockets_mu_);
+  sockets_[index] = std::move(shared);
+}
+
+void Link::Unregister(uint32_t index) {
+  std::lock_guard<std::mutex> lock(sockets_mu_);
+  sockets_.erase(index);
+}
+
+void Link::Pump() {
+  channel::ReceivedView batch[kBatch];
+  std::vector<SharedSocket*> touched;
+  const absl::Duration spin = absl::Microseconds(config_.busy_poll_us);
+  absl::Time last = absl::Now();
+  for (;;) {
+    const bool spinning = spin > absl::ZeroDuration() && absl::Now() - last < spin;
+    const size_t n = channel_->Receive(batch, spinning ? absl::ZeroDuration() : absl::Seconds(1));
+    if (n == 0) {
+      if (!spinning && !channel_->ended().ok()) return MarkDown();
+      continue;
+    }
+    if (spin > absl::ZeroDuration()) last = absl::Now();
+    {
+      std::lock_guard<std::mutex> lock(sockets_mu_);
+      for (size_t i = 0; i < n; ++i) {
+        auto it = sockets_.find(batch[i].socket);
+        if (it == sockets_.end()) continue;  // closed a moment ago
+        SharedSocket* s = it->second.get();
+        SharedSocket::Guard g(*s);
+        // The receive buffer as the socket's options last set it (the shadow keeps it).
+        if (s->Push(batch[i], s->state().receive_buffer) &&
+            std::find(touched.begin(), touched.end(), s) == touched.end()) {
+          touched.push_back(s);
+        }
+      }
+      for (SharedSocket* s : touched) {
+        SharedSocket::Guard g(*s);
+        s->Signal();
+      }
+    }
+    touched.clear();
+    channel_->Release();
+  }
+}
+
+void Link::MarkDown() {
+  Log(LogLevel::kError, absl::StrCat("quadsockd ended the data channel (",
+                                     channel_->ended().message(),
+                                     "): quadsock sockets fail with ENETDOWN from now on"));
+  std::lock_guard<std::mutex> lock(sockets_mu_);
+  for (auto& [index, s] : sockets_) {
+    SharedSocket::Guard g(*s);
+    s->state().down = true;
+    s->Signal();
+  }
+}
+
+}  // namespace quadsock::preload
