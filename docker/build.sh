@@ -44,11 +44,14 @@ if [[ "${1:-}" == "--rebase" ]] || ! podman image exists "$BASE"; then
 fi
 [[ "${1:-}" != --base ]] || exit 0
 
-log "building quadsockd and quadctl"
-bazel build -c opt //service:quadsockd //clients/quadctl:quadctl
+log "building quadsockd, quadctl and the preload library"
+bazel build -c opt //service:quadsockd //clients/quadctl:quadctl \
+  //clients/preload:libquadsock_preload.so
 bin=$(bazel info -c opt bazel-bin 2>/dev/null)
 context=$(mktemp -d)
 trap 'rm -rf "$context"' EXIT
 cp "$bin/service/quadsockd" "$bin/clients/quadctl/quadctl" docker/Containerfile "$context/"
+cp "$bin/clients/preload/libquadsock_preload.so" "$context/"
+cp clients/preload/quadsock-run.sh "$context/quadsock-run"
 podman build --quiet --network=none -f "$context/Containerfile" -t "$IMAGE" "$context" >/dev/null
 log "built $IMAGE"

@@ -112,6 +112,14 @@ line=$("$quadctl" recv "$s" --wait=5s)
 log "UDP from the peer received: $line"
 "$quadctl" session end >/dev/null
 
+# quadsock-run and its library in the image, with every library it needs there.
+podman run --rm --network none --entrypoint quadsock-run localhost/quadsockd:latest --help |
+  grep -q QUADSOCK_TARGET || { log "quadsock-run --help in the image names no QUADSOCK_TARGET"; exit 1; }
+missing=$(podman run --rm --network none --entrypoint /usr/bin/ldd localhost/quadsockd:latest \
+  /usr/local/lib/quadsock/libquadsock_preload.so | grep 'not found' || true)
+[[ -z "$missing" ]] || { log "the preload library lacks in the image: $missing"; exit 1; }
+log "quadsock-run and libquadsock_preload.so are in the image, with their libraries"
+
 # An application container: the same image running quadctl as the application, with no network
 # and no capabilities, as a user in the sockets' group, sharing only /run/quadsock (mounted where
 # quadsockd has it: AttachChannel names the side socket by quadsockd's path). It opens a socket

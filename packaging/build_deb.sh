@@ -40,7 +40,7 @@ deb="$out/quadsock_${version}_${arch}.deb"
 
 log "bazel build -c opt"
 bazel build -c opt //service:quadsockd //clients/quadctl:quadctl //packaging:libquadsock \
-  //clients/python:generate
+  //clients/python:generate //clients/preload:libquadsock_preload.so
 bin=$(bazel info -c opt bazel-bin 2>/dev/null)
 execroot=$(bazel info -c opt execution_root 2>/dev/null)
 
@@ -50,6 +50,10 @@ root="$work/root"
 
 install -D -m 0755 -s "$bin/service/quadsockd" "$root/usr/sbin/quadsockd"
 install -D -m 0755 -s "$bin/clients/quadctl/quadctl" "$root/usr/bin/quadctl"
+# Unmodified programs on quadsock: quadsock-run finds the library in ../lib/quadsock.
+install -D -m 0755 clients/preload/quadsock-run.sh "$root/usr/bin/quadsock-run"
+install -D -m 0644 -s "$bin/clients/preload/libquadsock_preload.so" \
+  "$root/usr/lib/quadsock/libquadsock_preload.so"
 install -D -m 0644 packaging/quadsock@.service "$root/lib/systemd/system/quadsock@.service"
 install -D -m 0644 packaging/example.flags "$root/etc/quadsock/example.flags"
 
@@ -81,6 +85,7 @@ install -D -m 0644 -t "$root/usr/share/doc/quadsock/examples" clients/examples/*
 mkdir -p "$work/debian"
 printf 'Source: quadsock\n\nPackage: quadsock\nArchitecture: any\n' >"$work/debian/control"
 shlibs=$(cd "$work" && dpkg-shlibdeps -O -e root/usr/sbin/quadsockd -e root/usr/bin/quadctl \
+  -e root/usr/lib/quadsock/libquadsock_preload.so \
   2>/dev/null | sed -n 's/^shlibs:Depends=//p')
 [[ -n "$shlibs" ]] || { log "dpkg-shlibdeps found no dependencies"; exit 1; }
 
@@ -97,8 +102,9 @@ Section: net
 Priority: optional
 Description: userspace UDP stack on AF_XDP with kernel-style hash4 demux
  quadsockd serves UDP sockets from AF_XDP rings to clients over gRPC; quadctl is its command
- line. Includes a systemd unit per interface (quadsock@IFACE), the C++ client library
- (pkg-config quadsock) and the Python package quadsock.
+ line; quadsock-run runs unmodified programs with their UDP sockets on quadsock. Includes a
+ systemd unit per interface (quadsock@IFACE), the C++ client library (pkg-config quadsock)
+ and the Python package quadsock.
 CONTROL
 echo /etc/quadsock/example.flags >"$root/DEBIAN/conffiles"
 install -m 0755 packaging/postinst packaging/prerm "$root/DEBIAN/"

@@ -15,12 +15,26 @@ log "apt-get install $DEB"
 apt-get install -y -q "$DEB" >/tmp/apt.log 2>&1 || { cat /tmp/apt.log; fail "apt-get install"; }
 orphans=$(apt-get autoremove -s | sed -n 's/^Remv \([^ ]*\).*/\1/p')
 [[ -z "$orphans" ]] || fail "the base's libraries $orphans are not pulled in by quadsock's Depends"
-missing=$(ldd /usr/sbin/quadsockd /usr/bin/quadctl | grep 'not found' || true)
+missing=$(ldd /usr/sbin/quadsockd /usr/bin/quadctl /usr/lib/quadsock/libquadsock_preload.so |
+  grep 'not found' || true)
 [[ -z "$missing" ]] || fail "unresolved libraries: $missing"
 getent group quadsock >/dev/null || fail "no group quadsock after install"
 help=$(quadsockd --help) || fail "quadsockd --help exits with $?"
 grep -q -- --interface <<<"$help" || fail "quadsockd --help names no --interface"
 quadctl --help >/dev/null || fail "quadctl --help"
+quadsock-run --help | grep -q QUADSOCK_TARGET || fail "quadsock-run --help names no QUADSOCK_TARGET"
+# The library loads and takes a UDP socket's bind; with no quadsockd to reach it says so once
+# and leaves the socket on the kernel, or, when quadsock is required, the program exits.
+bind_udp='import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(("0.0.0.0", 0)); print("bound")'
+out=$(QUADSOCK_TARGET=unix:/nonexistent quadsock-run /usr/bin/python3 -c "$bind_udp" 2>&1) ||
+  fail "quadsock-run without quadsockd: $out"
+grep -q "cannot use quadsockd at unix:/nonexistent" <<<"$out" && grep -q bound <<<"$out" ||
+  fail "quadsock-run without quadsockd did not say so, or did not bind on the kernel: $out"
+if out=$(QUADSOCK_TARGET=unix:/nonexistent QUADSOCK_REQUIRE=1 quadsock-run /usr/bin/python3 \
+    -c "$bind_udp" 2>&1); then
+  fail "QUADSOCK_REQUIRE=1 without quadsockd did not exit: $out"
+fi
+grep -q "QUADSOCK_REQUIRE=1: exiting" <<<"$out" || fail "QUADSOCK_REQUIRE=1: $out"
 (cd / && /usr/bin/python3 -c '
 import quadsock, quadsock.v1.socket_pb2_grpc, quadsock.std.health_pb2_grpc
 assert quadsock.__file__.startswith("/usr/lib/python3/dist-packages/"), quadsock.__file__

@@ -41,7 +41,7 @@ lib=${QUADSOCK_PRELOAD_LIBRARY:-}
 if [ -z "$lib" ]; then
   here=$(dirname "$(readlink -f "$0")")
   for candidate in "$here/../lib/quadsock/libquadsock_preload.so" \
-                   "$here/libquadsock_preload.so"; do
+                   "$(dirname "$0")/libquadsock_preload.so"; do
     if [ -r "$candidate" ]; then lib=$candidate; break; fi
   done
 fi
@@ -49,5 +49,7 @@ if [ -z "$lib" ] || [ ! -r "$lib" ]; then
   echo "quadsock-run: cannot find libquadsock_preload.so${lib:+ at $lib} (set QUADSOCK_PRELOAD_LIBRARY)" >&2
   exit 127
 fi
-export LD_PRELOAD="$lib${LD_PRELOAD:+ $LD_PRELOAD}"
+# After any library already preloaded: those that must come first (a sanitizer's runtime, an
+# allocator) stay first; ours still comes before the C library.
+export LD_PRELOAD="${LD_PRELOAD:+$LD_PRELOAD }$lib"
 exec "$@"

@@ -4,6 +4,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 
@@ -13,7 +14,7 @@ namespace {
 bool ParsePorts(absl::string_view text, std::vector<std::pair<uint16_t, uint16_t>>& out) {
   for (absl::string_view part : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
     std::pair<absl::string_view, absl::string_view> range = absl::StrSplit(part, '-');
-    if (range.second.empty()) range.second = range.first;
+    if (!absl::StrContains(part, '-')) range.second = range.first;  // one port
     uint32_t low, high;
     if (!absl::SimpleAtoi(range.first, &low) || !absl::SimpleAtoi(range.second, &high) ||
         low == 0 || high > 65535 || low > high) {
