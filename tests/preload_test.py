@@ -138,6 +138,28 @@ class PreloadTest(unittest.TestCase):
                          lines(ours.stdout, STACK4, STACK6),
                          "the two runs differ; under the preload it said:\n" + ours.stderr)
 
+    def test_a_blocked_receive_costs_no_cpu(self):
+        """A program blocked in recvfrom on a quadsock socket sleeps: over 2 s its whole process
+        (the library's threads and gRPC's included) uses almost no CPU time, however busy the
+        machine is."""
+        program = textwrap.dedent("""
+            import socket, sys, time
+            s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            s.bind((sys.argv[1], 4300))
+            s.settimeout(2)
+            before = time.process_time()
+            try:
+                s.recvfrom(2048)
+                print("received")
+            except socket.timeout:
+                print("cpu", time.process_time() - before)
+        """)
+        out = self.run_preload([PYTHON, "-c", program, STACK4], timeout=60, text=True)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        words = out.stdout.split()
+        self.assertEqual(words[0], "cpu", out.stdout)
+        self.assertLess(float(words[1]), 0.1, "CPU seconds while blocked for 2 s")
+
     # --- socat, both roles.
 
     def test_socat_server_and_client(self):

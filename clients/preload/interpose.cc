@@ -4,7 +4,6 @@
 // unbound datagram socket are where a kernel socket may move onto quadsock (Runtime decides).
 //
 // Nothing here holds state of its own; errno is set from the -errno the sockets return.
-// QUADSOCK_OURS(fd) declares `s`, the socket behind `fd` (null for a kernel descriptor).
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -40,8 +39,6 @@ T Result(T r) {
   }
   return r;
 }
-
-#define QUADSOCK_OURS(fd) std::shared_ptr<PreloadSocket> s = Fds().Find(fd)
 
 // The family of an IPv4/IPv6 UDP socket; AF_UNSPEC for any other descriptor.
 int UdpFamily(int fd) {
@@ -98,7 +95,7 @@ std::shared_ptr<PreloadSocket> TakeForSend(int fd, const sockaddr* to, socklen_t
   if (to == nullptr || Fds().KnownKernel(fd)) return nullptr;
   std::optional<net::Endpoint> peer = EndpointOf(to, to_len);
   if (!peer.has_value()) return nullptr;
-  const int family = UdpFamily(fd);
+  const int family = FdTable::Trackable(fd) ? UdpFamily(fd) : AF_UNSPEC;
   if (family == AF_UNSPEC || !Unbound(fd) || !Runtime::Get().TakesPeer(family, *peer)) {
     Fds().MarkKernel(fd);
     return nullptr;
@@ -111,9 +108,18 @@ std::shared_ptr<PreloadSocket> TakeForSend(int fd, const sockaddr* to, socklen_t
   return Fds().Find(fd);
 }
 
+// The new descriptor of a dup stands for the same socket. One past the table's end cannot:
+// it is closed again, and the dup fails with EMFILE.
 int Dup(int old_fd, int new_fd) {
-  if (new_fd >= 0) {
-    if (std::shared_ptr<PreloadSocket> s = Fds().Find(old_fd)) Fds().Install(new_fd, s);
+  if (new_fd < 0) return new_fd;
+  std::shared_ptr<PreloadSocket> s = Fds().Find(old_fd);
+  if (s != nullptr && !Fds().Install(new_fd, s)) {
+    Libc().close(new_fd);
+    LogOnce(LogLevel::kWarn, "dup past the table",
+            absl::StrCat("a quadsock socket duplicated to descriptor ", new_fd, " or above ",
+                         FdTable::kMaxFd, ": refused (EMFILE)"));
+    errno = EMFILE;
+    return -1;
   }
   return new_fd;
 }
@@ -169,11 +175,11 @@ using namespace quadsock::preload;  // NOLINT: the entry points below are the C 
 extern "C" {
 
 int bind(int fd, const sockaddr* addr, socklen_t len) noexcept {
-  QUADSOCK_OURS(fd);
+  std::shared_ptr<PreloadSocket> s = Fds().Find(fd);
   if (s != nullptr) return Result(-EINVAL);  // bound already
   std::optional<quadsock::net::Endpoint> local = EndpointOf(addr, len);
   if (!local.has_value()) return Libc().bind(fd, addr, len);
-  const int family = UdpFamily(fd);
+  const int family = FdTable::Trackable(fd) ? UdpFamily(fd) : AF_UNSPEC;
   if (family == AF_UNSPEC || (family == AF_INET && FamilyOf(addr, len) != AF_INET) ||
       !Runtime::Get().TakesLocal(family, *local)) {
     return Libc().bind(fd, addr, len);
@@ -182,7 +188,7 @@ int bind(int fd, const sockaddr* addr, socklen_t len) noexcept {
 }
 
 int connect(int fd, const sockaddr* addr, socklen_t len) {
-  QUADSOCK_OURS(fd);
+  std::shared_ptr<PreloadSocket> s = Fds().Find(fd);
   if (s != nullptr) {
     if (addr != nullptr && len >= static_cast<socklen_t>(sizeof(sa_family_t)) &&
         addr->sa_family == AF_UNSPEC) {
@@ -194,7 +200,7 @@ int connect(int fd, const sockaddr* addr, socklen_t len) {
   }
   std::optional<quadsock::net::Endpoint> peer = EndpointOf(addr, len);
   if (!peer.has_value()) return Libc().connect(fd, addr, len);
-  const int family = UdpFamily(fd);
+  const int family = FdTable::Trackable(fd) ? UdpFamily(fd) : AF_UNSPEC;
   if (family == AF_UNSPEC || !Unbound(fd) || !Runtime::Get().TakesPeer(family, *peer)) {
     return Libc().connect(fd, addr, len);
   }
@@ -231,7 +237,7 @@ int fcntl(int fd, int cmd, ...) {
   va_end(ap);
   if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) return Dup(fd, Libc().fcntl(fd, cmd, arg));
   if (cmd == F_GETFL || cmd == F_SETFL) {
-    QUADSOCK_OURS(fd);
+    std::shared_ptr<PreloadSocket> s = Fds().Find(fd);
     if (s != nullptr) {
       return cmd == F_GETFL ? s->GetStatusFlags() : s->SetStatusFlags(static_cast<int>(arg));
     }
@@ -252,64 +258,64 @@ int ioctl(int fd, unsigned long request, ...) noexcept {
   va_start(ap, request);
   void* arg = va_arg(ap, void*);
   va_end(ap);
-  QUADSOCK_OURS(fd);
+  std::shared_ptr<PreloadSocket> s = Fds().Find(fd);
   if (s != nullptr) return Result(s->Ioctl(request, arg));
   return Libc().ioctl(fd, request, arg);
 }
 
 int getsockname(int fd, sockaddr* addr, socklen_t* len) noexcept {
-  QUADSOCK_OURS(fd);
+  std::shared_ptr<PreloadSocket> s = Fds().Find(fd);
   if (s != nullptr) return Result(s->GetSockName(addr, len));
   return Libc().getsockname(fd, addr, len);
 }
 
 int getpeername(int fd, sockaddr* addr, socklen_t* len) noexcept {
-  QUADSOCK_OURS(fd);
+  std::shared_ptr<PreloadSocket> s = Fds().Find(fd);
   if (s != nullptr) return Result(s->GetPeerName(addr, len));
   return Libc().getpeername(fd, addr, len);
 }
 
 int getsockopt(int fd, int level, int name, void* value, socklen_t* len) noexcept {
-  QUADSOCK_OURS(fd);
+  std::shared_ptr<PreloadSocket> s = Fds().Find(fd);
   if (s != nullptr) return Result(s->GetSockOpt(level, name, value, len));
   return Libc().getsockopt(fd, level, name, value, len);
 }
 
 int setsockopt(int fd, int level, int name, const void* value, socklen_t len) noexcept {
-  QUADSOCK_OURS(fd);
+  std::shared_ptr<PreloadSocket> s = Fds().Find(fd);
   if (s != nullptr) return Result(s->SetSockOpt(level, name, value, len));
   return Libc().setsockopt(fd, level, name, value, len);
 }
 
 int shutdown(int fd, int how) noexcept {
-  QUADSOCK_OURS(fd);
+  std::shared_ptr<PreloadSocket> s = Fds().Find(fd);
   if (s != nullptr) return Result(s->Shutdown(how));
   return Libc().shutdown(fd, how);
 }
 
 ssize_t send(int fd, const void* buf, size_t len, int flags) {
-  QUADSOCK_OURS(fd);
+  std::shared_ptr<PreloadSocket> s = Fds().Find(fd);
   if (s != nullptr) return Result(SendFrom(*s, buf, len, flags, nullptr, 0));
   return Libc().send(fd, buf, len, flags);
 }
 
 ssize_t sendto(int fd, const void* buf, size_t len, int flags, const sockaddr* to,
                socklen_t to_len) {
-  QUADSOCK_OURS(fd);
+  std::shared_ptr<PreloadSocket> s = Fds().Find(fd);
   if (s == nullptr) s = TakeForSend(fd, to, to_len);
   if (s != nullptr) return Result(SendFrom(*s, buf, len, flags, to, to_len));
   return Libc().sendto(fd, buf, len, flags, to, to_len);
 }
 
 ssize_t sendmsg(int fd, const msghdr* m, int flags) {
-  QUADSOCK_OURS(fd);
+  std::shared_ptr<PreloadSocket> s = Fds().Find(fd);
   if (s == nullptr) s = TakeForSend(fd, static_cast<const sockaddr*>(m->msg_name), m->msg_namelen);
   if (s != nullptr) return Result(s->SendMsg(m, flags));
   return Libc().sendmsg(fd, m, flags);
 }
 
 int sendmmsg(int fd, mmsghdr* v, unsigned int n, int flags) {
-  QUADSOCK_OURS(fd);
+  std::shared_ptr<PreloadSocket> s = Fds().Find(fd);
   if (s == nullptr && n > 0) {
     s = TakeForSend(fd, static_cast<const sockaddr*>(v[0].msg_hdr.msg_name),
                     v[0].msg_hdr.msg_namelen);
@@ -325,13 +331,13 @@ int sendmmsg(int fd, mmsghdr* v, unsigned int n, int flags) {
 }
 
 ssize_t write(int fd, const void* buf, size_t len) {
-  QUADSOCK_OURS(fd);
+  std::shared_ptr<PreloadSocket> s = Fds().Find(fd);
   if (s != nullptr) return Result(SendFrom(*s, buf, len, 0, nullptr, 0));
   return Libc().write(fd, buf, len);
 }
 
 ssize_t writev(int fd, const iovec* iov, int count) {
-  QUADSOCK_OURS(fd);
+  std::shared_ptr<PreloadSocket> s = Fds().Find(fd);
   if (s == nullptr) return Libc().writev(fd, iov, count);
   if (count < 0 || count > UIO_MAXIOV) return Result<ssize_t>(-EINVAL);
   msghdr m{};
@@ -341,25 +347,25 @@ ssize_t writev(int fd, const iovec* iov, int count) {
 }
 
 ssize_t recv(int fd, void* buf, size_t len, int flags) {
-  QUADSOCK_OURS(fd);
+  std::shared_ptr<PreloadSocket> s = Fds().Find(fd);
   if (s != nullptr) return Result(ReceiveInto(*s, buf, len, flags, nullptr, nullptr));
   return Libc().recv(fd, buf, len, flags);
 }
 
 ssize_t recvfrom(int fd, void* buf, size_t len, int flags, sockaddr* from, socklen_t* from_len) {
-  QUADSOCK_OURS(fd);
+  std::shared_ptr<PreloadSocket> s = Fds().Find(fd);
   if (s != nullptr) return Result(ReceiveInto(*s, buf, len, flags, from, from_len));
   return Libc().recvfrom(fd, buf, len, flags, from, from_len);
 }
 
 ssize_t recvmsg(int fd, msghdr* m, int flags) {
-  QUADSOCK_OURS(fd);
+  std::shared_ptr<PreloadSocket> s = Fds().Find(fd);
   if (s != nullptr) return Result(s->ReceiveMsg(m, flags));
   return Libc().recvmsg(fd, m, flags);
 }
 
 int recvmmsg(int fd, mmsghdr* v, unsigned int n, int flags, struct timespec* timeout) {
-  QUADSOCK_OURS(fd);
+  std::shared_ptr<PreloadSocket> s = Fds().Find(fd);
   if (s == nullptr) return Libc().recvmmsg(fd, v, n, flags, timeout);
   // As Linux: the timeout is looked at after each datagram; MSG_WAITFORONE waits for the
   // first only.
@@ -381,13 +387,13 @@ int recvmmsg(int fd, mmsghdr* v, unsigned int n, int flags, struct timespec* tim
 }
 
 ssize_t read(int fd, void* buf, size_t len) {
-  QUADSOCK_OURS(fd);
+  std::shared_ptr<PreloadSocket> s = Fds().Find(fd);
   if (s != nullptr) return Result(ReceiveInto(*s, buf, len, 0, nullptr, nullptr));
   return Libc().read(fd, buf, len);
 }
 
 ssize_t readv(int fd, const iovec* iov, int count) {
-  QUADSOCK_OURS(fd);
+  std::shared_ptr<PreloadSocket> s = Fds().Find(fd);
   if (s == nullptr) return Libc().readv(fd, iov, count);
   if (count < 0 || count > UIO_MAXIOV) return Result<ssize_t>(-EINVAL);
   msghdr m{};

@@ -8,10 +8,12 @@
 
 namespace quadsock::preload {
 
-void FdTable::Install(int fd, std::shared_ptr<PreloadSocket> s) {
+bool FdTable::Install(int fd, std::shared_ptr<PreloadSocket> s) {
+  if (!Trackable(fd)) return false;
   std::lock_guard<std::mutex> lock(mu_);
   sockets_[fd] = std::move(s);
   state_[fd].store(kQuadsock, std::memory_order_release);
+  return true;
 }
 
 std::shared_ptr<PreloadSocket> FdTable::Forget(int fd) {

@@ -1,7 +1,7 @@
 // Which of the process's descriptors are quadsock sockets. A quadsock socket's descriptor is a
 // real kernel descriptor (an eventfd the library made, readable while datagrams wait), so the
 // program's poll, select and epoll see it as the kernel's; this table says which socket stands
-// behind it. dup, dup2 and fork-free F_DUPFD give the same socket more descriptors; the socket
+// behind it. dup, dup2, dup3 and F_DUPFD give the same socket more descriptors; the socket
 // lives until its last one is closed.
 //
 // Every interposed call asks first, so the answer for a kernel descriptor is one atomic load.
@@ -35,8 +35,10 @@ class FdTable {
     auto it = sockets_.find(fd);
     return it == sockets_.end() ? nullptr : it->second;
   }
-  // The descriptor stands for `s` from now on.
-  void Install(int fd, std::shared_ptr<PreloadSocket> s);
+  // Whether `fd` can stand for a quadsock socket (below kMaxFd).
+  static bool Trackable(int fd) { return fd >= 0 && fd < kMaxFd; }
+  // The descriptor stands for `s` from now on; false (nothing done) past the table's end.
+  bool Install(int fd, std::shared_ptr<PreloadSocket> s);
   // Forgets `fd` (closed, or about to be replaced); returns the socket it stood for, if any, so
   // that the caller drops the last reference after its own close.
   std::shared_ptr<PreloadSocket> Forget(int fd);

@@ -58,4 +58,10 @@ const LibcCalls& Libc() {
   return calls;
 }
 
+int IntOption(int fd, int level, int name) {
+  int v = 0;
+  socklen_t len = sizeof(v);
+  return Libc().getsockopt(fd, level, name, &v, &len) == 0 ? v : 0;
+}
+
 }  // namespace quadsock::preload

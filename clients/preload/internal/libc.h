@@ -43,6 +43,9 @@ struct LibcCalls {
 // Resolved on first use; aborts with a message if the C library lacks one of them.
 const LibcCalls& Libc();
 
+// An int socket option of a kernel socket (getsockopt); 0 when the kernel will not say.
+int IntOption(int fd, int level, int name);
+
 }  // namespace quadsock::preload
 
 #endif  // QUADSOCK_CLIENTS_PRELOAD_INTERNAL_LIBC_H_

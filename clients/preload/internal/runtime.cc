@@ -23,12 +23,6 @@
 namespace quadsock::preload {
 namespace {
 
-int GetInt(int fd, int level, int name) {
-  int v = 0;
-  socklen_t len = sizeof(v);
-  return Libc().getsockopt(fd, level, name, &v, &len) == 0 ? v : 0;
-}
-
 bool SameFamily(int family, const net::IpAddress& a) { return (family == AF_INET) == a.is_v4(); }
 
 // Threads started while this lives (gRPC's, the hand-off thread) take no signal: the
@@ -127,8 +121,8 @@ absl::StatusOr<std::shared_ptr<PreloadSocket>> Runtime::Take(int fd, int family)
   if (link == nullptr) return absl::UnavailableError("no session with quadsockd");
   OpenOptions o;
   o.family = family == AF_INET ? v1::FAMILY_IPV4 : v1::FAMILY_IPV6;
-  o.v6only = family == AF_INET6 && GetInt(fd, IPPROTO_IPV6, IPV6_V6ONLY) != 0;
-  o.reuse_port = GetInt(fd, SOL_SOCKET, SO_REUSEPORT) != 0;
+  o.v6only = family == AF_INET6 && IntOption(fd, IPPROTO_IPV6, IPV6_V6ONLY) != 0;
+  o.reuse_port = IntOption(fd, SOL_SOCKET, SO_REUSEPORT) != 0;
   const int status_flags = Libc().fcntl(fd, F_GETFL);
   const int event = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (event < 0) return link::ErrnoStatus(errno, "eventfd");

@@ -35,12 +35,6 @@ std::optional<net::Endpoint> NetEndpoint(const Endpoint& e) {
 
 int64_t Microseconds(const timeval& tv) { return int64_t{tv.tv_sec} * 1'000'000 + tv.tv_usec; }
 
-int GetInt(int fd, int level, int name) {
-  int v = 0;
-  socklen_t len = sizeof(v);
-  return Libc().getsockopt(fd, level, name, &v, &len) == 0 ? v : 0;
-}
-
 // Options the socket honours, or that only the kernel's bookkeeping needs; setting any other
 // is said once (the shadow still takes and checks it).
 bool Honoured(int level, int name) {
@@ -94,6 +88,7 @@ PreloadSocket::~PreloadSocket() {
 }
 
 int PreloadSocket::InstallAt(int fd, bool cloexec) {
+  if (!FdTable::Trackable(fd)) return -EMFILE;
   if (Libc().dup3(shared_->event_fd(), fd, cloexec ? O_CLOEXEC : 0) < 0) return -errno;
   Fds().Install(fd, shared_from_this());
   return 0;
@@ -115,11 +110,11 @@ void PreloadSocket::RefreshOptions() {
   Libc().getsockopt(shadow_fd_, SOL_SOCKET, SO_SNDTIMEO, &snd, &len);
   receive_timeout_us_.store(Microseconds(rcv), std::memory_order_relaxed);
   send_timeout_us_.store(Microseconds(snd), std::memory_order_relaxed);
-  timestamp_ns_.store(GetInt(shadow_fd_, SOL_SOCKET, SO_TIMESTAMPNS) != 0);
-  timestamp_.store(GetInt(shadow_fd_, SOL_SOCKET, SO_TIMESTAMP) != 0);
-  pktinfo_.store(family_ == AF_INET ? GetInt(shadow_fd_, IPPROTO_IP, IP_PKTINFO) != 0
-                                    : GetInt(shadow_fd_, IPPROTO_IPV6, IPV6_RECVPKTINFO) != 0);
-  const int rcvbuf = GetInt(shadow_fd_, SOL_SOCKET, SO_RCVBUF);
+  timestamp_ns_.store(IntOption(shadow_fd_, SOL_SOCKET, SO_TIMESTAMPNS) != 0);
+  timestamp_.store(IntOption(shadow_fd_, SOL_SOCKET, SO_TIMESTAMP) != 0);
+  pktinfo_.store(family_ == AF_INET ? IntOption(shadow_fd_, IPPROTO_IP, IP_PKTINFO) != 0
+                                    : IntOption(shadow_fd_, IPPROTO_IPV6, IPV6_RECVPKTINFO) != 0);
+  const int rcvbuf = IntOption(shadow_fd_, SOL_SOCKET, SO_RCVBUF);
   SharedSocket::Guard g(*shared_);
   if (rcvbuf > 0) shared_->state().receive_buffer = static_cast<uint64_t>(rcvbuf);
 }

@@ -660,6 +660,26 @@ void Fork(const std::string& fam, const std::string& local, const std::string& p
   close(peer);
 }
 
+// An ICMP port unreachable for a connected socket's datagram is the socket's pending error:
+// SO_ERROR says ECONNREFUSED (asked until it comes: the ICMP message is on its way back).
+void PendingError(const std::string& fam, const std::string& local, const std::string& peer_ip) {
+  uint16_t pport, lport;
+  const int peer = Peer(peer_ip, &pport);
+  close(peer);  // nobody listens on that port now
+  const int s = Local(local, &lport);
+  const Addr to = Make(peer_ip, pport);
+  connect(s, to.sa(), to.len);
+  send(s, "anyone?", 7, 0);
+  int error = 0;
+  for (int tries = 0; tries < 500 && error == 0; ++tries) {
+    socklen_t len = sizeof(error);
+    getsockopt(s, SOL_SOCKET, SO_ERROR, &error, &len);
+    if (error == 0) usleep(10000);
+  }
+  Say(fam + " SO_ERROR after a closed port's ICMP", error == 0 ? "0" : ErrnoName(error));
+  close(s);
+}
+
 // A server that drops its privileges after binding (setuid, as knotd and nsd do) keeps its
 // socket and can open new ones. Last: it cannot be undone.
 void DropPrivileges(const std::string& local, const std::string& peer_ip) {
@@ -720,6 +740,7 @@ int main(int argc, char** argv) {
     Readiness(fam, local, peer);
     Threads(fam, local, peer);
     Fork(fam, local, peer);
+    PendingError(fam, local, peer);
   }
   DropPrivileges(local4, peer4);
   std::printf("%d failed\n", failures);
