@@ -7,7 +7,8 @@ preload library, clients/preload): ratios side by side, for bench/README.md ("Pr
               with at most 1% loss, and the CPU per datagram (the server, the veth's NAPI
               kthread and, for quadsock, quadsockd)
   dns         knotd (one UDP worker) answering dnsperf: the highest query rate answered with at
-              most 1% lost, on the kernel and under quadsock-run
+              most 1% lost, on the kernel, under quadsock-run, and in knotd's own XDP mode on
+              the same veth (the ceiling)
   overhead    a TCP transfer on loopback (iperf3), with and without the preload library: what a
               program that uses only kernel sockets pays for it
 
@@ -138,20 +139,23 @@ class Bench:
     # --- knotd and dnsperf.
 
     def dns(self, case):
-        self.on(case)
+        """`case`: "kernel", "quadsock", or "xdp" (knotd's own AF_XDP mode on the veth, the
+        kernel holding the address: the ceiling anchor)."""
+        self.on("quadsock" if case == "quadsock" else "kernel")
         d = tempfile.mkdtemp(prefix="knot-", dir=self.tmp)
         with open(os.path.join(d, "example.test.zone"), "w") as f:
             f.write(ZONE)
         conf = os.path.join(d, "knot.conf")
+        xdp = f"xdp:\n    listen: {self.tb.rx_dev}@53\n    udp: on\n" if case == "xdp" else ""
         with open(conf, "w") as f:
             f.write(f"server:\n    listen: {LOCAL}@53\n    rundir: {d}\n    udp-workers: 1\n"
-                    f"    tcp-workers: 1\n    background-workers: 1\ndatabase:\n"
+                    f"    tcp-workers: 1\n    background-workers: 1\n{xdp}database:\n"
                     f"    storage: {d}\nzone:\n  - domain: example.test\n"
                     f"    file: {d}/example.test.zone\n")
         queries = os.path.join(d, "queries")
         with open(queries, "w") as f:
             f.write("www.example.test A\nns.example.test A\nexample.test SOA\n")
-        knotd = self.server(["knotd", "-c", conf], case)
+        knotd = self.server(["knotd", "-c", conf], "quadsock" if case == "quadsock" else "kernel")
         time.sleep(1.5)
         points = []
         for rate in DNS_RATES:
@@ -217,7 +221,7 @@ def main():
         try:
             r["latency"] = {"kernel": b.latency("kernel")}
             r["throughput"] = {"kernel": b.throughput("kernel")}
-            r["dns"] = {"kernel": b.dns("kernel")}
+            r["dns"] = {"kernel": b.dns("kernel"), "knot_xdp": b.dns("xdp")}
             r["latency"]["preload"] = b.latency("quadsock")
             r["latency"]["preload_busy"] = b.latency("quadsock", busy_poll=200)
             r["throughput"]["preload"] = b.throughput("quadsock")
@@ -236,6 +240,7 @@ def main():
         "throughput_per_cpu": ratio(tp["kernel"]["cpu_us_per_datagram"],
                                     tp["preload"]["cpu_us_per_datagram"]),
         "dns_capacity": ratio(dns["preload"]["capacity"], dns["kernel"]["capacity"]),
+        "dns_of_knot_xdp": ratio(dns["preload"]["capacity"], dns["knot_xdp"]["capacity"]),
         "tcp_loopback": ratio(r["overhead"]["preload"], r["overhead"]["kernel"]),
     }
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
@@ -243,9 +248,9 @@ def main():
         json.dump(r, f, indent=1)
     print(json.dumps(r["ratios"], indent=1))
     print(json.dumps({k: r[k] for k in ("latency", "overhead")}, indent=1))
-    print("throughput capacity kernel %.0f preload %.0f; dns kernel %.0f preload %.0f" % (
-        tp["kernel"]["capacity"], tp["preload"]["capacity"], dns["kernel"]["capacity"],
-        dns["preload"]["capacity"]))
+    print("throughput capacity kernel %.0f preload %.0f; dns kernel %.0f preload %.0f xdp %.0f"
+          % (tp["kernel"]["capacity"], tp["preload"]["capacity"], dns["kernel"]["capacity"],
+             dns["preload"]["capacity"], dns["knot_xdp"]["capacity"]))
 
 
 if __name__ == "__main__":

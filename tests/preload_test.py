@@ -160,6 +160,30 @@ class PreloadTest(unittest.TestCase):
         self.assertEqual(words[0], "cpu", out.stdout)
         self.assertLess(float(words[1]), 0.1, "CPU seconds while blocked for 2 s")
 
+    def test_options_quadsock_cannot_honour(self):
+        """Joining a multicast group or binding to a device is refused (ENOPROTOOPT) and said
+        once; an option that only tunes what the kernel would do (IP_TOS) is taken and said
+        once to have no effect."""
+        program = textwrap.dedent("""
+            import errno, socket, struct, sys
+            s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            s.bind((sys.argv[1], 4400))
+            group = struct.pack("4s4s", socket.inet_aton("239.1.2.3"), socket.inet_aton("0.0.0.0"))
+            for _ in range(2):
+                try:
+                    s.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP, group)
+                    print("joined")
+                except OSError as e:
+                    print(errno.errorcode[e.errno])
+            s.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, 0x10)
+            print("tos", s.getsockopt(socket.IPPROTO_IP, socket.IP_TOS))
+        """)
+        out = self.run_preload([PYTHON, "-c", program, STACK4], timeout=60, text=True)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertEqual(out.stdout.split("\n")[:3], ["ENOPROTOOPT", "ENOPROTOOPT", "tos 16"])
+        self.assertEqual(out.stderr.count("not supported on a quadsock socket"), 1, out.stderr)
+        self.assertEqual(out.stderr.count("has no effect on a quadsock socket"), 1, out.stderr)
+
     # --- socat, both roles.
 
     def test_socat_server_and_client(self):

@@ -42,17 +42,10 @@ T Result(T r) {
 
 // The family of an IPv4/IPv6 UDP socket; AF_UNSPEC for any other descriptor.
 int UdpFamily(int fd) {
-  int domain = 0, type = 0, protocol = 0;
-  socklen_t len = sizeof(int);
-  if (Libc().getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &len) != 0) return AF_UNSPEC;
-  if (domain != AF_INET && domain != AF_INET6) return AF_UNSPEC;
-  len = sizeof(int);
-  if (Libc().getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) != 0 || type != SOCK_DGRAM) {
-    return AF_UNSPEC;
-  }
-  len = sizeof(int);
-  if (Libc().getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &protocol, &len) != 0 ||
-      protocol != IPPROTO_UDP) {
+  const int domain = IntOption(fd, SOL_SOCKET, SO_DOMAIN);
+  if ((domain != AF_INET && domain != AF_INET6) ||
+      IntOption(fd, SOL_SOCKET, SO_TYPE) != SOCK_DGRAM ||
+      IntOption(fd, SOL_SOCKET, SO_PROTOCOL) != IPPROTO_UDP) {
     return AF_UNSPEC;
   }
   return domain;

@@ -57,6 +57,26 @@ bool Honoured(int level, int name) {
   }
 }
 
+// Options whose effect quadsock would have to provide and does not (multicast groups, a device,
+// socket filters): refused with ENOPROTOOPT, the kernel's errno for an option it does not
+// support, so that a program knows rather than waits for what never comes.
+bool Refused(int level, int name) {
+  switch (level) {
+    case SOL_SOCKET:
+      return name == SO_BINDTODEVICE || name == SO_ATTACH_FILTER || name == SO_ATTACH_BPF ||
+             name == SO_ATTACH_REUSEPORT_CBPF || name == SO_ATTACH_REUSEPORT_EBPF;
+    case IPPROTO_IP:
+      return name == IP_ADD_MEMBERSHIP || name == IP_ADD_SOURCE_MEMBERSHIP ||
+             name == MCAST_JOIN_GROUP || name == MCAST_JOIN_SOURCE_GROUP ||
+             name == IP_TRANSPARENT;
+    case IPPROTO_IPV6:
+      return name == IPV6_ADD_MEMBERSHIP || name == MCAST_JOIN_GROUP ||
+             name == MCAST_JOIN_SOURCE_GROUP || name == IPV6_TRANSPARENT;
+    default:
+      return false;
+  }
+}
+
 }  // namespace
 
 PreloadSocket::PreloadSocket(Runtime& runtime, Link& link, int family, RemoteSocket remote,
@@ -216,6 +236,12 @@ int PreloadSocket::GetSockOpt(int level, int name, void* value, socklen_t* len) 
 
 int PreloadSocket::SetSockOpt(int level, int name, const void* value, socklen_t len) {
   if (level == IPPROTO_IPV6 && name == IPV6_V6ONLY) return -EINVAL;  // bound: Linux says EINVAL
+  if (Refused(level, name)) {
+    LogOnce(LogLevel::kWarn, absl::StrCat("refused ", level, " ", name),
+            absl::StrCat("setsockopt(level ", level, ", option ", name,
+                         "): not supported on a quadsock socket (ENOPROTOOPT)"));
+    return -ENOPROTOOPT;
+  }
   if (Libc().setsockopt(shadow_fd_, level, name, value, len) != 0) return -errno;
   if (!Honoured(level, name)) {
     LogOnce(LogLevel::kWarn, absl::StrCat("setsockopt ", level, " ", name),
