@@ -160,6 +160,30 @@ class PreloadTest(unittest.TestCase):
         self.assertEqual(words[0], "cpu", out.stdout)
         self.assertLess(float(words[1]), 0.1, "CPU seconds while blocked for 2 s")
 
+    def test_without_quadsockd_one_line_and_the_kernel(self):
+        """quadsockd out of reach: one line on stderr and the program runs on the kernel (its
+        socket binds the kernel's address); with QUADSOCK_REQUIRE=1 the program exits."""
+        program = textwrap.dedent("""
+            import socket, sys
+            for _ in range(3):
+                s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+                s.bind((sys.argv[1], 0))
+            print("bound")
+        """)
+        argv = [QUADSOCK_RUN, PYTHON, "-c", program, KERNEL4]
+        out = subprocess.run(argv, env=self.env(QUADSOCK_TARGET="unix:/nonexistent",
+                                                 QUADSOCK_REQUIRE="0"),
+                             capture_output=True, text=True, timeout=60)
+        self.assertEqual((out.returncode, out.stdout), (0, "bound\n"), out.stderr)
+        self.assertEqual(len(out.stderr.strip().splitlines()), 1, out.stderr)
+        self.assertIn("cannot use quadsockd at unix:/nonexistent", out.stderr)
+        self.assertIn("stay the kernel's", out.stderr)
+        out = subprocess.run(argv, env=self.env(QUADSOCK_TARGET="unix:/nonexistent"),
+                             capture_output=True, text=True, timeout=60)
+        self.assertNotEqual(out.returncode, 0)
+        self.assertEqual(out.stdout, "")
+        self.assertIn("QUADSOCK_REQUIRE=1: exiting", out.stderr)
+
     def test_options_quadsock_cannot_honour(self):
         """Joining a multicast group or binding to a device is refused (ENOPROTOOPT) and said
         once; an option that only tunes what the kernel would do (IP_TOS) is taken and said
