@@ -152,10 +152,23 @@ class ReadmeExamplesTest(unittest.TestCase):
         return "".join("\n--- %r, in the background:\n%s" % (b, self.log_of(log))
                        for b, _, log in self.background)
 
-    def start(self, command, log):
+    def sanitizer_runtime(self):
+        """AddressSanitizer's runtime when this test was built with it into the preload library
+        (a sanitizer configuration): the programs quadsock-run loads it into were not, and need
+        the runtime preloaded first (quadsock-run keeps what is preloaded already first)."""
+        for entry in ARGS.built:
+            label, path = entry.split("=", 1)
+            if label.endswith(":libquadsock_preload.so"):
+                for line in subprocess.run(["ldd", path], capture_output=True,
+                                           text=True).stdout.splitlines():
+                    if "libasan" in line and "=>" in line:
+                        return line.split("=>")[1].split()[0]
+        return None
+
+    def start(self, command, log, env=None):
         """Runs the block in a process group of its own; returns the process."""
         with open(log, "w") as out:
-            return subprocess.Popen(command, cwd=self.root, env=self.env, stdout=out,
+            return subprocess.Popen(command, cwd=self.root, env=env or self.env, stdout=out,
                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                     start_new_session=True)
 
@@ -178,7 +191,11 @@ class ReadmeExamplesTest(unittest.TestCase):
         log = script + ".log"
         print("%r:\n%s" % (block, block.text))
         since = time.monotonic()
-        proc = self.start(self.command(block, script), log)
+        env = self.env
+        runtime = self.sanitizer_runtime() if "quadsock-run" in block.text else None
+        if runtime:
+            env = dict(self.env, LD_PRELOAD=runtime, ASAN_OPTIONS="detect_leaks=0")
+        proc = self.start(self.command(block, script), log, env)
         if block.ready_path:
             deadline = time.monotonic() + READY_SECONDS
             while not os.path.exists(block.ready_path):
