@@ -440,6 +440,34 @@ class PreloadTest(unittest.TestCase):
             data, source = self.ask(peer, word, (STACK4, 4001))
             self.assertEqual((data, source), (word, (STACK4, 4001)))
 
+    def test_a_forked_childs_new_sockets_are_the_kernels(self):
+        """A child made by fork uses the sockets it inherited on quadsock, and opens new ones on
+        the kernel, saying so once: here a bind to quadsock's address fails as the kernel's
+        (EADDRNOTAVAIL) and one to the kernel's address works."""
+        program = textwrap.dedent("""
+            import errno, os, socket, sys
+            a = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            a.bind((sys.argv[1], 4500))
+            pid = os.fork()
+            if pid == 0:
+                b = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+                try:
+                    b.bind((sys.argv[1], 4501))
+                    print("bound on quadsock")
+                except OSError as e:
+                    print(errno.errorcode[e.errno])
+                c = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+                c.bind((sys.argv[2], 4502))
+                print("kernel", c.getsockname()[0])
+                sys.stdout.flush()
+                os._exit(0)
+            os.waitpid(pid, 0)
+        """)
+        out = self.run_preload([PYTHON, "-c", program, STACK4, KERNEL4], timeout=60, text=True)
+        self.assertEqual(out.stdout.split("\n")[:2], ["EADDRNOTAVAIL", "kernel " + KERNEL4],
+                         out.stderr)
+        self.assertEqual(out.stderr.count("opens sockets on the kernel only"), 1, out.stderr)
+
     def test_nsd_forks_its_servers_after_binding(self):
         d = tempfile.mkdtemp(prefix="nsd-", dir=self.tmp)
         os.chmod(self.tmp, 0o755)

@@ -54,6 +54,11 @@ Runtime::Runtime() : config_(ConfigFromEnvironment()) {
 
 Link* Runtime::Current() {
   std::lock_guard<std::mutex> lock(start_mu_);
+  if (forked_child_) {
+    LogOnce(LogLevel::kWarn, "forked child",
+            "a process made by fork opens sockets on the kernel only (the sockets it inherited "
+            "stay on quadsock)");
+  }
   if (state_ != State::kNew) return link_;
   absl::StatusOr<Link*> link;
   {
@@ -84,8 +89,11 @@ Link* Runtime::Current() {
 }
 
 void Runtime::AfterForkInChild() {
-  // The lock was taken before the fork (BeforeFork): nothing was half made.
-  state_ = State::kNew;
+  // The lock was taken before the fork (BeforeFork): nothing was half made. A child cannot
+  // start a session of its own: the parent's gRPC threads, and the locks they held, are not
+  // in the child, and a new gRPC client there hangs. Its new sockets stay the kernel's.
+  forked_child_ = true;
+  state_ = State::kFailed;
   link_ = nullptr;
   start_mu_.unlock();
 }

@@ -3,8 +3,9 @@
 // socket that binds or connects to one of quadsockd's networks), never before: a program that
 // uses only kernel sockets never talks to quadsockd.
 //
-// After fork the child makes a Link of its own for the sockets it opens (its parent's session
-// is the parent's); the sockets it inherited keep their parent's Link.
+// After fork the sockets the child inherited keep their parent's Link; the sockets it opens stay
+// the kernel's (a session of its own would need a gRPC client started anew after fork, which
+// hangs on locks the parent's threads held).
 //
 //   Runtime& rt = Runtime::Get();
 //   if (rt.TakesLocal(AF_INET, local)) {
@@ -48,8 +49,8 @@ class Runtime {
   // system's for the descriptors and memory it needs.
   absl::StatusOr<std::shared_ptr<PreloadSocket>> Take(int fd, int family);
 
-  // pthread_atfork's three steps: no Link is being made across a fork, and the child starts
-  // with none of its own.
+  // pthread_atfork's three steps: no Link is being made across a fork, and the child has none
+  // of its own.
   void BeforeFork() { start_mu_.lock(); }
   void AfterForkInParent() { start_mu_.unlock(); }
   void AfterForkInChild();
@@ -63,6 +64,7 @@ class Runtime {
   Config config_;
   std::mutex start_mu_;
   enum class State { kNew, kRunning, kFailed } state_ = State::kNew;
+  bool forked_child_ = false;
   Link* link_ = nullptr;
 };
 

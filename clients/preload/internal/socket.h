@@ -9,6 +9,7 @@
 // shares the SharedSocket and the parent's Link. Only the process that owns the Link talks to
 // quadsockd about the socket (bind, connect, close); the last process to close its descriptors
 // closes it there (or, when that is a child, quadsockd closes it with the parent's session).
+// A child's own new sockets are the kernel's (Runtime).
 //
 // Every method returns what the system call would: a count or 0, or -errno (the kernel's own
 // convention; the interposed entry point sets errno from it).
