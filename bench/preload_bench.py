@@ -168,6 +168,9 @@ class Bench:
                 points.append({"rate": rate, "sent": s, "completed": c,
                                "loss": max(0.0, 1 - c / max(s, 1))})
         self.stop(knotd)
+        if case == "xdp":  # knotd leaves its XDP program on the veth
+            sh("ip", "link", "set", "dev", self.tb.rx_dev, "xdp", "off", ns=self.tb.rx_ns,
+               check=False)
         good = [p for p in points if p["loss"] <= 0.01]
         best = max(good, key=lambda p: p["rate"]) if good else None
         return {"points": points,
