@@ -284,7 +284,6 @@ class PreloadTest(unittest.TestCase):
     def iperf3(self, *extra):
         self.kernel_route_to_peer()
         server = self.peer_background(["iperf3", "-s", "-1", "-B", PEER4])
-        time.sleep(0.3)
         out = None
         for _ in range(20):  # the server may still be starting
             out = self.run_preload(["iperf3", "-c", PEER4, "-u", "-b", "5M", "-t", "2", "-J",
@@ -311,9 +310,15 @@ class PreloadTest(unittest.TestCase):
     # --- sockperf: the server with each multiplexer, and the ping-pong client.
 
     def sockperf_pp(self, run, address, port):
-        out = run(["sockperf", "ping-pong", "-i", address, "-p", str(port), "-t", "1",
-                   "--msg-size", "64"])
-        text = out.stdout.decode() + out.stderr.decode()
+        """A second of ping-pong against a server that may still be starting: asked again (up
+        to 20 times) while no answer came back."""
+        for _ in range(20):
+            out = run(["sockperf", "ping-pong", "-i", address, "-p", str(port), "-t", "1",
+                       "--msg-size", "64"])
+            text = out.stdout.decode() + out.stderr.decode()
+            if "No messages were received" not in text:
+                break
+            time.sleep(0.2)
         self.assertEqual(out.returncode, 0, text)
         received = [line for line in text.splitlines() if "ReceivedMessages=" in line]
         self.assertTrue(received, text)
@@ -333,14 +338,12 @@ class PreloadTest(unittest.TestCase):
                     f.write("U:%s:%d\nU:%s:%d\n" % (STACK4, port, STACK4, port + 1))
                 argv = ["sockperf", "server", "-f", feed, "-F", mux]
             server = self.preload(argv)
-            time.sleep(0.5)
             self.sockperf_pp(lambda argv: self.peer(argv, timeout=60), STACK4, port + 1)
             server.kill()
             server.wait()
 
     def test_sockperf_client_against_a_kernel_server(self):
         self.peer_background(["sockperf", "server", "-i", PEER4, "-p", "11120"])
-        time.sleep(0.5)
         self.sockperf_pp(lambda argv: self.run_preload(argv, timeout=60), PEER4, 11120)
 
     # --- Knot DNS: knotd on quadsock, queried by kdig and loaded by dnsperf; kdig on quadsock.
