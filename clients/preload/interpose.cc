@@ -23,7 +23,6 @@
 #include "clients/preload/internal/log.h"
 #include "clients/preload/internal/runtime.h"
 #include "clients/preload/internal/sockaddr.h"
-#include "clients/preload/internal/shared_socket.h"
 #include "clients/preload/internal/socket.h"
 
 extern "C" [[noreturn]] void __chk_fail(void);

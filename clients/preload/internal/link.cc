@@ -70,8 +70,7 @@ absl::Status Link::Connect() {
   if (!channel.ok()) return channel.status();
   channel_ = std::move(*channel);
   max_payload_ = channel_->max_payload();
-  pump_ = std::thread([this] { Pump(); });
-  pump_.detach();
+  std::thread([this] { Pump(); }).detach();  // as long as the process: the Link is never destroyed
   return absl::OkStatus();
 }
 

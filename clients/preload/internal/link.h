@@ -76,7 +76,6 @@ class Link {
   pthread_mutex_t* tx_mu_ = nullptr;  // process-shared, in a page of its own
   std::mutex sockets_mu_;
   absl::flat_hash_map<uint32_t, std::shared_ptr<SharedSocket>> sockets_;
-  std::thread pump_;
 };
 
 }  // namespace quadsock::preload
