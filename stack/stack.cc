@@ -73,7 +73,8 @@ absl::StatusOr<std::unique_ptr<Stack>> Stack::Create(
                             o.clock,                 o.wall_clock,
                             stack->table_.get(),
                             stack->udp_.get(),       stack->neighbors_.get(),
-                            stack->icmp_.get()};
+                            stack->icmp_.get(),
+                            {.budget_bytes = o.reassembly_bytes / links.size()}};
   for (auto& l : links) {
     const auto index = static_cast<uint32_t>(stack->engines_.size());
     stack->engines_.push_back(

@@ -86,6 +86,9 @@ struct StackOptions {
   uint32_t icmp_errors_per_second = 1000; // ICMP error rate limit (the kernel's defaults)
   uint32_t icmp_error_burst = 50;
   NeighborTable::Options neighbors;
+  // IP reassembly (stack/internal/reassembly.h): the bytes all datagrams being put together may
+  // hold, shared equally by the poll engines (each reassembles what its RX queue receives).
+  size_t reassembly_bytes = size_t{4} << 20;
   // The timers' clock (neighbours, the ICMP rate limit, the poll loop's pacing): monotonic, so
   // that a step of the wall clock neither fires nor freezes them. Tests pass a fake.
   std::function<absl::Time()> clock = MonotonicNow;

@@ -20,7 +20,8 @@ namespace quadsock::stack {
 #define QUADSOCK_ENGINE_COUNTERS(X)                                                          \
   X(rx_frames, "Frames received.")                                                           \
   X(not_for_us, "Frames for another host: its MAC or IP address, or another VLAN.")         \
-  X(fragments, "IP fragments, dropped: there is no reassembly.")                             \
+  X(fragments, "IP fragments to us received (each ends as one of reassembly_* or "            \
+               "fragments_not_udp, or in a reassembled datagram).")                           \
   X(unhandled, "Frames of other ethertypes, ICMP messages the stack does not answer, and "   \
                "echo requests from a multicast MAC.")                                        \
   X(udp_delivered, "Datagrams delivered to a socket (of which the socket may have dropped "  \
@@ -58,7 +59,26 @@ namespace quadsock::stack {
   X(ip_unknown_protocol, "IP packets to us of a protocol the stack does not speak (all but UDP " \
                          "and ICMP; TCP too), dropped and answered with protocol unreachable " \
                          "(ICMPv6: Parameter Problem, unrecognized Next Header) unless "       \
-                         "rate-limited.")
+                         "rate-limited.")                                                      \
+  X(reassembled, "Datagrams reassembled from fragments, then delivered as any other.")       \
+  X(reassembly_timed_out, "Datagrams whose fragments did not all come in time (30 s IPv4, "  \
+                          "60 s IPv6): dropped, and answered with ICMP time exceeded when "  \
+                          "the first fragment came.")                                        \
+  X(reassembly_overlap, "Fragments that overlap another of their datagram: the datagram is " \
+                        "dropped with every fragment of it still to come (RFC 5722).")       \
+  X(reassembly_duplicate, "Fragments that repeat one held: ignored.")                        \
+  X(reassembly_too_big, "Fragments ending past 65,535 bytes of reassembled packet: dropped.") \
+  X(reassembly_tiny, "First fragments without the whole UDP header (RFC 1858): dropped.")    \
+  X(reassembly_malformed, "Fragments of a bad length (not the last and not a multiple of 8, " \
+                          "or past the datagram's end): the datagram is dropped.")           \
+  X(reassembly_evicted, "Datagrams being reassembled pushed out, oldest first, to make room " \
+                        "in a full reassembly budget.")                                      \
+  X(reassembly_source_full, "Fragments dropped: their source (an IPv6 /64) held its share "  \
+                            "of the reassembly budget.")                                     \
+  X(reassembly_budget_full, "Fragments dropped: the reassembly budget was full and held "    \
+                            "nothing older to evict.")                                       \
+  X(fragments_not_udp, "Fragments of other protocols than UDP: dropped (only UDP is "         \
+                       "reassembled).")
 
 // Counted elsewhere: by Send's callers, the receive budget and the neighbour table.
 #define QUADSOCK_OTHER_STACK_COUNTERS(X)                                                     \

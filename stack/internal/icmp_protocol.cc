@@ -61,7 +61,7 @@ void IcmpProtocol::SendPortUnreachable(PollEngine& engine, const net::ParsedFram
   net::IcmpHeader h;
   h.type = v4 ? net::kIcmpv4DestUnreachable : net::kIcmpv6DestUnreachable;
   h.code = v4 ? net::kIcmpv4CodePortUnreachable : net::kIcmpv6CodePortUnreachable;
-  SendError(engine, f, f.src, f.dst, h, IpPacket(f, bytes), now);
+  SendError(engine, f.eth, f.src, f.dst, h, IpPacket(f, bytes), now);
 }
 
 void IcmpProtocol::SendProtocolUnreachable(PollEngine& engine, const net::ParsedFrame& f,
@@ -75,7 +75,7 @@ void IcmpProtocol::SendProtocolUnreachable(PollEngine& engine, const net::Parsed
           : net::IcmpHeader{.type = net::kIcmpv6ParameterProblem,
                             .code = net::kIcmpv6CodeUnrecognizedNextHeader,
                             .rest = f.ipv6.upper_naming};
-  SendError(engine, f, f.src, f.dst, h, IpPacket(f, bytes), now);
+  SendError(engine, f.eth, f.src, f.dst, h, IpPacket(f, bytes), now);
 }
 
 void IcmpProtocol::SendParameterProblem(PollEngine& engine, const net::ParsedFrame& f,
@@ -84,17 +84,28 @@ void IcmpProtocol::SendParameterProblem(PollEngine& engine, const net::ParsedFra
   const net::IcmpHeader h{.type = net::kIcmpv6ParameterProblem,
                           .code = ip.problem.code,
                           .rest = ip.problem.pointer};
-  SendError(engine, f, ip.src, ip.dst, h,
+  SendError(engine, f.eth, ip.src, ip.dst, h,
             bytes.subspan(f.l3_offset, net::Ipv6Header::kSize + ip.payload_length), now);
 }
 
-void IcmpProtocol::SendError(PollEngine& engine, const net::ParsedFrame& f,
+void IcmpProtocol::SendReassemblyTimeExceeded(PollEngine& engine, const Reassembly::Expired& e,
+                                              absl::Time now) {
+  const bool v4 = e.src.is_v4();
+  const net::IcmpHeader h{.type = v4 ? net::kIcmpv4TimeExceeded : net::kIcmpv6TimeExceeded,
+                          .code = 1};
+  net::EthernetHeader eth;  // the first fragment came from e.src_mac to us
+  eth.src = e.src_mac;
+  eth.dst = engine.info().mac;
+  SendError(engine, eth, e.src, e.dst, h, e.quote, now);
+}
+
+void IcmpProtocol::SendError(PollEngine& engine, const net::EthernetHeader& eth,
                              const net::IpAddress& src, const net::IpAddress& dst,
                              const net::IcmpHeader& h, std::span<const uint8_t> packet,
                              absl::Time now) {
   // Never about a datagram sent to a broadcast or multicast address (RFC 1122 3.2.2, RFC 4443
   // 2.4 (e)).
-  if (f.eth.dst.IsMulticast() || dst.IsMulticast() || !IsAnswerableSource(f.eth.src, src)) {
+  if (eth.dst.IsMulticast() || dst.IsMulticast() || !IsAnswerableSource(eth.src, src)) {
     return;
   }
   // Never about an ICMP error, nor a later fragment (RFC 1122 3.2.2, RFC 4443 2.4 (e.1)): two
@@ -108,7 +119,7 @@ void IcmpProtocol::SendError(PollEngine& engine, const net::ParsedFrame& f,
   if (!out.has_value()) return;
   // Quote the offending IP packet, as much as fits in the minimum MTU.
   const size_t quote = std::min(packet.size(), net::IcmpQuoteLimit(src.family()));
-  engine.QueueTx(*out, net::BuildIcmp(engine.LinkTo(f.eth.src), dst, src, h, packet.first(quote),
+  engine.QueueTx(*out, net::BuildIcmp(engine.LinkTo(eth.src), dst, src, h, packet.first(quote),
                                       {out->data, out->capacity}));
   engine.Bump(EngineCounter::icmp_errors_sent);
 }

@@ -22,6 +22,7 @@
 #include "absl/time/time.h"
 #include "stack/demux/socket_table.h"
 #include "stack/internal/local_addresses.h"
+#include "stack/internal/reassembly.h"
 #include "stack/net/frame.h"
 
 namespace quadsock::stack {
@@ -69,6 +70,11 @@ class IcmpProtocol {
   // an ICMPv6 Parameter Problem (RFC 8200 4.2-4.5), under the same rate limit.
   void SendParameterProblem(PollEngine& engine, const net::ParsedFrame& f,
                             std::span<const uint8_t> bytes, absl::Time now);
+  // A datagram reassembly gave up on after its first fragment came: ICMP time exceeded,
+  // "fragment reassembly time exceeded" (RFC 792, RFC 8200 4.5), quoting that fragment, under
+  // the same rate limit.
+  void SendReassemblyTimeExceeded(PollEngine& engine, const Reassembly::Expired& e,
+                                  absl::Time now);
   // An ICMP error about a datagram: to the socket that sent it, if any.
   void HandleError(PollEngine& engine, demux::LookupContext& ctx, const net::ParsedFrame& f);
 
@@ -77,7 +83,7 @@ class IcmpProtocol {
   // `dst` back to `src`, the packet's addresses, unless RFC 1122 3.2.2 forbids it (a
   // broadcast, multicast or martian party, a packet that is an ICMP error or a later fragment:
   // net::IcmpErrorAllowedAbout) or the rate limit says no.
-  void SendError(PollEngine& engine, const net::ParsedFrame& f, const net::IpAddress& src,
+  void SendError(PollEngine& engine, const net::EthernetHeader& eth, const net::IpAddress& src,
                  const net::IpAddress& dst, const net::IcmpHeader& h,
                  std::span<const uint8_t> packet, absl::Time now);
 

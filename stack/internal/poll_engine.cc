@@ -45,7 +45,8 @@ PollEngine::PollEngine(uint32_t index, std::unique_ptr<link::Link> link, Protoco
       sends_(send_queue_depth),
       staged_(index),
       wake_fd_(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)),
-      epoll_fd_(epoll_create1(EPOLL_CLOEXEC)) {
+      epoll_fd_(epoll_create1(EPOLL_CLOEXEC)),
+      reassembly_(p_.reassembly, [this](EngineCounter c, uint64_t n) { Bump(c, n); }) {
   // Tagged: the link's fd is not ours to read; the eventfds are drained on wakeup.
   epoll_event e{};
   e.events = EPOLLIN;
@@ -151,6 +152,9 @@ size_t PollEngine::Turn(demux::LookupContext& ctx) {
     next_timer_ = now + kTimerPeriod;
     ReadWallClock();
     p_.neighbors->Tick(*this, now);
+    reassembly_.Expire(now, [&](const Reassembly::Expired& e) {
+      p_.icmp->SendReassemblyTimeExceeded(*this, e, now);
+    });
     FlushTx();
   }
   // Applications asleep on data channels this engine published in: woken now if it received
@@ -219,6 +223,12 @@ void PollEngine::ReceiveBatch(demux::LookupContext& ctx,
     if (rx_.kind[i] == FrameKind::kUdp) {
       rx_.keys[udp] = {f.src, f.udp.src_port, f.dst, f.udp.dst_port, link.ifindex};
       rx_.payloads[udp++] = f.payload(bytes);
+    } else if (rx_.kind[i] == FrameKind::kFragment) {
+      rx_.kind[i] = FrameKind::kDone;
+      if (Reassemble(bytes, udp, now)) {
+        rx_.kind[i] = FrameKind::kUdp;
+        ++udp;
+      }
     }
   }
   if (udp > 0) {
@@ -237,6 +247,7 @@ void PollEngine::ReceiveBatch(demux::LookupContext& ctx,
     const std::span<const uint8_t> bytes(frames[i].data, frames[i].length);
     switch (rx_.kind[i]) {
       case FrameKind::kDone:
+      case FrameKind::kFragment:  // (1) made it kDone or kUdp
         break;
       case FrameKind::kArp:
         (void)net::ParseFrame(bytes, rx_.parsed);  // parsed fine in (1)
@@ -284,6 +295,28 @@ void PollEngine::ReceiveBatch(demux::LookupContext& ctx,
   }
   // The datagrams staged in data channels, shown to their applications: one store a channel.
   staged_.Publish();
+  rx_.reassembled.clear();
+}
+
+bool PollEngine::Reassemble(std::span<const uint8_t> bytes, size_t udp, absl::Time now) {
+  const net::ParsedFrame& f = rx_.parsed;
+  std::vector<uint8_t> datagram;
+  if (!reassembly_.Add(Reassembly::FragmentOf(f, bytes), now, datagram)) return false;
+  // Whole now: checked as any UDP datagram (its checksum covers every fragment).
+  net::UdpHeader udp_header;
+  if (const net::ParseError e = net::ParseUdpDatagram(f.src, f.dst, datagram, udp_header);
+      e != net::ParseError::kOk) {
+    BumpParse(e);
+    return false;
+  }
+  rx_.keys[udp] = {f.src, udp_header.src_port, f.dst, udp_header.dst_port,
+                   link_->info().ifindex};
+  // Moved, not copied: the payload's bytes stay where they are.
+  const std::span<const uint8_t> segment(datagram);
+  rx_.reassembled.push_back(std::move(datagram));
+  rx_.payloads[udp] = segment.subspan(net::UdpHeader::kSize,
+                                      udp_header.length - net::UdpHeader::kSize);
+  return true;
 }
 
 bool PollEngine::IsOurs(const net::ParsedFrame& f) const {
@@ -329,6 +362,8 @@ PollEngine::FrameKind PollEngine::Classify(std::span<const uint8_t> bytes, net::
   }
   if (f.fragment) {
     Bump(EngineCounter::fragments);
+    if (f.protocol == net::kIpProtoUdp) return FrameKind::kFragment;
+    Bump(EngineCounter::fragments_not_udp);
     return FrameKind::kDone;
   }
   if (f.l4 == net::L4::kUdp) return FrameKind::kUdp;

@@ -35,6 +35,7 @@
 #include "stack/demux/socket_table.h"
 #include "stack/internal/local_addresses.h"
 #include "stack/internal/neighbor_resolution.h"
+#include "stack/internal/reassembly.h"
 #include "stack/internal/staged_channels.h"
 #include "stack/internal/udp_protocol.h"
 #include "stack/link/link.h"
@@ -61,6 +62,7 @@ struct Protocols {
   UdpProtocol* udp;
   NeighborResolution* neighbors;
   IcmpProtocol* icmp;
+  Reassembly::Limits reassembly;  // this engine's share
 };
 
 class PollEngine {
@@ -131,6 +133,7 @@ class PollEngine {
     kIcmpError,
     kParameterProblem,  // refused for an IPv6 extension header, answered with the ICMPv6 error
     kUnknownProtocol,   // to us, of a protocol we do not speak: answered with protocol unreachable
+    kFragment,          // to us: reassembled in (1)
   };
 
   // ReceiveBatch's working space for one batch.
@@ -141,6 +144,8 @@ class PollEngine {
     std::array<demux::FlowKey, kRxBatch> keys;
     std::array<std::span<const uint8_t>, kRxBatch> payloads;
     std::array<std::optional<demux::LookupResult>, kRxBatch> found;
+    // The datagrams reassembly completed in this batch (payloads point into them).
+    std::vector<std::vector<uint8_t>> reassembled;
   };
 
   void Run(const std::atomic<bool>& running);
@@ -149,6 +154,9 @@ class PollEngine {
                     absl::Time now, absl::Time arrival);
   void ReadWallClock();  // sets wall_offset_
   FrameKind Classify(std::span<const uint8_t> bytes, net::ParsedFrame& f);
+  // A fragment to us (rx_.parsed, of `bytes`): true when it completed a UDP datagram, whose
+  // flow and payload are then the batch's next.
+  bool Reassemble(std::span<const uint8_t> bytes, size_t udp, absl::Time now);
   // Whether a parsed frame came to our MAC (or a multicast one) on our VLAN.
   bool IsOurs(const net::ParsedFrame& f) const;
   void FlushTx();
@@ -170,6 +178,7 @@ class PollEngine {
   std::thread thread_;
   std::unique_ptr<demux::LookupContext> manual_lookup_;
   NeighborShortcut neighbor_shortcut_;
+  Reassembly reassembly_;
   std::vector<link::FrameBuffer> tx_batch_;
   std::vector<TxOwner> tx_owners_;  // one per frame of tx_batch_
   absl::Time next_timer_ = absl::InfinitePast();

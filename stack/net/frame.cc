@@ -16,18 +16,9 @@ uint16_t UpperChecksum(const IpAddress& src, const IpAddress& dst, uint8_t proto
 }
 
 ParseError ParseUdp(std::span<const uint8_t> frame, ParsedFrame& f) {
-  const std::span<const uint8_t> segment = frame.subspan(f.l4_offset, f.l4_length);
-  ByteReader r(segment);
-  if (ParseError e = f.udp.Parse(r); e != ParseError::kOk) return e;
-  // Bytes past the UDP length are padding; a UDP length past the IP payload is a lie.
-  if (f.udp.length < UdpHeader::kSize || f.udp.length > segment.size()) {
-    return ParseError::kBadUdpLength;
-  }
-  if (f.udp.checksum == 0) {
-    // RFC 768: no checksum over IPv4. RFC 8200 8.1: mandatory over IPv6.
-    if (f.l3 == L3::kIpv6) return ParseError::kZeroUdpChecksumIpv6;
-  } else if (UpperChecksum(f.src, f.dst, f.protocol, segment.first(f.udp.length)) != 0) {
-    return ParseError::kBadUdpChecksum;
+  if (ParseError e = ParseUdpDatagram(f.src, f.dst, frame.subspan(f.l4_offset, f.l4_length), f.udp);
+      e != ParseError::kOk) {
+    return e;
   }
   f.l4 = L4::kUdp;
   f.payload_offset = f.l4_offset + UdpHeader::kSize;
@@ -119,6 +110,23 @@ bool FinishPlainUdp(std::span<const uint8_t> frame, size_t udp, size_t ip_payloa
 
 
 }  // namespace
+
+ParseError ParseUdpDatagram(const IpAddress& src, const IpAddress& dst,
+                            std::span<const uint8_t> segment, UdpHeader& out) {
+  ByteReader r(segment);
+  if (ParseError e = out.Parse(r); e != ParseError::kOk) return e;
+  // Bytes past the UDP length are padding; a UDP length past the IP payload is a lie.
+  if (out.length < UdpHeader::kSize || out.length > segment.size()) {
+    return ParseError::kBadUdpLength;
+  }
+  if (out.checksum == 0) {
+    // RFC 768: no checksum over IPv4. RFC 8200 8.1: mandatory over IPv6.
+    if (dst.is_v6()) return ParseError::kZeroUdpChecksumIpv6;
+  } else if (UpperChecksum(src, dst, kIpProtoUdp, segment.first(out.length)) != 0) {
+    return ParseError::kBadUdpChecksum;
+  }
+  return ParseError::kOk;
+}
 
 ParseError ParseFrame(std::span<const uint8_t> frame, ParsedFrame& out) {
   // Reset in place: `out = ParsedFrame()` would build a temporary and copy its 320 bytes.

@@ -58,6 +58,12 @@ struct ParsedFrame {
 
 ParseError ParseFrame(std::span<const uint8_t> frame, ParsedFrame& out);
 
+// A UDP datagram from `src` to `dst` (its IP payload, `segment`), checked as ParseFrame checks
+// one: its length within the segment (the rest is padding) and its checksum (mandatory over
+// IPv6). For a datagram reassembled from fragments.
+ParseError ParseUdpDatagram(const IpAddress& src, const IpAddress& dst,
+                            std::span<const uint8_t> segment, UdpHeader& out);
+
 // The receive fast path: the fields the data path needs of the commonest frames, untagged
 // Ethernet with a UDP datagram right after an IPv4 header without options (not a fragment) or
 // an IPv6 header without extension headers, verified as ParseFrame verifies them (lengths, the

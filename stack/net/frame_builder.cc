@@ -29,6 +29,7 @@ void WriteIp(const LinkAddresses& link, const IpAddress& src, const IpAddress& d
     ip.tos = options.tos;
     ip.total_length = static_cast<uint16_t>(Ipv4Header::kMinSize + upper_length);
     ip.id = options.id;
+    ip.dont_fragment = options.dont_fragment;
     ip.ttl = options.ttl;
     ip.protocol = protocol;
     ip.src = src;
@@ -79,6 +80,66 @@ std::optional<size_t> BuildUdp(const LinkAddresses& link, const UdpAddresses& ad
   w.WriteBytes(payload.data(), payload.size());
   if (!w.ok()) return std::nullopt;
   FillUpperChecksum(src, dst, kIpProtoUdp, segment, udp_length, segment + 6, true);
+  return w.offset();
+}
+
+std::optional<size_t> BuildUdpSegment(const UdpAddresses& addresses,
+                                      std::span<const uint8_t> payload, std::span<uint8_t> out) {
+  const IpAddress& src = addresses.src.address;
+  const IpAddress& dst = addresses.dst.address;
+  const size_t udp_length = UdpHeader::kSize + payload.size();
+  if (udp_length > 0xffff || src.family() != dst.family()) return std::nullopt;
+  ByteWriter w(out);
+  UdpHeader udp{addresses.src.port, addresses.dst.port, static_cast<uint16_t>(udp_length), 0};
+  udp.Write(w);
+  w.WriteBytes(payload.data(), payload.size());
+  if (!w.ok()) return std::nullopt;
+  FillUpperChecksum(src, dst, kIpProtoUdp, out.data(), udp_length, out.data() + 6, true);
+  return w.offset();
+}
+
+std::optional<size_t> BuildIpFragment(const LinkAddresses& link, const FragmentFields& fragment,
+                                      std::span<const uint8_t> piece, std::span<uint8_t> out,
+                                      const IpOptions& options) {
+  constexpr size_t kFragmentHeaderSize = 8;
+  if (fragment.src.family() != fragment.dst.family() || fragment.offset % 8 != 0 ||
+      fragment.offset / 8 > 0x1fff) {
+    return std::nullopt;
+  }
+  ByteWriter w(out);
+  if (fragment.src.is_v4()) {
+    if (Ipv4Header::kMinSize + piece.size() > 0xffff) return std::nullopt;
+    WriteLink(link, kEtherTypeIpv4, w);
+    Ipv4Header ip;
+    ip.tos = options.tos;
+    ip.total_length = static_cast<uint16_t>(Ipv4Header::kMinSize + piece.size());
+    ip.id = static_cast<uint16_t>(fragment.id);
+    ip.dont_fragment = false;
+    ip.more_fragments = fragment.more;
+    ip.fragment_offset = static_cast<uint16_t>(fragment.offset / 8);
+    ip.ttl = options.ttl;
+    ip.protocol = fragment.protocol;
+    ip.src = fragment.src;
+    ip.dst = fragment.dst;
+    ip.Write(w);
+  } else {
+    if (kFragmentHeaderSize + piece.size() > 0xffff) return std::nullopt;
+    WriteLink(link, kEtherTypeIpv6, w);
+    Ipv6Header ip;
+    ip.traffic_class = options.tos;
+    ip.payload_length = static_cast<uint16_t>(kFragmentHeaderSize + piece.size());
+    ip.next_header = kIpProtoFragment;
+    ip.hop_limit = options.ttl;
+    ip.src = fragment.src;
+    ip.dst = fragment.dst;
+    ip.Write(w);
+    w.WriteU8(fragment.protocol);
+    w.WriteU8(0);
+    w.WriteU16(static_cast<uint16_t>(fragment.offset | (fragment.more ? 1 : 0)));
+    w.WriteU32(fragment.id);
+  }
+  w.WriteBytes(piece.data(), piece.size());
+  if (!w.ok()) return std::nullopt;
   return w.offset();
 }
 

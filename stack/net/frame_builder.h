@@ -31,6 +31,7 @@ struct IpOptions {
   uint8_t ttl = 64;  // TTL or hop limit
   uint8_t tos = 0;   // TOS or traffic class
   uint16_t id = 0;   // IPv4 identification
+  bool dont_fragment = true;  // IPv4's DF flag
 };
 
 struct UdpAddresses {
@@ -42,6 +43,26 @@ struct UdpAddresses {
 std::optional<size_t> BuildUdp(const LinkAddresses& link, const UdpAddresses& addresses,
                                std::span<const uint8_t> payload, std::span<uint8_t> out,
                                const IpOptions& ip = {});
+
+// A UDP datagram without its IP header (header, payload, checksum filled): what the fragments
+// of a datagram too big for one frame carry between them.
+std::optional<size_t> BuildUdpSegment(const UdpAddresses& addresses,
+                                      std::span<const uint8_t> payload, std::span<uint8_t> out);
+
+// One fragment of an IP datagram (RFC 791; RFC 8200 4.5: a Fragment header after the fixed
+// header): `piece` is its share of the datagram's upper-layer bytes, at `offset` (a multiple
+// of 8), `more` unless it is the last. IPv4 fragments leave DF clear whatever `ip` says.
+struct FragmentFields {
+  IpAddress src;
+  IpAddress dst;
+  uint8_t protocol = 0;
+  uint32_t id = 0;  // IPv4: its low 16 bits
+  uint32_t offset = 0;
+  bool more = false;
+};
+std::optional<size_t> BuildIpFragment(const LinkAddresses& link, const FragmentFields& fragment,
+                                      std::span<const uint8_t> piece, std::span<uint8_t> out,
+                                      const IpOptions& ip = {});
 
 std::optional<size_t> BuildArp(const LinkAddresses& link, const ArpPacket& arp,
                                std::span<uint8_t> out);

@@ -197,10 +197,13 @@ ParseError Ipv6Header::Parse(ByteReader& r) {
         break;
       case kIpProtoFragment:
         // An atomic fragment (offset 0, no M flag) is a whole packet (RFC 6946). Any other
-        // ends the walk: past the first fragment the bytes are payload, not headers, and the
-        // stack reassembles nothing.
+        // ends the walk: past the first fragment the bytes are payload, not headers, which
+        // reassembly puts together (stack/internal/reassembly.h).
         if ((LoadBe16(&header[2]) & 0xfff9) != 0) {
           fragment = true;
+          fragment_offset = LoadBe16(&header[2]) >> 3;
+          more_fragments = (header[3] & 1) != 0;
+          fragment_id = LoadBe32(&header[4]);
           upper_protocol = header[0];
           upper_offset = static_cast<uint16_t>(at + length);
           upper_naming = static_cast<uint16_t>(at);

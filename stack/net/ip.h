@@ -96,6 +96,11 @@ struct Ipv6Header {
   uint16_t upper_naming = 6;
   int extension_count = 0;
   bool fragment = false;  // a Fragment header that is not an atomic fragment
+  // When `fragment`: the Fragment header's fields (RFC 8200 4.5). upper_protocol is its Next
+  // Header and upper_offset the first byte after it (the fragment's share of the datagram).
+  uint32_t fragment_id = 0;
+  uint16_t fragment_offset = 0;  // in 8-byte units
+  bool more_fragments = false;
 
   // When Parse refused the packet for an extension header that RFC 8200 answers with an
   // ICMPv6 Parameter Problem: its code and pointer (an offset from the start of the IPv6
