@@ -140,6 +140,11 @@ ABSL_FLAG(uint32_t, max_receive_mib, 512,
           "their records: past it they are dropped and counted, receive_budget_full, like a full "
           "queue). At the default depth of 256 a socket takes 4 KiB: a million sockets need "
           "4096.");
+ABSL_FLAG(uint32_t, reassembly_kib, 4096,
+          "KiB that IP fragments waiting for the rest of their datagram may hold in all (as "
+          "Linux's ipfrag_high_thresh, 4 MiB), shared by the RX queues' poll threads; one source "
+          "(an IPv6 /64) holds at most a sixteenth of a poll thread's share, and at least one "
+          "largest datagram. Past it the oldest datagrams are dropped (reassembly_evicted).");
 ABSL_FLAG(uint32_t, channel_ring_slots, 1024,
           "Datagrams each ring of a session's data channel holds (AttachChannel, StreamChannel) "
           "unless the client asks; a power of two. Past it datagrams are dropped and counted.");
@@ -351,6 +356,10 @@ absl::Status CheckFlags() {
   if (absl::GetFlag(FLAGS_max_receive_mib) == 0) {
     return absl::InvalidArgumentError("--max_receive_mib must be at least 1");
   }
+  if (absl::GetFlag(FLAGS_reassembly_kib) < 64) {
+    return absl::InvalidArgumentError(
+        "--reassembly_kib must be at least 64 (one largest datagram's fragments)");
+  }
   if (const uint32_t slots = absl::GetFlag(FLAGS_channel_ring_slots);
       slots == 0 || (slots & (slots - 1)) != 0 || slots > (1u << 20)) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -486,6 +495,7 @@ int Main(int argc, char** argv) {
   o.stack.receive_queue_depth = absl::GetFlag(FLAGS_receive_queue_depth);
   o.stack.max_receive_queue_depth = absl::GetFlag(FLAGS_max_receive_queue_depth);
   o.stack.max_receive_bytes = size_t{absl::GetFlag(FLAGS_max_receive_mib)} << 20;
+  o.stack.reassembly_bytes = size_t{absl::GetFlag(FLAGS_reassembly_kib)} << 10;
   o.stack.neighbors = NeighborLimits();
 
   // Signals are taken by sigwait below, not by handlers: block them before any thread starts.

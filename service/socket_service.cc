@@ -101,6 +101,21 @@ absl::StatusOr<std::string> SocketServiceImpl::OpenSocket(const std::string& tok
   o.reuse_port = req.reuse_port();
   o.owner = c_.sessions.Owner(token);  // its reuseport groups are the session's own
   o.receive_queue_depth = req.receive_queue_depth();
+  switch (req.pmtu_discovery()) {
+    case v1::PMTU_DISCOVERY_UNSPECIFIED:
+    case v1::PMTU_DISCOVERY_WANT:
+      o.pmtu_discovery = demux::PmtuDiscovery::kWant;
+      break;
+    case v1::PMTU_DISCOVERY_DO:
+      o.pmtu_discovery = demux::PmtuDiscovery::kDo;
+      break;
+    case v1::PMTU_DISCOVERY_DONT:
+      o.pmtu_discovery = demux::PmtuDiscovery::kDont;
+      break;
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("pmtu_discovery: no such value ", static_cast<int>(req.pmtu_discovery())));
+  }
   if (!req.bound_device().empty()) {
     for (const link::LinkInfo& l : c_.stack.Links()) {
       if (l.name == req.bound_device()) o.bound_device = l.ifindex;
@@ -247,6 +262,18 @@ absl::Status SocketServiceImpl::Describe(const std::string& token, const std::st
   ToProto(s->counters, out->mutable_counters());
   if (s->pending_error.has_value()) out->set_pending_error(s->pending_error->ToString());
   out->set_on_channel(s->on_channel);
+  switch (info.options.pmtu_discovery) {
+    case demux::PmtuDiscovery::kWant:
+      out->set_pmtu_discovery(v1::PMTU_DISCOVERY_WANT);
+      break;
+    case demux::PmtuDiscovery::kDo:
+      out->set_pmtu_discovery(v1::PMTU_DISCOVERY_DO);
+      break;
+    case demux::PmtuDiscovery::kDont:
+      out->set_pmtu_discovery(v1::PMTU_DISCOVERY_DONT);
+      break;
+  }
+  out->set_path_mtu(static_cast<uint32_t>(s->path_mtu));
   return absl::OkStatus();
 }
 

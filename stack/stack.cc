@@ -64,11 +64,11 @@ absl::StatusOr<std::unique_ptr<Stack>> Stack::Create(
 
   stack->neighbors_ =
       std::make_unique<NeighborResolution>(o.neighbors, stack->routes_, stack->local_);
-  stack->icmp_ = std::make_unique<IcmpProtocol>(
-      stack->local_, *stack->table_,
-      IcmpRateLimiter::Rate{o.icmp_errors_per_second, o.icmp_error_burst}, o.clock());
   stack->udp_ = std::make_unique<UdpProtocol>(stack->routes_, *stack->neighbors_,
                                               stack->local_, links[0]->info().mtu);
+  stack->icmp_ = std::make_unique<IcmpProtocol>(
+      stack->local_, *stack->table_, stack->udp_->path_mtu(),
+      IcmpRateLimiter::Rate{o.icmp_errors_per_second, o.icmp_error_burst}, o.clock());
   const Protocols protocols{&stack->local_,          o.vlan,
                             o.clock,                 o.wall_clock,
                             stack->table_.get(),
@@ -160,6 +160,7 @@ absl::StatusOr<SocketId> Stack::Open(net::Family family, const OpenOptions& opti
   o.reuse_port = options.reuse_port;
   o.owner = options.owner;
   o.bound_device = options.bound_device;
+  o.pmtu_discovery = options.pmtu_discovery;
   o.cookie = reinterpret_cast<uintptr_t>(socket.get());
   absl::StatusOr<SocketId> id = table_->Open(o);
   if (!id.ok()) return id.status();
@@ -284,7 +285,9 @@ absl::StatusOr<SocketStatus> Stack::Get(SocketId id) const {
   if (!s.ok()) return s.status();
   std::optional<IcmpError> pending;
   if (info->state == demux::SocketState::kConnected) pending = (*s)->PendingError(info->remote);
-  return SocketStatus{*info, (*s)->counters(), pending, (*s)->on_channel()};
+  const size_t path_mtu =
+      info->state == demux::SocketState::kConnected ? udp_->PathMtu(info->remote.address) : 0;
+  return SocketStatus{*info, (*s)->counters(), pending, (*s)->on_channel(), path_mtu};
 }
 
 std::vector<SocketId> Stack::List() const {

@@ -104,6 +104,7 @@ struct OpenOptions {
   uint64_t owner = 0;  // reuse_port shares a port with the same owner's sockets only
   uint32_t bound_device = 0;
   size_t receive_queue_depth = 0;  // 0: the stack's default
+  demux::PmtuDiscovery pmtu_discovery = demux::PmtuDiscovery::kWant;
 };
 
 struct SocketStatus {
@@ -112,6 +113,8 @@ struct SocketStatus {
   // A hard ICMP error for a connected socket's datagrams, which its next Send will report.
   std::optional<IcmpError> pending_error;
   bool on_channel = false;  // its datagrams go to a data channel (PutOnChannel)
+  // A connected socket's path MTU to its peer (the link's unless ICMP lowered it); else 0.
+  size_t path_mtu = 0;
 };
 
 class Stack {

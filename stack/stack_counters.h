@@ -78,7 +78,16 @@ namespace quadsock::stack {
   X(reassembly_budget_full, "Fragments dropped: the reassembly budget was full and held "    \
                             "nothing older to evict.")                                       \
   X(fragments_not_udp, "Fragments of other protocols than UDP: dropped (only UDP is "         \
-                       "reassembled).")
+                       "reassembled).")                                                       \
+  X(tx_fragmented, "Datagrams sent in fragments: over the path MTU.")                        \
+  X(tx_fragments, "Fragments sent (of tx_fragmented's datagrams).")                          \
+  X(tx_over_path_mtu, "Datagrams not sent: over a path MTU that fell after the send was "     \
+                      "checked, from a socket that may not fragment (pmtu_discovery DO).")   \
+  X(path_mtu_reports, "ICMP fragmentation needed / packet too big messages that lowered a "  \
+                      "destination's path MTU (quoting a datagram of one of our sockets).")  \
+  X(path_mtu_reports_ignored, "ICMP fragmentation needed / packet too big messages ignored: " \
+                              "an MTU below the minimum (IPv6: 1,280) or not below the "     \
+                              "link's.")
 
 // Counted elsewhere: by Send's callers, the receive budget and the neighbour table.
 #define QUADSOCK_OTHER_STACK_COUNTERS(X)                                                     \

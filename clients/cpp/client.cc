@@ -383,6 +383,7 @@ absl::StatusOr<RemoteSocket> Client::Open(OpenOptions options) {
   req.set_reuse_port(options.reuse_port);
   req.set_bound_device(options.bound_device);
   req.set_receive_queue_depth(options.receive_queue_depth);
+  req.set_pmtu_discovery(options.pmtu_discovery);
   return Then(c_->Call(&SocketStub::Open, req),
               [this](v1::OpenResponse& r) { return RemoteSocket(c_, r.socket(), r.index()); });
 }

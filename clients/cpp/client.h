@@ -132,6 +132,7 @@ struct OpenOptions {
   bool reuse_port = false;
   std::string bound_device;          // "": any
   uint32_t receive_queue_depth = 0;  // 0: the server's default
+  v1::PmtuDiscovery pmtu_discovery = v1::PMTU_DISCOVERY_UNSPECIFIED;  // WANT, as Linux
 };
 
 struct ListOptions {

@@ -78,6 +78,16 @@ absl::Status Open(Context& c) {
   o.reuse_port = c.args.Has("reuse_port");
   o.bound_device = c.args.Get("device");
   o.receive_queue_depth = c.args.GetUint("queue_depth", 0);
+  const std::string pmtu = c.args.Get("pmtu", "want");
+  if (pmtu == "want") {
+    o.pmtu_discovery = v1::PMTU_DISCOVERY_WANT;
+  } else if (pmtu == "do") {
+    o.pmtu_discovery = v1::PMTU_DISCOVERY_DO;
+  } else if (pmtu == "dont") {
+    o.pmtu_discovery = v1::PMTU_DISCOVERY_DONT;
+  } else {
+    throw UsageError(absl::StrCat("--pmtu=", pmtu, ": expected want, do or dont"));
+  }
   absl::StatusOr<RemoteSocket> s = c.client().Open(o);
   if (!s.ok()) return s.status();
   v1::OpenResponse r;
@@ -624,7 +634,10 @@ const std::vector<Command>& Commands() {
         {"v6only", false, "IPv6 only (no v4-mapped traffic)"},
         {"reuse_port", false, "May share its address and port with other reuse_port sockets"},
         {"device", true, "Bind to this interface"},
-        {"queue_depth", true, "Datagrams kept for recv (default: the server's)"}},
+        {"queue_depth", true, "Datagrams kept for recv (default: the server's)"},
+        {"pmtu", true,
+         "Over the path MTU: want (default: fragments; DF when it fits), do (refuse), dont "
+         "(fragments; never DF)"}},
        Open},
       {"bind", "SOCKET ADDRESS:PORT", "Bind (0.0.0.0 / [::] for any address, port 0: ephemeral)",
        2, 2, S::kRequired, {}, Bind},

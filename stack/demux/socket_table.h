@@ -57,6 +57,12 @@ namespace quadsock::demux {
 
 using SocketId = uint64_t;
 
+// IP_MTU_DISCOVER / IPV6_MTU_DISCOVER (Linux's IP_PMTUDISC_*): whether IPv4 datagrams leave
+// with DF set, and whether a datagram over the path MTU is cut into fragments or refused.
+// kWant (Linux's default): DF set on a datagram that fits, fragments for one that does not;
+// kDo: DF always, and a datagram over the path MTU is refused; kDont: DF never.
+enum class PmtuDiscovery : uint8_t { kWant, kDo, kDont };
+
 struct SocketOptions {
   net::Family family = net::Family::kV4;
   bool v6only = false;        // IPv6 only: an IPv6 socket bound to :: receives no IPv4
@@ -67,6 +73,7 @@ struct SocketOptions {
   // with sockets of the same owner, as Linux lets only sockets of one uid share one: another
   // owner's socket is ALREADY_EXISTS, and never joins (or takes flows from) the group.
   uint64_t owner = 0;
+  PmtuDiscovery pmtu_discovery = PmtuDiscovery::kWant;  // for sends; the table ignores it
 };
 
 // One received datagram's demultiplexing key. The family is that of `dst`.

@@ -141,6 +141,20 @@ void IcmpProtocol::HandleError(PollEngine& engine, demux::LookupContext& ctx,
     engine.Bump(EngineCounter::icmp_errors_unmatched);
     return;
   }
+  const bool v6 = f.l4 == net::L4::kIcmpv6;
+  if (v6 ? f.icmp.type == net::kIcmpv6PacketTooBig
+         : f.icmp.type == net::kIcmpv4DestUnreachable &&
+               f.icmp.code == net::kIcmpv4CodeFragmentationNeeded) {
+    // The next-hop MTU: ICMPv6's 32-bit field; ICMPv4's low 16 bits (RFC 1191 4).
+    const size_t reported = v6 ? f.icmp.rest : (f.icmp.rest & 0xffff);
+    const size_t mtu = PathMtuCache::Validate(q.dst, reported, engine.info().mtu);
+    if (mtu == 0) {
+      engine.Bump(EngineCounter::path_mtu_reports_ignored);
+    } else {
+      path_mtu_.Lower(q.dst, mtu, engine.turn_time());
+      engine.Bump(EngineCounter::path_mtu_reports);
+    }
+  }
   UdpProtocol::SocketOf(*r).ReportIcmpError(
       IcmpError{f.l4 == net::L4::kIcmpv6, f.icmp.type, f.icmp.code}, {q.dst, q.dst_port});
   engine.Bump(EngineCounter::icmp_errors_received);

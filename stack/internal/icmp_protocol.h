@@ -22,6 +22,7 @@
 #include "absl/time/time.h"
 #include "stack/demux/socket_table.h"
 #include "stack/internal/local_addresses.h"
+#include "stack/internal/path_mtu.h"
 #include "stack/internal/reassembly.h"
 #include "stack/net/frame.h"
 
@@ -50,10 +51,10 @@ class IcmpRateLimiter {
 
 class IcmpProtocol {
  public:
-  // `local` and `table` outlive this.
+  // `local`, `table` and `path_mtu` outlive this.
   IcmpProtocol(const LocalAddresses& local, const demux::SocketTable& table,
-               IcmpRateLimiter::Rate rate, absl::Time start)
-      : local_(local), table_(table), limiter_(rate, start) {}
+               PathMtuCache& path_mtu, IcmpRateLimiter::Rate rate, absl::Time start)
+      : local_(local), table_(table), path_mtu_(path_mtu), limiter_(rate, start) {}
 
   // An echo request to one of our addresses: answered, unless its source may not be.
   void SendEchoReply(PollEngine& engine, const net::ParsedFrame& f,
@@ -75,7 +76,9 @@ class IcmpProtocol {
   // the same rate limit.
   void SendReassemblyTimeExceeded(PollEngine& engine, const Reassembly::Expired& e,
                                   absl::Time now);
-  // An ICMP error about a datagram: to the socket that sent it, if any.
+  // An ICMP error about a datagram: to the socket that sent it, if any. A "fragmentation
+  // needed" or "packet too big" about one also lowers its destination's path MTU (RFC 1191,
+  // RFC 8201), within PathMtuCache::Validate's bounds.
   void HandleError(PollEngine& engine, demux::LookupContext& ctx, const net::ParsedFrame& f);
 
  private:
@@ -89,6 +92,7 @@ class IcmpProtocol {
 
   const LocalAddresses& local_;
   const demux::SocketTable& table_;
+  PathMtuCache& path_mtu_;
   IcmpRateLimiter limiter_;
 };
 

@@ -152,6 +152,7 @@ size_t PollEngine::Turn(demux::LookupContext& ctx) {
     next_timer_ = now + kTimerPeriod;
     ReadWallClock();
     p_.neighbors->Tick(*this, now);
+    p_.udp->path_mtu().Expire(now);
     reassembly_.Expire(now, [&](const Reassembly::Expired& e) {
       p_.icmp->SendReassemblyTimeExceeded(*this, e, now);
     });

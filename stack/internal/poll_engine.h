@@ -29,6 +29,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/random/random.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "stack/bounded_queue.h"
@@ -101,6 +102,13 @@ class PollEngine {
   net::LinkAddresses LinkTo(const net::MacAddress& dst) const;
   // Recent neighbour answers, for sends without the neighbour cache's lock.
   NeighborShortcut& neighbor_shortcut() { return neighbor_shortcut_; }
+  UdpProtocol& udp() { return *p_.udp; }
+  absl::Time turn_time() const { return turn_time_; }  // the stack clock at this turn's start
+  // For datagrams sent in fragments (TransmitUdp): a buffer to build the whole datagram in,
+  // and their identifications (IPv4: a counter from a random start; IPv6: random, RFC 7739).
+  std::vector<uint8_t>& fragment_scratch() { return fragment_scratch_; }
+  uint32_t NextIpv4Id() { return next_ipv4_id_++; }
+  uint32_t RandomIpv6Id() { return absl::Uniform<uint32_t>(bitgen_); }
   // The next datagram Stack::Send queued for this engine (UdpProtocol::SendQueued).
   std::optional<SendRequest*> PopSend();
   void Bump(EngineCounter c, uint64_t n = 1) {
@@ -179,6 +187,9 @@ class PollEngine {
   std::unique_ptr<demux::LookupContext> manual_lookup_;
   NeighborShortcut neighbor_shortcut_;
   Reassembly reassembly_;
+  std::vector<uint8_t> fragment_scratch_;
+  absl::BitGen bitgen_;
+  uint32_t next_ipv4_id_ = absl::Uniform<uint32_t>(bitgen_);
   std::vector<link::FrameBuffer> tx_batch_;
   std::vector<TxOwner> tx_owners_;  // one per frame of tx_batch_
   absl::Time next_timer_ = absl::InfinitePast();

@@ -90,11 +90,22 @@ absl::StatusOr<net::Endpoint> UdpProtocol::Destination(const demux::SocketInfo& 
   if (absl::StatusOr<stack::Route> route = routes_.Lookup(dst.address.Unmapped()); !route.ok()) {
     return route.status();
   }
-  const net::Family wire_family = dst.address.Unmapped().family();
-  if (payload_bytes + Headroom(wire_family) > mtu_) {
+  const net::IpAddress wire = dst.address.Unmapped();
+  const size_t largest = wire.is_v4() ? kMaxPayloadV4 : kMaxPayloadV6;
+  if (payload_bytes > largest) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "a %u-byte datagram does not fit the MTU of %u (no fragmentation): at most %u bytes",
-        payload_bytes, mtu_, mtu_ - Headroom(wire_family)));
+        "a %u-byte datagram is over the largest UDP datagram over IPv%d: %u bytes",
+        payload_bytes, wire.is_v4() ? 4 : 6, largest));
+  }
+  // Over the path MTU, a datagram leaves in fragments, unless its socket says not to.
+  if (info.options.pmtu_discovery == demux::PmtuDiscovery::kDo) {
+    const size_t mtu = PathMtu(wire);
+    if (payload_bytes + Headroom(wire.family()) > mtu) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "EMSGSIZE: a %u-byte datagram does not fit the path MTU of %u to %s, and the socket "
+          "does not fragment (pmtu_discovery DO): at most %u bytes",
+          payload_bytes, mtu, wire.ToString(), mtu - Headroom(wire.family())));
+    }
   }
   return dst;
 }
@@ -145,19 +156,87 @@ void UdpProtocol::Route(PollEngine& engine, std::shared_ptr<UdpSocket> socket,
   TransmitUdp(engine, src, dst, *mac, payload, std::move(socket));
 }
 
+namespace {
+
+// A datagram over the path MTU, in fragments (RFC 791 3.2; RFC 8200 4.5: only the source
+// fragments an IPv6 datagram, with an identification of its own): the whole UDP datagram is
+// built once, then cut at `mtu` into pieces of a multiple of 8 bytes. The socket counts the
+// datagram sent or dropped with its last fragment; a fragment with no buffer drops the rest.
+void TransmitFragments(PollEngine& engine, const net::Endpoint& src, const net::Endpoint& dst,
+                       const net::MacAddress& dst_mac, std::span<const uint8_t> payload,
+                       std::shared_ptr<UdpSocket> socket, size_t mtu) {
+  const bool v4 = dst.address.is_v4();
+  std::vector<uint8_t>& whole = engine.fragment_scratch();
+  whole.resize(net::UdpHeader::kSize + payload.size());
+  if (!net::BuildUdpSegment({src, dst}, payload, whole).has_value()) {
+    if (socket != nullptr) socket->CountSendDrop();
+    return;
+  }
+  // Each fragment's share: what the MTU leaves after the IP header (and IPv6's Fragment
+  // header), rounded down to 8 bytes.
+  const size_t headers = v4 ? net::Ipv4Header::kMinSize : net::Ipv6Header::kSize + 8;
+  const size_t piece = (mtu - headers) & ~size_t{7};
+  const uint32_t id = v4 ? engine.NextIpv4Id() : engine.RandomIpv6Id();
+  const net::LinkAddresses link = engine.LinkTo(dst_mac);
+  const std::span<const uint8_t> bytes(whole);
+  for (size_t offset = 0; offset < bytes.size(); offset += piece) {
+    const bool last = offset + piece >= bytes.size();
+    std::optional<link::FrameBuffer> out = engine.NewTxFrame();
+    if (!out.has_value()) {
+      if (socket != nullptr) socket->CountSendDrop();
+      return;
+    }
+    const std::span<const uint8_t> share = bytes.subspan(offset, std::min(piece, bytes.size() - offset));
+    const net::FragmentFields f{src.address, dst.address, net::kIpProtoUdp, id,
+                                static_cast<uint32_t>(offset), !last};
+    std::optional<size_t> n = net::BuildIpFragment(link, f, share, {out->data, out->capacity});
+    engine.Bump(EngineCounter::tx_fragments);
+    if (!last) {
+      engine.QueueTx(*out, n);
+      if (!n.has_value()) {
+        if (socket != nullptr) socket->CountSendDrop();
+        return;
+      }
+      continue;
+    }
+    const demux::SocketInfo* info = socket != nullptr ? socket->info() : nullptr;
+    engine.Bump(info != nullptr && info->state == demux::SocketState::kConnected
+                    ? EngineCounter::udp_sent_connected
+                    : EngineCounter::udp_sent_unconnected);
+    engine.Bump(EngineCounter::tx_fragmented);
+    engine.QueueTx(*out, n, {std::move(socket), payload.size()});
+  }
+}
+
+}  // namespace
+
 void TransmitUdp(PollEngine& engine, const net::Endpoint& src, const net::Endpoint& dst,
                  const net::MacAddress& dst_mac, std::span<const uint8_t> payload,
                  std::shared_ptr<UdpSocket> socket) {
+  // The socket's state as the control plane last published it (a poll thread's view).
+  const demux::SocketInfo* info = socket != nullptr ? socket->info() : nullptr;
+  const demux::PmtuDiscovery pmtu =
+      info != nullptr ? info->options.pmtu_discovery : demux::PmtuDiscovery::kWant;
+  const size_t mtu = engine.udp().PathMtu(dst.address);
+  if (payload.size() + UdpProtocol::Headroom(dst.address.family()) > mtu) {
+    if (pmtu == demux::PmtuDiscovery::kDo) {
+      engine.Bump(EngineCounter::tx_over_path_mtu);
+      if (socket != nullptr) socket->CountSendDrop();
+      return;
+    }
+    TransmitFragments(engine, src, dst, dst_mac, payload, std::move(socket), mtu);
+    return;
+  }
   std::optional<link::FrameBuffer> out = engine.NewTxFrame();
   if (!out.has_value()) {
     if (socket != nullptr) socket->CountSendDrop();
     return;
   }
+  net::IpOptions ip;
+  ip.dont_fragment = pmtu != demux::PmtuDiscovery::kDont;
   std::optional<size_t> n = net::BuildUdp(engine.LinkTo(dst_mac), {src, dst}, payload,
-                                          {out->data, out->capacity});
+                                          {out->data, out->capacity}, ip);
   if (n.has_value()) {
-    // The socket's state as the control plane last published it (a poll thread's view).
-    const demux::SocketInfo* info = socket != nullptr ? socket->info() : nullptr;
     engine.Bump(info != nullptr && info->state == demux::SocketState::kConnected
                     ? EngineCounter::udp_sent_connected
                     : EngineCounter::udp_sent_unconnected);

@@ -28,6 +28,7 @@
 #include "stack/channel/channel.h"
 #include "stack/internal/channel_sockets.h"
 #include "stack/internal/local_addresses.h"
+#include "stack/internal/path_mtu.h"
 
 #include "absl/time/time.h"
 #include "stack/demux/socket_table.h"
@@ -67,10 +68,15 @@ class UdpProtocol {
   ~UdpProtocol();
 
   // ---- What a send from `socket` may be (Stack::Send and the data channels' sends alike) ----
+  // The largest UDP payload over IPv4 (65,535 less the IP and UDP headers) and over IPv6 (its
+  // payload length, 65,535, less the UDP header).
+  static constexpr size_t kMaxPayloadV4 = 65507;
+  static constexpr size_t kMaxPayloadV6 = 65527;
   // The destination of a `payload_bytes` datagram: `destination`, or the connected peer
   // (FAILED_PRECONDITION without one, or without a route to it); INVALID_ARGUMENT for a peer
   // that is no unicast host, of the other IP version, a connected network's broadcast,
-  // loopback or one of our own addresses, or a datagram over the MTU.
+  // loopback or one of our own addresses, a datagram over the largest UDP payload, or over the
+  // path MTU from a socket that may not fragment (PmtuDiscovery::kDo).
   absl::StatusOr<net::Endpoint> Destination(const demux::SocketInfo& socket,
                                             std::optional<net::Endpoint> destination,
                                             size_t payload_bytes) const;
@@ -94,6 +100,11 @@ class UdpProtocol {
     return SocketOf(found).Deliver({flow.src, flow.src_port}, {flow.dst, flow.dst_port},
                                    payload, now, &staged);
   }
+
+  // The MTU datagrams to `dst` are sent with: the link's, or less where ICMP said so.
+  size_t PathMtu(const net::IpAddress& dst) const { return path_mtu_.Get(dst.Unmapped(), mtu_); }
+  size_t link_mtu() const { return mtu_; }
+  PathMtuCache& path_mtu() { return path_mtu_; }
 
   // Poll thread: sends (at most a turn's worth of) the datagrams queued for `engine`.
   void SendQueued(PollEngine& engine, absl::Time now);
@@ -133,6 +144,7 @@ class UdpProtocol {
   NeighborResolution& neighbors_;
   const LocalAddresses& local_;
   const size_t mtu_;
+  PathMtuCache path_mtu_{4096};
   // The channels whose TX rings are drained: a snapshot the poll threads read without a lock,
   // replaced whole under channels_mu_ (the old one freed after a grace period).
   std::mutex channels_mu_;
@@ -140,8 +152,10 @@ class UdpProtocol {
   std::atomic<const std::vector<ChannelEntry*>*> channel_snapshot_{nullptr};
 };
 
-// Builds a datagram's frame to `dst_mac` and puts it into `engine`'s TX batch; a datagram with
-// no room (no free buffer) counts as the socket's send drop.
+// Builds a datagram's frame to `dst_mac` and puts it into `engine`'s TX batch, or its fragments
+// when it is over the path MTU (unless its socket may not fragment: then it is dropped, which
+// only a path MTU that fell after Destination checked it can cause); a datagram with no room
+// (no free buffer) counts as the socket's send drop.
 void TransmitUdp(PollEngine& engine, const net::Endpoint& src, const net::Endpoint& dst,
                  const net::MacAddress& dst_mac, std::span<const uint8_t> payload,
                  std::shared_ptr<UdpSocket> socket);
