@@ -789,5 +789,151 @@ TEST(AfXdpKillTest, SigkillLeavesNoProgramAndTheKernelAnswers) {
   EXPECT_NE(net.PeerShell("ping -c 1 -W 1 10.7.0.2 >/dev/null 2>&1", false), 0);
 }
 
+
+// ---- Datagrams bigger than a frame ----------------------------------------------------------
+
+std::string Pattern(size_t n) {
+  std::string s(n, '\0');
+  for (size_t i = 0; i < n; ++i) s[i] = static_cast<char>('a' + (i * 31 + i / 251) % 26);
+  return s;
+}
+
+// The kernel fragments what its sockets send over the 1,500-byte MTU; quadsock puts it back.
+TEST_F(AfXdpTest, KernelSocketsFragmentedDatagramsArriveWhole) {
+  for (const bool v6 : {false, true}) {
+    const int peer = PeerUdp(v6 ? kPeerV6 : kPeerV4, 5000);
+    SocketId s = stack().Open(v6 ? net::Family::kV6 : net::Family::kV4).value();
+    ASSERT_TRUE(stack().Bind(s, Ep(v6 ? "[::]:4000" : "0.0.0.0:4000")).ok());
+    for (const size_t n : {2000, 8000, 65000}) {
+      const std::string payload = Pattern(n);
+      SockAddr to(v6 ? kStackV6 : kStackV4, 4000);
+      ASSERT_EQ(sendto(peer, payload.data(), n, 0, to.get(), to.len), static_cast<ssize_t>(n))
+          << std::strerror(errno);
+      std::optional<stack::ReceivedDatagram> d = ReceiveWithin(s, absl::Seconds(5));
+      ASSERT_TRUE(d.has_value()) << n << " bytes over IPv" << (v6 ? 6 : 4) << " never came whole";
+      EXPECT_EQ(d->payload.size(), n);
+      EXPECT_TRUE(d->payload == payload) << n;
+    }
+    ASSERT_TRUE(stack().Close(s).ok());
+  }
+  const stack::StackCounters c = stack().Counters();
+  EXPECT_EQ(c.reassembled, 6u);
+  EXPECT_EQ(c.reassembly_overlap + c.reassembly_malformed + c.reassembly_evicted +
+                c.reassembly_source_full + c.reassembly_budget_full,
+            0u);
+  EXPECT_EQ(stack().CheckFrameAccounting(), absl::OkStatus());
+}
+
+// And the other way: quadsock fragments, the kernel reassembles.
+TEST_F(AfXdpTest, QuadsockFragmentsReachKernelSocketsWhole) {
+  for (const bool v6 : {false, true}) {
+    const int peer = PeerUdp(v6 ? kPeerV6 : kPeerV4, 5000);
+    SocketId s = stack().Open(v6 ? net::Family::kV6 : net::Family::kV4).value();
+    const Endpoint to = Ep(v6 ? "[fd00:7::1]:5000" : "10.7.0.1:5000");
+    for (const size_t n : {2000, 8000, 65000}) {
+      const std::string payload = Pattern(n);
+      ASSERT_EQ(stack().Send(s, Bytes(payload), to), absl::OkStatus());
+      EXPECT_TRUE(KernelRecv(peer) == payload) << n << " bytes over IPv" << (v6 ? 6 : 4);
+    }
+    EXPECT_EQ(stack().Get(s).value().counters.tx_dropped, 0u);
+  }
+  EXPECT_EQ(stack().Counters().tx_fragmented, 6u);
+}
+
+// A router between quadsock and the far host, whose far link has a smaller MTU: the peer
+// namespace forwards to a third one over a veth of 1,400 bytes (1,280 for IPv6).
+class AfXdpRouterTest : public AfXdpTest {
+ protected:
+  void Customize(stack::AfXdpOptions& o) override {
+    o.stack.gateways = {*net::IpAddress::Parse(kPeerV4), *net::IpAddress::Parse(kPeerV6)};
+  }
+  void SetUp() override {
+    AfXdpTest::SetUp();
+    far_ = "qs-far-" + std::to_string(getpid());
+    ASSERT_EQ(Shell("ip netns add " + far_), 0);
+    net_->PeerShell("sysctl -qw net.ipv4.ip_forward=1 net.ipv6.conf.all.forwarding=1");
+    ASSERT_EQ(Shell("ip link add qr0 netns " + net_->ns() + " type veth peer name qr1 netns " +
+                    far_),
+              0);
+    net_->PeerShell(
+        "ip link set qr0 up && ip addr add 10.20.0.1/24 dev qr0 && "
+        "ip addr add fd00:20::1/64 dev qr0 nodad && ethtool -K qr0 tx off >/dev/null");
+    FarShell(
+        "ip link set lo up && ip link set qr1 up && ip addr add 10.20.0.2/24 dev qr1 && "
+        "ip addr add fd00:20::2/64 dev qr1 nodad && ip route add default via 10.20.0.1 && "
+        "ip -6 route add default via fd00:20::1");
+  }
+  void TearDown() override {
+    AfXdpTest::TearDown();
+    EXPECT_EQ(Shell("ip netns del " + far_), 0);
+  }
+  void SetFarMtu(int mtu) {
+    net_->PeerShell("ip link set qr0 mtu " + std::to_string(mtu));
+    FarShell("ip link set qr1 mtu " + std::to_string(mtu));
+  }
+  void FarShell(const std::string& command) {
+    ASSERT_EQ(Shell("ip netns exec " + far_ + " sh -c '" + command + "'"), 0) << command;
+  }
+  int FarUdp(const char* ip, uint16_t port) {
+    int fd = -1;
+    std::thread t([&] {
+      const int ns = open(("/run/netns/" + far_).c_str(), O_RDONLY | O_CLOEXEC);
+      if (ns < 0 || setns(ns, CLONE_NEWNET) != 0) return;
+      close(ns);
+      fd = socket(std::strchr(ip, ':') ? AF_INET6 : AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    });
+    t.join();
+    EXPECT_GE(fd, 0);
+    timeval tv{3, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    SockAddr a(ip, port);
+    EXPECT_EQ(bind(fd, a.get(), a.len), 0) << std::strerror(errno);
+    fds_.push_back(fd);
+    return fd;
+  }
+  std::string far_;
+};
+
+TEST_F(AfXdpRouterTest, ARoutersPathMtuMakesTheNextSendsFitAndDfSendsFailClearly) {
+  for (const bool v6 : {false, true}) {
+    const size_t mtu = v6 ? 1280 : 1400;
+    SetFarMtu(static_cast<int>(mtu));
+    const char* far_ip = v6 ? "fd00:20::2" : "10.20.0.2";
+    const int far = FarUdp(far_ip, 5000);
+    const Endpoint far_end = Ep(v6 ? "[fd00:20::2]:5000" : "10.20.0.2:5000");
+    SocketId s = stack().Open(v6 ? net::Family::kV6 : net::Family::kV4).value();
+    ASSERT_TRUE(stack().Connect(s, far_end).ok());
+    ASSERT_EQ(stack().Get(s).value().path_mtu, 1500u);
+    // Fits our link, not the far one: the router drops it (IPv4: DF is set) and says why.
+    const std::string payload = Pattern(1440);
+    const absl::Time deadline = absl::Now() + absl::Seconds(10);
+    while (stack().Get(s).value().path_mtu != mtu && absl::Now() < deadline) {
+      (void)stack().Send(s, Bytes(payload));  // again, in case the router's ICMP was limited
+      absl::SleepFor(absl::Milliseconds(200));
+    }
+    ASSERT_EQ(stack().Get(s).value().path_mtu, mtu) << "no report from the router";
+    // The socket hears of it once, as in Linux (EMSGSIZE); then its datagrams go in fragments
+    // that fit, and arrive whole.
+    absl::Status st = stack().Send(s, Bytes(payload));
+    if (!st.ok()) {
+      EXPECT_EQ(st.code(), absl::StatusCode::kAborted) << st;
+      EXPECT_NE(st.message().find("EMSGSIZE"), std::string::npos) << st;
+      ASSERT_EQ(stack().Send(s, Bytes(payload)), absl::OkStatus());
+    }
+    EXPECT_TRUE(KernelRecv(far) == payload) << "IPv" << (v6 ? 6 : 4);
+    // A socket that may not fragment is refused, saying why.
+    stack::OpenOptions df;
+    df.pmtu_discovery = demux::PmtuDiscovery::kDo;
+    SocketId d = stack().Open(v6 ? net::Family::kV6 : net::Family::kV4, df).value();
+    st = stack().Send(d, Bytes(payload), far_end);
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+    EXPECT_NE(st.message().find("EMSGSIZE"), std::string::npos) << st;
+    EXPECT_NE(st.message().find("path MTU of " + std::to_string(mtu)), std::string::npos) << st;
+    ASSERT_EQ(stack().Send(d, Bytes(Pattern(mtu - (v6 ? 48 : 28))), far_end), absl::OkStatus());
+    EXPECT_EQ(KernelRecv(far).size(), mtu - (v6 ? 48 : 28));
+  }
+  EXPECT_GE(stack().Counters().path_mtu_reports, 2u);
+}
+
 }  // namespace
 }  // namespace quadsock
