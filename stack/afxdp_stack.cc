@@ -54,6 +54,19 @@ absl::StatusOr<std::unique_ptr<AfXdpStack>> AfXdpStack::Create(AfXdpOptions opti
     return absl::FailedPreconditionError(
         absl::StrFormat("no such interface: \"%s\"", options.interface));
   }
+  // A received frame must fit one UMEM frame: without AF_XDP multi-buffer (not supported yet),
+  // a longer one would be dropped by the kernel unseen. Refuse, and say what to change.
+  absl::StatusOr<uint32_t> mtu = link::InterfaceMtu(options.interface);
+  if (!mtu.ok()) return mtu.status();
+  if (*mtu > link::MaxMtu(options.frame_size)) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "%s: its MTU of %u does not fit a %u-byte UMEM frame (at most %u with its headroom and "
+        "a VLAN tag; quadsock does not chain frames, AF_XDP multi-buffer): lower the MTU (ip "
+        "link set %s mtu %u)%s. Datagrams bigger than the MTU still go in fragments.",
+        options.interface, *mtu, options.frame_size, link::MaxMtu(options.frame_size),
+        options.interface, link::MaxMtu(options.frame_size),
+        options.frame_size < 4096 ? ", or use 4096-byte frames (--frame_size=4096)" : ""));
+  }
   std::unique_ptr<AfXdpStack> s(new AfXdpStack());
   s->options_ = options;
   if (absl::Status st = s->ChooseQueues(); !st.ok()) return st;
@@ -94,11 +107,6 @@ absl::StatusOr<std::unique_ptr<AfXdpStack>> AfXdpStack::Create(AfXdpOptions opti
   s->bind_mode_ = s->queue_modes_[0];
   for (const std::string& m : s->queue_modes_) {
     if (m != s->bind_mode_) s->bind_mode_ = "mixed";
-  }
-  if (const uint32_t mtu = links[0]->info().mtu; mtu < s->port_->interface_mtu()) {
-    options.log(absl::StrFormat(
-        "%s: MTU %u, not the interface's %u: a received frame must fit a %u-byte UMEM frame",
-        options.interface, mtu, s->port_->interface_mtu(), options.frame_size));
   }
   for (const net::IpPrefix& p : options.stack.addresses) {
     if (absl::Status st = s->xdp_program_->AddAddress(p.address(), /*exclusive=*/true,

@@ -62,6 +62,17 @@ absl::Status ReadInterface(const std::string& name, net::MacAddress& mac, uint32
   return status;
 }
 
+}  // namespace
+
+absl::StatusOr<uint32_t> InterfaceMtu(const std::string& name) {
+  net::MacAddress mac;
+  uint32_t mtu = 0;
+  if (absl::Status s = ReadInterface(name, mac, mtu); !s.ok()) return s;
+  return mtu;
+}
+
+namespace {
+
 // The UMEM's memory: one mapping of whole 2 MiB units, 2 MiB-aligned and offered to transparent
 // huge pages, populated now (the kernel pins it at registration anyway). The poll thread reads
 // every frame's headers once, and on 4 KiB pages a UMEM of 4096 frames of 4 KiB is 4096 pages,

@@ -38,6 +38,8 @@ enum class XskBindMode { kAuto, kZeroCopy, kCopy };
 // The largest IP MTU whose frames fit a UMEM chunk of `frame_size` bytes as the kernel receives
 // them (after its 256-byte headroom): a queue's LinkInfo::mtu is at most this.
 uint32_t MaxMtu(uint32_t frame_size);
+// The interface's MTU (SIOCGIFMTU).
+absl::StatusOr<uint32_t> InterfaceMtu(const std::string& name);
 
 // The error for a UMEM registration (XDP_UMEM_REG) of `umem_bytes` that failed with `err`. The
 // kernel charges the UMEM to RLIMIT_MEMLOCK unless the process has CAP_IPC_LOCK, and refuses it
