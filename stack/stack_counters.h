@@ -115,7 +115,10 @@ namespace quadsock::stack {
 // Gauges: values now, not totals.
 #define QUADSOCK_STACK_GAUGES(X)                                                             \
   X(receive_bytes_queued, "Bytes of the receive budget (--max_receive_mib) in use now: the "  \
-                          "datagrams all receive queues hold, and the queues' cells.")
+                          "datagrams all receive queues hold, and the queues' cells.")       \
+  X(reassembly_held_bytes, "Bytes of the reassembly budget (--reassembly_kib) in use now: "   \
+                           "fragments waiting for the rest of their datagram, with their "  \
+                           "costs.")
 
 #define QUADSOCK_STACK_COUNTERS(X) \
   QUADSOCK_ENGINE_COUNTERS(X) QUADSOCK_OTHER_STACK_COUNTERS(X) QUADSOCK_STACK_GAUGES(X)

@@ -156,6 +156,7 @@ size_t PollEngine::Turn(demux::LookupContext& ctx) {
     reassembly_.Expire(now, [&](const Reassembly::Expired& e) {
       p_.icmp->SendReassemblyTimeExceeded(*this, e, now);
     });
+    reassembly_bytes_.store(reassembly_.bytes_held(), std::memory_order_relaxed);
     FlushTx();
   }
   // Applications asleep on data channels this engine published in: woken now if it received
@@ -302,7 +303,9 @@ void PollEngine::ReceiveBatch(demux::LookupContext& ctx,
 bool PollEngine::Reassemble(std::span<const uint8_t> bytes, size_t udp, absl::Time now) {
   const net::ParsedFrame& f = rx_.parsed;
   std::vector<uint8_t> datagram;
-  if (!reassembly_.Add(Reassembly::FragmentOf(f, bytes), now, datagram)) return false;
+  const bool whole = reassembly_.Add(Reassembly::FragmentOf(f, bytes), now, datagram);
+  reassembly_bytes_.store(reassembly_.bytes_held(), std::memory_order_relaxed);
+  if (!whole) return false;
   // Whole now: checked as any UDP datagram (its checksum covers every fragment).
   net::UdpHeader udp_header;
   if (const net::ParseError e = net::ParseUdpDatagram(f.src, f.dst, datagram, udp_header);
@@ -482,6 +485,7 @@ void PollEngine::AddCounters(StackCounters& c) const {
   QUADSOCK_ENGINE_COUNTERS(QUADSOCK_ADD)
 #undef QUADSOCK_ADD
   c.tx_queue_full += tx_queue_full_.load(std::memory_order_relaxed);
+  c.reassembly_held_bytes += reassembly_bytes_.load(std::memory_order_relaxed);
   for (int i = 0; i < net::kParseErrorCount; ++i) {
     c.parse_errors[i] += parse_errors_[i].load(std::memory_order_relaxed);
   }

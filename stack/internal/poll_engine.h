@@ -200,6 +200,7 @@ class PollEngine {
   std::array<std::atomic<uint64_t>, kEngineCounterCount> counters_{};
   std::array<std::atomic<uint64_t>, net::kParseErrorCount> parse_errors_{};
   std::atomic<uint64_t> tx_queue_full_{0};  // written by QueueSend's callers
+  std::atomic<uint64_t> reassembly_bytes_{0};  // reassembly_.bytes_held(), for other threads
   // A frame accounting check asked for by another thread, run between two turns.
   std::mutex check_mu_;
   std::promise<absl::Status>* check_request_ = nullptr;
