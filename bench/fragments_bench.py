@@ -45,7 +45,7 @@ def measure(tb, bins, mode, size, rate, window):
             raise HarnessError(f"{mode}: receiver did not start: {rx.stderr.read().strip()}")
         if tb.pin_napi() == 0:
             raise HarnessError(f"no NAPI kthread for {tb.rx_dev}")
-        pids = [rx.pid] + tb.napi_pids()
+        napi = tb.napi_pids()
         mps = str(rate) if rate else "max"
         gen = subprocess.Popen(
             ["ip", "netns", "exec", tb.gen_ns, *NICE, "taskset", "-c", "1", "sockperf", "tp",
@@ -59,14 +59,18 @@ def measure(tb, bins, mode, size, rate, window):
             return int(read_line(rx, "COUNT", timeout=10).split()[1])
 
         time.sleep(1.5)  # sockperf's warm-up, and the rate settling
-        c0, t0, cpu0 = count(), time.monotonic(), cpu_seconds(pids)
+        c0, t0, rx0, napi0 = count(), time.monotonic(), cpu_seconds([rx.pid]), cpu_seconds(napi)
         time.sleep(window)
-        c1, t1, cpu1 = count(), time.monotonic(), cpu_seconds(pids)
+        c1, t1, rx1, napi1 = count(), time.monotonic(), cpu_seconds([rx.pid]), cpu_seconds(napi)
         out, _ = gen.communicate(timeout=window + 30)
         sent = re.search(r"Message Rate is (\d+)", out)
         received = (c1 - c0) / (t1 - t0)
-        per = (cpu1 - cpu0) / (c1 - c0) * 1e6 if c1 > c0 else float("inf")
-        return received, per, int(sent.group(1)) if sent else None
+        n = max(c1 - c0, 1)
+        per = ((rx1 - rx0) / n * 1e6, (napi1 - napi0) / n * 1e6)
+        rx.stdin.close()
+        final = read_line(rx, "{", timeout=30)
+        details = json.loads(final).get("details", {}) if final else {}
+        return received, per, int(sent.group(1)) if sent else None, details
     finally:
         stop(gen)
         stop(rx)
@@ -87,9 +91,13 @@ def main():
         for rate in RATES:
             for mode in ("kernel", "quadsock"):
                 tb.set_kernel_address(mode == "kernel")
-                received, per, sent = measure(tb, args.bins, mode, args.size, rate, args.window)
+                received, per, sent, details = measure(tb, args.bins, mode, args.size, rate,
+                                                       args.window)
                 point = {"mode": mode, "offered": rate or "max", "sent_per_s": sent,
-                         "received_per_s": round(received), "cpu_us_per_datagram": round(per, 2)}
+                         "received_per_s": round(received),
+                         "cpu_us_per_datagram": round(per[0] + per[1], 2),
+                         "receiver_us": round(per[0], 2), "napi_us": round(per[1], 2),
+                         "details": details}
                 results["points"].append(point)
                 print(json.dumps(point), flush=True)
     by = {}

@@ -249,6 +249,20 @@ class QuadsockReceiver : public Receiver {
         {"chain_steps", double(t.chain_steps)},
         {"sockets", double(t.sockets)},
         {"frame_accounting_ok", st.CheckFrameAccounting().ok() ? 1.0 : 0.0},
+        // Datagrams bigger than a frame (bench/fragments_bench.py).
+        {"fragments", double(c.fragments)},
+        {"reassembled", double(c.reassembled)},
+        {"reassembly_lost",
+         double(c.reassembly_overlap + c.reassembly_stale + c.reassembly_evicted +
+                c.reassembly_source_full + c.reassembly_budget_full + c.reassembly_malformed +
+                c.reassembly_timed_out)},
+        {"reassembly_stale", double(c.reassembly_stale)},
+        {"reassembly_evicted", double(c.reassembly_evicted)},
+        {"reassembly_source_full", double(c.reassembly_source_full)},
+        {"reassembly_overlap", double(c.reassembly_overlap)},
+        {"reassembly_duplicate", double(c.reassembly_duplicate)},
+        {"bad_udp_checksum",
+         double(c.parse_errors[static_cast<int>(net::ParseError::kBadUdpChecksum)])},
     };
     for (const link::LinkCounters& l : st.LinkCounters()) {
       d["link_rx_dropped"] += l.rx_dropped;

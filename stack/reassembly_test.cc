@@ -99,23 +99,44 @@ TEST_F(ReassemblyTest, KeyIsSourceDestinationProtocolAndIdentification) {
   EXPECT_EQ(out_, a);
 }
 
-TEST_F(ReassemblyTest, OverlapDropsTheDatagramAndEveryFragmentStillToCome) {
+TEST_F(ReassemblyTest, OverlapDropsTheDatagram) {
   Reassembly& r = Make();
   const std::vector<uint8_t> d = Datagram(3000);
   EXPECT_FALSE(r.Add(Piece(d, 0, 1480), kT0, out_));
   EXPECT_FALSE(r.Add(Piece(d, 1472, 2960), kT0, out_));  // 8 bytes over the first
   EXPECT_EQ(count(EngineCounter::reassembly_overlap), 1u);
-  // The rest of it, and even a clean retry of the overlapped part, are dropped (RFC 5722).
+  EXPECT_EQ(r.bytes_held(), 0u);
+  // The rest of it, even a clean retry of the overlapped part, cannot make it whole again (its
+  // first fragment is gone): a new datagram that times out, unanswered.
   EXPECT_FALSE(r.Add(Piece(d, 1480, 2960), kT0, out_));
   EXPECT_FALSE(r.Add(Piece(d, 2960, 3000), kT0, out_));
-  EXPECT_EQ(count(EngineCounter::reassembly_overlap), 3u);
   EXPECT_EQ(count(EngineCounter::reassembled), 0u);
-  EXPECT_EQ(r.bytes_held(), Reassembly::kDatagramCost);  // only the key, until it expires
   int expired = 0;
   r.Expire(kT0 + absl::Seconds(30), [&](const Reassembly::Expired&) { ++expired; });
-  EXPECT_EQ(expired, 0);  // no ICMP about a datagram we refused
-  EXPECT_EQ(count(EngineCounter::reassembly_timed_out), 0u);
+  EXPECT_EQ(expired, 0);
+  EXPECT_EQ(count(EngineCounter::reassembly_timed_out), 1u);
   EXPECT_EQ(r.bytes_held(), 0u);
+}
+
+TEST_F(ReassemblyTest, ADatagramFarBehindItsSourceIsStaleAndItsIdentificationFree) {
+  Reassembly& r = Make({.budget_bytes = 64 << 20, .source_bytes = 16 << 20});
+  const std::vector<uint8_t> old = Datagram(3000, 1), fresh = Datagram(3000, 2);
+  EXPECT_FALSE(r.Add(Piece(old, 1480, 2960, 9), kT0, out_));  // its first fragment was lost
+  // 65 fragments of other datagrams from the same source: the identification may come round.
+  for (uint32_t id = 100; id < 165; ++id) r.Add(Piece(old, 0, 1480, id), kT0, out_);
+  // The next datagram with id 9 is whole, not mixed with the stale one's bytes.
+  EXPECT_FALSE(r.Add(Piece(fresh, 0, 1480, 9), kT0, out_));
+  EXPECT_EQ(count(EngineCounter::reassembly_stale), 1u);
+  EXPECT_FALSE(r.Add(Piece(fresh, 1480, 2960, 9), kT0, out_));
+  EXPECT_TRUE(r.Add(Piece(fresh, 2960, 3000, 9), kT0, out_));
+  EXPECT_EQ(out_, fresh);
+  // 64 behind is not yet stale.
+  EXPECT_FALSE(r.Add(Piece(old, 0, 1480, 10), kT0, out_));
+  for (uint32_t id = 200; id < 263; ++id) r.Add(Piece(old, 0, 1480, id), kT0, out_);
+  EXPECT_FALSE(r.Add(Piece(old, 1480, 2960, 10), kT0, out_));
+  EXPECT_TRUE(r.Add(Piece(old, 2960, 3000, 10), kT0, out_));
+  // Meanwhile the 65 others of the first round, over 64 behind, were swept as new ones came.
+  EXPECT_EQ(count(EngineCounter::reassembly_stale), 1u + 65u);
 }
 
 TEST_F(ReassemblyTest, TinyFirstFragmentsBadLengthsAndOversizedTotalsAreRefused) {

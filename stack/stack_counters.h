@@ -65,7 +65,9 @@ namespace quadsock::stack {
                           "60 s IPv6): dropped, and answered with ICMP time exceeded when "  \
                           "the first fragment came.")                                        \
   X(reassembly_overlap, "Fragments that overlap another of their datagram: the datagram is " \
-                        "dropped with every fragment of it still to come (RFC 5722).")       \
+                        "dropped (RFC 5722).")                                               \
+  X(reassembly_stale, "Datagrams dropped for falling more than 64 fragments of their source " \
+                      "behind (a lost fragment; the identification may come round).")        \
   X(reassembly_duplicate, "Fragments that repeat one held: ignored.")                        \
   X(reassembly_too_big, "Fragments ending past 65,535 bytes of reassembled packet: dropped.") \
   X(reassembly_tiny, "First fragments without the whole UDP header (RFC 1858): dropped.")    \
@@ -73,8 +75,9 @@ namespace quadsock::stack {
                           "or past the datagram's end): the datagram is dropped.")           \
   X(reassembly_evicted, "Datagrams being reassembled pushed out, oldest first, to make room " \
                         "in a full reassembly budget.")                                      \
-  X(reassembly_source_full, "Fragments dropped: their source (an IPv6 /64) held its share "  \
-                            "of the reassembly budget.")                                     \
+  X(reassembly_source_full, "Datagrams of a source (an IPv6 /64) at its share of the "        \
+                            "reassembly budget dropped, its oldest first, to make room for " \
+                            "its newer ones.")                                               \
   X(reassembly_budget_full, "Fragments dropped: the reassembly budget was full and held "    \
                             "nothing older to evict.")                                       \
   X(fragments_not_udp, "Fragments of other protocols than UDP: dropped (only UDP is "         \

@@ -3,18 +3,21 @@
 #include <algorithm>
 #include <cstring>
 
+#include "absl/container/inlined_vector.h"
+
 #include "stack/net/frame_builder.h"
 #include "stack/net/ip.h"
 #include "stack/net/udp.h"
 
 namespace quadsock::stack {
 
-// A datagram being put together: its fragments' byte ranges, disjoint and in order.
+// A datagram being put together: one buffer, as long as the furthest fragment's end, into which
+// each fragment is copied at its offset (in-order fragments append; the whole datagram leaves
+// by a move, no second copy), and the byte ranges it holds, disjoint and in order.
 struct Reassembly::Datagram {
   struct Piece {
     uint32_t begin = 0;
     uint32_t end = 0;
-    std::unique_ptr<uint8_t[]> bytes;
   };
 
   Key key;
@@ -22,18 +25,20 @@ struct Reassembly::Datagram {
   int version = 0;        // 0: IPv4, 1: IPv6 (its list)
   absl::Time created;
   absl::Time expires;
-  // Overlapped: its fragments held are freed, and the ones still to come are dropped until it
-  // expires (RFC 5722).
-  bool dead = false;
+  // The source's fragment count at this datagram's last fragment (Sources::fragments).
+  uint32_t last_fragment = 0;
   bool has_end = false;  // the last fragment came: `end` is the datagram's length
   uint32_t end = 0;
   size_t received = 0;  // bytes held (the pieces are disjoint: complete at received == end)
   size_t charged = 0;
-  std::vector<Piece> pieces;
+  absl::InlinedVector<Piece, 8> pieces;
+  std::vector<uint8_t> bytes;  // charged by its capacity
   net::MacAddress first_mac;
   std::vector<uint8_t> first;  // the first fragment's IP packet, cut to a quote
   Datagram* prev = nullptr;    // older, in its version's list
   Datagram* next = nullptr;    // newer
+  Datagram* source_prev = nullptr;  // older, in its source's list
+  Datagram* source_next = nullptr;  // newer
 };
 
 Reassembly::Fragment Reassembly::FragmentOf(const net::ParsedFrame& f,
@@ -114,15 +119,31 @@ bool Reassembly::Add(const Fragment& f, absl::Time now, std::vector<uint8_t>& ou
     if (newest != nullptr) newest->next = &d;
     newest = &d;
     if (oldest_[d.version] == nullptr) oldest_[d.version] = &d;
+    Source& source = sources_[d.source];
+    d.source_prev = source.newest;
+    if (source.newest != nullptr) source.newest->source_next = &d;
+    source.newest = &d;
+    if (source.oldest == nullptr) source.oldest = &d;
+    d.last_fragment = source.fragments;
+    // A new datagram sweeps its source's stale ones first (they would wait for their timeout).
+    while (source.oldest != &d && source.fragments - source.oldest->last_fragment > kMaxDistance) {
+      count_(EngineCounter::reassembly_stale, 1);
+      Drop(*source.oldest);
+    }
     if (!Charge(d, kDatagramCost)) {
       Drop(d);
       return false;
     }
   }
   Datagram& d = *it->second;
-  if (d.dead) {
-    count_(EngineCounter::reassembly_overlap, 1);
-    return false;
+  // Stale: more than kMaxDistance fragments of its source came since its last one. At a high
+  // rate the 16-bit IPv4 identification comes round within the timeout, and a datagram that
+  // lost a fragment would take the next one's of the same id (Linux's ipfrag_max_dist).
+  const uint32_t seen = sources_.find(d.source)->second.fragments;
+  if (!created && seen - d.last_fragment > kMaxDistance) {
+    count_(EngineCounter::reassembly_stale, 1);
+    Drop(d);
+    return Add(f, now, out);  // as the first of a new datagram
   }
   // The last fragment says where the datagram ends; every fragment must lie within it.
   if ((!f.more && d.has_end && end != d.end) || (d.has_end && end > d.end) ||
@@ -139,17 +160,10 @@ bool Reassembly::Add(const Fragment& f, absl::Time now, std::vector<uint8_t>& ou
       count_(EngineCounter::reassembly_duplicate, 1);
       return false;
     }
+    // The datagram is dropped (RFC 5722), and forgotten, as Linux does: what comes of it later
+    // starts a datagram that cannot complete, and times out.
     count_(EngineCounter::reassembly_overlap, 1);
-    // Keep the key (and its datagram's cost) until it expires: the rest of it is dropped too.
-    const size_t freed = d.charged - kDatagramCost;
-    d.pieces.clear();
-    d.pieces.shrink_to_fit();
-    d.first.clear();
-    d.first.shrink_to_fit();
-    d.dead = true;
-    d.charged -= freed;
-    bytes_ -= freed;
-    if ((source_charge_[d.source] -= freed) == 0) source_charge_.erase(d.source);
+    Drop(d);
     return false;
   }
   if (d.pieces.size() >= kMaxFragments) {
@@ -159,14 +173,24 @@ bool Reassembly::Add(const Fragment& f, absl::Time now, std::vector<uint8_t>& ou
   }
   const size_t quote =
       begin == 0 ? std::min(f.packet.size(), net::IcmpQuoteLimit(f.src.family())) : 0;
-  if (!Charge(d, length + kFragmentCost + quote)) {
+  // The buffer grows to the fragment's end: exactly, once the end is known; else with room for
+  // a few more in-order fragments. Its growth is charged, so a lone fragment far into a
+  // datagram costs its source what it holds.
+  size_t capacity = d.bytes.capacity();
+  if (end > capacity) {
+    capacity = d.has_end || !f.more ? std::max<size_t>(end, d.end)
+                                    : std::min<size_t>(std::max<size_t>(end, 2 * capacity), 0x10000);
+  }
+  if (!Charge(d, capacity - d.bytes.capacity() + kFragmentCost + quote)) {
     if (d.pieces.empty()) Drop(d);  // nothing of it held
     return false;
   }
-  Datagram::Piece piece{begin, end, std::make_unique<uint8_t[]>(length)};
-  std::memcpy(piece.bytes.get(), f.payload.data(), length);
-  d.pieces.insert(at, std::move(piece));
+  d.bytes.reserve(capacity);
+  if (end > d.bytes.size()) d.bytes.resize(end);
+  std::memcpy(d.bytes.data() + begin, f.payload.data(), length);
+  d.pieces.insert(at, Datagram::Piece{begin, end});
   d.received += length;
+  d.last_fragment = ++sources_.find(d.source)->second.fragments;
   if (quote > 0) {
     d.first.assign(f.packet.begin(), f.packet.begin() + static_cast<ptrdiff_t>(quote));
     d.first_mac = f.src_mac;
@@ -177,20 +201,23 @@ bool Reassembly::Add(const Fragment& f, absl::Time now, std::vector<uint8_t>& ou
   }
   if (!d.has_end || d.received != d.end) return false;
   // Disjoint pieces within [0, end) that add up to `end`: all of it.
+  out = std::move(d.bytes);
   out.resize(d.end);
-  for (const Datagram::Piece& p : d.pieces) {
-    std::memcpy(out.data() + p.begin, p.bytes.get(), p.end - p.begin);
-  }
   count_(EngineCounter::reassembled, 1);
   Drop(d);
   return true;
 }
 
 bool Reassembly::Charge(Datagram& d, size_t bytes) {
-  if (auto s = source_charge_.find(d.source);
-      s != source_charge_.end() && s->second + bytes > source_bytes_) {
+  // Over its source's share: that source's oldest datagrams make room (likely ones that lost a
+  // fragment), never another source's.
+  for (;;) {
+    const Source& source = sources_.find(d.source)->second;  // d is on its list
+    if (source.bytes + bytes <= source_bytes_) break;
+    Datagram* victim = source.oldest != &d ? source.oldest : d.source_next;
     count_(EngineCounter::reassembly_source_full, 1);
-    return false;
+    if (victim == nullptr) return false;
+    Drop(*victim);
   }
   while (bytes_ + bytes > limits_.budget_bytes) {
     const Datagram* oldest_v4 = oldest_[0] != &d ? oldest_[0] : d.next;
@@ -201,7 +228,7 @@ bool Reassembly::Charge(Datagram& d, size_t bytes) {
     }
     EvictOldest(&d);
   }
-  source_charge_[d.source] += bytes;
+  sources_.find(d.source)->second.bytes += bytes;
   d.charged += bytes;
   bytes_ += bytes;
   return true;
@@ -223,12 +250,13 @@ void Reassembly::EvictOldest(const Datagram* keep) {
 void Reassembly::Drop(Datagram& d) {
   (d.prev != nullptr ? d.prev->next : oldest_[d.version]) = d.next;
   (d.next != nullptr ? d.next->prev : newest_[d.version]) = d.prev;
-  if (d.charged > 0) {
-    bytes_ -= d.charged;
-    if (auto s = source_charge_.find(d.source); (s->second -= d.charged) == 0) {
-      source_charge_.erase(s);
-    }
-  }
+  const auto s = sources_.find(d.source);
+  Source& source = s->second;
+  (d.source_prev != nullptr ? d.source_prev->source_next : source.oldest) = d.source_next;
+  (d.source_next != nullptr ? d.source_next->source_prev : source.newest) = d.source_prev;
+  bytes_ -= d.charged;
+  source.bytes -= d.charged;
+  if (source.oldest == nullptr) sources_.erase(s);  // its last datagram: its count starts over
   const Key key = d.key;  // d is freed by the erase
   datagrams_.erase(key);
 }
@@ -237,10 +265,8 @@ void Reassembly::Expire(absl::Time now, absl::FunctionRef<void(const Expired&)> 
   for (int v = 0; v < 2; ++v) {
     while (oldest_[v] != nullptr && oldest_[v]->expires <= now) {
       Datagram& d = *oldest_[v];
-      if (!d.dead) {
-        count_(EngineCounter::reassembly_timed_out, 1);
-        if (!d.first.empty()) expired(Expired{d.first_mac, d.key.src, d.key.dst, d.first});
-      }
+      count_(EngineCounter::reassembly_timed_out, 1);
+      if (!d.first.empty()) expired(Expired{d.first_mac, d.key.src, d.key.dst, d.first});
       Drop(d);
     }
   }

@@ -5,9 +5,12 @@
 //
 // Keyed as the RFCs say: source, destination, protocol (IPv6: the Fragment header's Next
 // Header) and identification, and the IP version. What reassembly refuses, it refuses whole:
-// - overlapping fragments drop the datagram, and the fragments of it still to come (RFC 5722,
-//   and Linux's IPv4 alike); a fragment that repeats one held, byte range for byte range, is
-//   a harmless duplicate;
+// - overlapping fragments drop the datagram (RFC 5722, and Linux's IPv4 alike; as Linux, its
+//   key is forgotten: what comes of it later cannot complete and times out); a fragment that
+//   repeats one held, byte range for byte range, is a harmless duplicate;
+// - a datagram more than kMaxDistance fragments of its source behind is stale (the 16-bit IPv4
+//   identification wraps within the timeout at a few hundred thousand datagrams a second): a
+//   fragment for it starts a new datagram;
 // - a first fragment too short for the UDP header (RFC 1858, RFC 7112), a fragment that is not
 //   the last and whose length is not a multiple of 8, or that disagrees with the last one's
 //   end: malformed;
@@ -15,8 +18,8 @@
 //   length): too big.
 // Limits: all datagrams held charge `budget_bytes` (their bytes and a fixed cost per fragment
 // and per datagram, as Linux charges an skb's truesize); one source (IPv6: its /64) at most
-// `source_bytes` of it (a fragment over its source's share is dropped: one peer cannot take the
-// budget); a new fragment over the whole budget evicts the oldest datagrams. A datagram not
+// `source_bytes` of it (over its share, a source's own oldest datagrams make room: one peer
+// cannot take the budget); a new fragment over the whole budget evicts the oldest datagrams. A datagram not
 // complete within its timeout (30 s IPv4, 60 s IPv6) is dropped; if its first fragment came, the
 // caller is told, to send ICMP time exceeded (code 1) quoting it.
 //
@@ -57,6 +60,9 @@ class Reassembly {
   // The most fragments one datagram may have (a 65,535-byte datagram in 8-byte pieces would be
   // 8,192); more are malformed for us. 1,280-byte IPv6 links need 54, 576-byte IPv4 ones 120.
   static constexpr size_t kMaxFragments = 256;
+  // A datagram more than this many fragments of its source behind is stale (Linux's
+  // ipfrag_max_dist, 64).
+  static constexpr uint32_t kMaxDistance = 64;
 
   // One fragment as the frame parser saw it: `payload` is its share of the datagram (the bytes
   // after the IPv4 header or the IPv6 Fragment header), at `offset` bytes into it; `packet` the
@@ -126,7 +132,15 @@ class Reassembly {
   const size_t source_bytes_;
   const std::function<void(EngineCounter, uint64_t)> count_;
   absl::flat_hash_map<Key, std::unique_ptr<Datagram>> datagrams_;
-  absl::flat_hash_map<net::IpAddress, size_t> source_charge_;
+  // Per source key, while it has datagrams: the bytes they hold, its fragments taken, and its
+  // datagrams, oldest first.
+  struct Source {
+    size_t bytes = 0;
+    uint32_t fragments = 0;
+    Datagram* oldest = nullptr;
+    Datagram* newest = nullptr;
+  };
+  absl::flat_hash_map<net::IpAddress, Source> sources_;
   // Every datagram held, oldest first: a list per IP version (each has one timeout).
   Datagram* oldest_[2] = {nullptr, nullptr};
   Datagram* newest_[2] = {nullptr, nullptr};
