@@ -3,9 +3,9 @@
 # `bazel test //...` in the default build and again under AddressSanitizer and
 # UndefinedBehaviorSanitizer, the concurrency tests under ThreadSanitizer, quadsockd's container
 # image against a kernel peer (docker/smoke.sh), the Debian package installed in a fresh
-# Debian 12 container (packaging/deb_test.sh), and the main job (scripts/demo.sh), which
-# checks its own report. Privileged tests
-# (BPF, AF_XDP, network namespaces) run too; one that cannot run fails, it is never skipped.
+# Debian 12 container (packaging/deb_test.sh), the main job (scripts/demo.sh), which checks its
+# own report, and each fuzz target under libFuzzer for a minute (scripts/fuzz.sh). Privileged
+# tests (BPF, AF_XDP, network namespaces) run too; one that cannot run fails, never skipped.
 #
 #   scripts/test.sh                              # everything; ends with "N passed, N failed"
 #   QUADSOCK_TEST_CONFIGS=default scripts/test.sh    # only the plain build
@@ -122,5 +122,22 @@ fi
 # The main job, which checks its own report (every datagram accounted for).
 if [ "${QUADSOCK_TEST_DEMO:-1}" = 1 ]; then
   run_script demo "scripts/demo.sh (the README's main job)" scripts/demo.sh
+fi
+# The fuzz targets under libFuzzer, a bounded time each (last: --config=fuzz builds with clang).
+# Each target counts as one test; a crash keeps its reproducer in the log's work directory.
+if [ "${QUADSOCK_TEST_FUZZ:-1}" = 1 ]; then
+  echo "== scripts/fuzz.sh --seconds=${QUADSOCK_FUZZ_SECONDS:-60}"
+  scripts/fuzz.sh --seconds="${QUADSOCK_FUZZ_SECONDS:-60}" --workdir="$logdir/fuzz" \
+    >"$logdir/fuzz.log" 2>&1
+  grep -E '^   \[' "$logdir/fuzz.log"
+  p=$(grep -cE '^   \[[^]]+\] PASSED' "$logdir/fuzz.log")
+  f=$(grep -cE '^   \[[^]]+\] FAILED' "$logdir/fuzz.log")
+  if [ $((p + f)) -eq 0 ]; then
+    echo "   [fuzz] FAILED: no target ran; the end of its output:"
+    tail -n 30 "$logdir/fuzz.log" | sed 's/^/     /'
+    f=1
+  fi
+  passed=$((passed + p))
+  failed=$((failed + f))
 fi
 finish

@@ -165,9 +165,10 @@ static __always_inline int steer_ipv4(struct xdp_md* ctx, void* l3, void* data_e
 
   void* l4 = l3 + ip->ihl * 4;
   if (ip->protocol == IPPROTO_UDP) {
-    // Fragments (more to come, or not the first): the stack does not reassemble, so at a
-    // shared address every fragment, the first (with the UDP header) too, goes to the kernel,
-    // which does; split between the two, the datagram would be lost.
+    // Fragments (more to come, or not the first): a later fragment names no port, so at a
+    // shared address every fragment, the first (with the UDP header) too, goes to the kernel;
+    // split between the two, the datagram would be lost. At an exclusive address the stack
+    // reassembles them all.
     if (ip->frag_off & bpf_htons(0x3fff)) {
       if (exclusive) return redirect(ctx, QS_COUNTER_REDIRECT_UDP);
       return pass(QS_COUNTER_PASS_NOT_OWNED);

@@ -214,8 +214,9 @@ TEST_F(SteerTest, SharedAddressTakesOnlyOwnedPorts) {
   Check(Udp("10.1.0.1", "10.1.0.3", 4000), E::kPassNotOwned);
 }
 
-// The stack does not reassemble: every fragment to a shared address goes to the kernel, the
-// first (which has the UDP header, and an owned port) too; to an exclusive one, to the stack.
+// A later fragment names no port: every fragment to a shared address goes to the kernel, the
+// first (which has the UDP header, and an owned port) too, or the kernel and the stack would
+// each hold half a datagram; to an exclusive one, all to the stack, which reassembles them.
 TEST_F(SteerTest, FragmentsOfSharedAddressesAllPass) {
   const auto fragment = [](std::vector<uint8_t> frame, uint16_t frag_off) {
     frame[14 + 6] = static_cast<uint8_t>(frag_off >> 8);
@@ -230,6 +231,25 @@ TEST_F(SteerTest, FragmentsOfSharedAddressesAllPass) {
           &XdpProgramCounters::redirect_udp);
   }
   Check(Udp("10.1.0.1", "10.1.0.3", 4000), E::kRedirect, &XdpProgramCounters::redirect_udp);
+}
+
+// IPv6 fragments (a Fragment header after the fixed one; ports only in the first): to an
+// exclusive address the stack's, by address alone; to a shared one the kernel's.
+TEST_F(SteerTest, Ipv6FragmentsGoByAddress) {
+  const std::vector<uint8_t> piece(64, 7);
+  for (const uint32_t offset : {0u, 1232u}) {
+    SCOPED_TRACE(offset);
+    for (const char* dst : {"fd00:1::2", "fd00:1::3"}) {
+      std::vector<uint8_t> frame(256);
+      const net::FragmentFields f{Ip("fd00:1::1"), Ip(dst), net::kIpProtoUdp, 9, offset, true};
+      frame.resize(net::BuildIpFragment(Link(), f, piece, frame).value());
+      if (std::string(dst) == "fd00:1::2") {
+        Check(frame, E::kRedirect, &XdpProgramCounters::redirect_other);
+      } else {
+        Check(frame, E::kPassOther);
+      }
+    }
+  }
 }
 
 TEST_F(SteerTest, WildcardPortCoversEverySharedAddressOfItsFamily) {

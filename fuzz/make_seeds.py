@@ -1,0 +1,82 @@
+"""Writes the fuzz targets' seed corpora (fuzz/corpus/): frames of every kind the stack parses,
+built with scapy (the same kinds the scapy cross-check and the wire tests send: UDP over IPv4
+and IPv6, fragments, VLAN tags, IPv4 options, IPv6 extension headers, ICMP errors quoting a
+datagram, echo, ARP, NDP, TCP), and fragment sequences for the reassembly target. Run it with
+Debian's python3 (scapy) after changing what the targets take:
+
+    /usr/bin/python3 fuzz/make_seeds.py
+"""
+
+import os
+import struct
+
+from scapy.all import (ARP, Dot1Q, Ether, ICMP, ICMPv6DestUnreach, ICMPv6EchoRequest,
+                       ICMPv6ND_NA, ICMPv6ND_NS, ICMPv6NDOptSrcLLAddr, ICMPv6PacketTooBig, IP,
+                       IPOption_RR, IPv6, IPv6ExtHdrDestOpt, IPv6ExtHdrFragment,
+                       IPv6ExtHdrHopByHop, IPv6ExtHdrRouting, TCP, UDP, fragment, fragment6)
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ETH = Ether(src="02:00:00:00:00:01", dst="02:00:00:00:00:02")
+A4, B4, A6, B6 = "10.1.0.1", "10.1.0.2", "fd00:1::1", "fd00:1::2"
+
+
+def frames():
+    udp = UDP(sport=5000, dport=4000)
+    yield "udp4", ETH / IP(src=A4, dst=B4) / udp / b"hello"
+    yield "udp4_nocsum", ETH / IP(src=A4, dst=B4) / UDP(sport=5000, dport=4000, chksum=0) / b"x"
+    yield "udp6", ETH / IPv6(src=A6, dst=B6) / udp / b"hello"
+    yield "udp4_vlan", Ether(dst="02:00:00:00:00:02") / Dot1Q(vlan=7) / IP(src=A4, dst=B4) / udp
+    yield "udp4_options", ETH / IP(src=A4, dst=B4, options=[IPOption_RR()]) / udp / b"opt"
+    yield "udp6_hbh", ETH / IPv6(src=A6, dst=B6) / IPv6ExtHdrHopByHop() / udp / b"hbh"
+    yield "udp6_dest", ETH / IPv6(src=A6, dst=B6) / IPv6ExtHdrDestOpt() / udp / b"dst"
+    yield "udp6_routing", ETH / IPv6(src=A6, dst=B6) / IPv6ExtHdrRouting(
+        type=0, segleft=1, addresses=["fd00:1::9"]) / udp
+    yield "udp6_atomic", ETH / IPv6(src=A6, dst=B6) / IPv6ExtHdrFragment(id=5) / udp / b"a"
+    for i, f in enumerate(fragment(IP(bytes(IP(src=A4, dst=B4, id=9) / udp / (b"f" * 3000))),
+                                   fragsize=1480)):
+        yield "frag4_%d" % i, ETH / f
+    for i, f in enumerate(fragment6(IPv6(bytes(IPv6(src=A6, dst=B6) / IPv6ExtHdrFragment(id=9) /
+                                               udp / (b"f" * 3000))), 1280)):
+        yield "frag6_%d" % i, ETH / f
+    yield "icmp4_unreach", ETH / IP(src=B4, dst=A4) / ICMP(type=3, code=3) / IP(
+        src=A4, dst=B4) / UDP(sport=4000, dport=53)
+    yield "icmp4_fragneeded", ETH / IP(src=B4, dst=A4) / ICMP(type=3, code=4, nexthopmtu=1400) / IP(
+        src=A4, dst=B4) / UDP(sport=4000, dport=53)
+    yield "icmp6_unreach", ETH / IPv6(src=B6, dst=A6) / ICMPv6DestUnreach(code=4) / IPv6(
+        src=A6, dst=B6) / UDP(sport=4000, dport=53)
+    yield "icmp6_toobig", ETH / IPv6(src=B6, dst=A6) / ICMPv6PacketTooBig(mtu=1280) / IPv6(
+        src=A6, dst=B6) / UDP(sport=4000, dport=53)
+    yield "echo4", ETH / IP(src=A4, dst=B4) / ICMP(type=8) / b"ping"
+    yield "echo6", ETH / IPv6(src=A6, dst=B6) / ICMPv6EchoRequest() / b"ping"
+    yield "arp", Ether(dst="ff:ff:ff:ff:ff:ff") / ARP(psrc=A4, pdst=B4)
+    yield "ns", ETH / IPv6(src=A6, dst="ff02::1:ff00:2", hlim=255) / ICMPv6ND_NS(
+        tgt=B6) / ICMPv6NDOptSrcLLAddr(lladdr="02:00:00:00:00:01")
+    yield "na", ETH / IPv6(src=B6, dst=A6, hlim=255) / ICMPv6ND_NA(tgt=B6, R=0, S=1, O=1)
+    yield "tcp4", ETH / IP(src=A4, dst=B4) / TCP(sport=5000, dport=80, flags="S")
+
+
+def reassembly():
+    """Op sequences of 8 bytes: source, id, offset/8 (2), length (2), more, clock step."""
+    def op(source, ident, offset, length, more, step=0):
+        return struct.pack(">BBHHBB", source, ident, offset // 8, length, more, step)
+    yield "in_order", op(0, 1, 0, 1480, 1) + op(0, 1, 1480, 1480, 1) + op(0, 1, 2960, 40, 0)
+    yield "backwards6", op(2, 1, 2464, 100, 0) + op(2, 1, 1232, 1232, 1) + op(2, 1, 0, 1232, 1)
+    yield "overlap", op(1, 2, 0, 1480, 1) + op(1, 2, 1472, 100, 0) + op(1, 2, 1480, 100, 0)
+    yield "duplicate", op(0, 3, 0, 800, 1) + op(0, 3, 0, 800, 1) + op(0, 3, 800, 8, 0)
+    yield "timeout", op(0, 4, 0, 1480, 1, 255) + op(0, 4, 1480, 8, 0)
+    yield "interleaved", (op(0, 5, 0, 1000, 1) + op(3, 5, 0, 1000, 1) + op(0, 5, 1000, 8, 0) +
+                          op(3, 5, 1000, 8, 0))
+    yield "tiny", op(1, 6, 0, 4, 1) + op(1, 6, 8, 100, 0)
+
+
+def main():
+    for name, f in frames():
+        with open(os.path.join(HERE, "corpus", "frame", name), "wb") as out:
+            out.write(bytes(f))
+    for name, b in reassembly():
+        with open(os.path.join(HERE, "corpus", "reassembly", name), "wb") as out:
+            out.write(b)
+
+
+if __name__ == "__main__":
+    main()
