@@ -17,6 +17,7 @@
 #include "stack/net/ethernet.h"
 #include "stack/net/frame_builder.h"
 #include "stack/net/icmp.h"
+#include "stack/net/ip.h"
 #include "stack/testing/netns.h"
 #include "stack/xdp/xdp_program.h"
 
