@@ -12,6 +12,7 @@
 #include "service/service_context.h"
 #include "service/sessions.h"
 #include "service/unix_listener.h"
+#include "stack/link/errno_status.h"
 
 namespace quadsock::service {
 namespace {
@@ -329,8 +330,8 @@ void ChannelBroker::Claim(int fd) {
   std::vector<int> fds = {p.channel->memfd()};
   for (int e : p.channel->event_fds()) fds.push_back(e);
   if (!SendWithFds(fd, "ok", fds)) {
-    Log(absl::StrFormat("session %s: the data channel could not be passed: %s", ShortId(p.session),
-                        std::strerror(errno)));
+    Log(absl::StrFormat("session %s: %s", ShortId(p.session),
+                        link::ErrnoStatus(errno, "the data channel could not be passed").message()));
     Drop(fd);
     return;
   }

@@ -12,6 +12,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "stack/link/errno_status.h"
 #include "stack/net/address.h"
 
 namespace quadsock::service {
@@ -71,8 +72,7 @@ absl::StatusOr<std::unique_ptr<MetricsHttp>> MetricsHttp::Start(
     const int err = errno;
     if (m->listen_fd_ >= 0) close(m->listen_fd_);
     m->listen_fd_ = -1;
-    return absl::UnavailableError(
-        absl::StrCat("--metrics_listen: cannot listen on ", listen, ": ", std::strerror(err)));
+    return link::ErrnoStatus(err, absl::StrCat("--metrics_listen: cannot listen on ", listen));
   }
   getsockname(m->listen_fd_, reinterpret_cast<sockaddr*>(&ss), &len);
   m->port_ = ntohs(ss.ss_family == AF_INET ? reinterpret_cast<sockaddr_in*>(&ss)->sin_port

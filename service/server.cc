@@ -16,6 +16,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "stack/link/errno_status.h"
 
 namespace quadsock::service {
 namespace {
@@ -23,8 +24,9 @@ namespace {
 absl::StatusOr<std::string> ReadFile(const std::string& path, const std::string& what) {
   std::ifstream in(path);
   if (!in) {
+    // FAILED_PRECONDITION whatever the errno: the host's files are not as the flags say.
     return absl::FailedPreconditionError(
-        absl::StrCat("cannot read ", what, " \"", path, "\": ", std::strerror(errno)));
+        link::ErrnoStatus(errno, absl::StrCat("cannot read ", what, " \"", path, "\"")).message());
   }
   std::stringstream s;
   s << in.rdbuf();

@@ -14,6 +14,7 @@
 #include "absl/strings/strip.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "stack/link/errno_status.h"
 
 namespace quadsock::service {
 
@@ -27,7 +28,7 @@ absl::StatusOr<UniqueFd> ListenUnix(const std::string& path, int type, int backl
   std::memcpy(a.sun_path, path.data(), path.size());
   UniqueFd fd(socket(AF_UNIX, type | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
   if (fd.get() < 0) {
-    return absl::UnavailableError(absl::StrCat("socket(AF_UNIX): ", std::strerror(errno)));
+    return link::ErrnoStatus(errno, "socket(AF_UNIX)");
   }
   unlink(path.c_str());  // a stale one from an earlier run
   // bind() makes the socket file: under umask 0177 it is born 0600, so nobody but the owner
@@ -38,14 +39,12 @@ absl::StatusOr<UniqueFd> ListenUnix(const std::string& path, int type, int backl
   const int bind_errno = errno;
   umask(umask_before);
   if (bound != 0) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot bind \"", path, "\": ", std::strerror(bind_errno)));
+    return link::ErrnoStatus(bind_errno, absl::StrCat("cannot bind \"", path, "\""));
   }
   if (chmod(path.c_str(), 0660) != 0 || listen(fd.get(), backlog) != 0) {
     const int e = errno;
     unlink(path.c_str());
-    return absl::UnavailableError(
-        absl::StrCat("cannot listen on \"", path, "\": ", std::strerror(e)));
+    return link::ErrnoStatus(e, absl::StrCat("cannot listen on \"", path, "\""));
   }
   return fd;
 }
@@ -65,7 +64,7 @@ absl::StatusOr<std::unique_ptr<UnixListener>> UnixListener::Start(
   UniqueFd wake(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (wake.get() < 0) {
     unlink(path.c_str());
-    return absl::UnavailableError(absl::StrCat("eventfd: ", std::strerror(errno)));
+    return link::ErrnoStatus(errno, "eventfd");
   }
   std::unique_ptr<UnixListener> l(
       new UnixListener(path, std::move(*fd), std::move(wake), server, std::move(log)));
@@ -103,7 +102,7 @@ bool UnixListener::AcceptAll() {
     if (fd.get() < 0) {
       if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
       if (errno == EINTR || errno == ECONNABORTED) continue;
-      if (log_) log_(absl::StrCat("cannot accept on ", path_, ": ", std::strerror(errno)));
+      if (log_) log_(link::ErrnoStatus(errno, "cannot accept on " + path_).message());
       return false;
     }
     ucred cred{};

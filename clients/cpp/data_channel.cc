@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "stack/channel/layout.h"
+#include "stack/link/errno_status.h"
 
 namespace quadsock {
 namespace {
@@ -69,19 +70,21 @@ absl::StatusOr<std::unique_ptr<DataChannel>> DataChannel::Claim(const std::strin
   }
   std::memcpy(a.sun_path, path.data(), path.size());
   const int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-  if (fd < 0) return absl::ErrnoToStatus(errno, "socket(AF_UNIX, SOCK_SEQPACKET)");
+  if (fd < 0) return link::ErrnoStatus(errno, "socket(AF_UNIX, SOCK_SEQPACKET)");
   if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
     const int err = errno;
     close(fd);
-    return absl::UnavailableError(absl::StrCat("cannot reach quadsockd's data channel socket ",
-                                               path, ": ", std::strerror(err)));
+    // UNAVAILABLE whatever the errno (a missing socket file too): quadsockd is not there.
+    return absl::UnavailableError(
+        link::ErrnoStatus(err, absl::StrCat("cannot reach quadsockd's data channel socket ", path))
+            .message());
   }
   auto fail = [fd](absl::Status s) {
     close(fd);
     return s;
   };
   if (send(fd, token.data(), token.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(token.size())) {
-    return fail(absl::UnavailableError(absl::StrCat("sending the token: ", std::strerror(errno))));
+    return fail(absl::UnavailableError(link::ErrnoStatus(errno, "sending the token").message()));
   }
   pollfd p{fd, POLLIN, 0};
   if (poll(&p, 1, kAnswerTimeoutMs) != 1) {

@@ -19,6 +19,7 @@
 #include "absl/status/status.h"
 #include "common/protocol.h"
 #include "quadsock/v1/socket.grpc.pb.h"
+#include "stack/link/errno_status.h"
 
 namespace {
 
@@ -52,16 +53,16 @@ std::string Claim(const std::string& path, const std::string& token) {
   a.sun_family = AF_UNIX;
   std::strncpy(a.sun_path, path.c_str(), sizeof(a.sun_path) - 1);
   if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
-    return std::string("connect: ") + std::strerror(errno);
+    return std::string(quadsock::link::ErrnoStatus(errno, "connect").message());
   }
   if (send(fd, token.data(), token.size(), 0) != static_cast<ssize_t>(token.size())) {
-    return std::string("send: ") + std::strerror(errno);
+    return std::string(quadsock::link::ErrnoStatus(errno, "send").message());
   }
   char reply[256];
   // No room for passed fds: the kernel closes any that come (MSG_CTRUNC).
   const ssize_t n = recv(fd, reply, sizeof(reply), 0);
   close(fd);
-  return n < 0 ? std::string("recv: ") + std::strerror(errno)
+  return n < 0 ? std::string(quadsock::link::ErrnoStatus(errno, "recv").message())
                : std::string(reply, static_cast<size_t>(n));
 }
 

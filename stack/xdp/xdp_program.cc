@@ -220,7 +220,7 @@ absl::StatusOr<XdpMode> XdpProgram::Attach(int ifindex, XdpMode mode) {
       return attempt;
     }
     last_error = -fd;
-    absl::StrAppend(&failures, "; ", XdpAttachName(attempt), ": ", std::strerror(last_error));
+    absl::StrAppend(&failures, "; ", link::ErrnoStatus(last_error, XdpAttachName(attempt)).message());
     if (last_error == EPERM || last_error == EACCES) break;  // no mode will do better
   }
   std::string message = absl::StrCat(
