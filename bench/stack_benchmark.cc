@@ -68,7 +68,7 @@ class ReplayLink : public link::Link {
     return out.size();
   }
   void Release(std::span<const link::FrameBuffer>) override {}
-  std::optional<link::FrameBuffer> AllocateTx() override { return std::nullopt; }
+  std::optional<link::FrameBuffer> AllocateTx(uint32_t) override { return std::nullopt; }
   size_t Transmit(std::span<const link::FrameBuffer>) override { return 0; }
   void Poll() override {}
   int wait_fd() const override { return -1; }

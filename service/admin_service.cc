@@ -20,6 +20,9 @@ void ToProto(const link::LinkCounters& c, v1::QueueCounters* out) {
   out->set_busy_polls(c.busy_polls);
   out->set_busy_poll_unavailable(c.busy_poll_unavailable != 0);
   out->set_rx_ring_fill(c.rx_ring_fill);
+  out->set_rx_chained(c.rx_chained);
+  out->set_tx_chained(c.tx_chained);
+  out->set_rx_chains_dropped(c.rx_chains_dropped);
 }
 
 }  // namespace

@@ -54,19 +54,12 @@ absl::StatusOr<std::unique_ptr<AfXdpStack>> AfXdpStack::Create(AfXdpOptions opti
     return absl::FailedPreconditionError(
         absl::StrFormat("no such interface: \"%s\"", options.interface));
   }
-  // A received frame must fit one UMEM frame: without AF_XDP multi-buffer (not supported yet),
-  // a longer one would be dropped by the kernel unseen. Refuse, and say what to change.
+  // A frame longer than a UMEM frame holds (jumbo frames) comes and goes as a chain of them:
+  // AF_XDP multi-buffer, with a program loaded for frags. Where the kernel or driver has none,
+  // the bind fails and says what to change.
   absl::StatusOr<uint32_t> mtu = link::InterfaceMtu(options.interface);
   if (!mtu.ok()) return mtu.status();
-  if (*mtu > link::MaxMtu(options.frame_size)) {
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "%s: its MTU of %u does not fit a %u-byte UMEM frame (at most %u with its headroom and "
-        "a VLAN tag; quadsock does not chain frames, AF_XDP multi-buffer): lower the MTU (ip "
-        "link set %s mtu %u)%s. Datagrams bigger than the MTU still go in fragments.",
-        options.interface, *mtu, options.frame_size, link::MaxMtu(options.frame_size),
-        options.interface, link::MaxMtu(options.frame_size),
-        options.frame_size < 4096 ? ", or use 4096-byte frames (--frame_size=4096)" : ""));
-  }
+  const bool jumbo = *mtu > link::MaxMtu(options.frame_size);
   std::unique_ptr<AfXdpStack> s(new AfXdpStack());
   s->options_ = options;
   if (absl::Status st = s->ChooseQueues(); !st.ok()) return st;
@@ -75,6 +68,7 @@ absl::StatusOr<std::unique_ptr<AfXdpStack>> AfXdpStack::Create(AfXdpOptions opti
 
   xdp::XdpProgram::Options program_options;
   program_options.log = options.log;
+  program_options.frags = jumbo;
   absl::StatusOr<std::unique_ptr<xdp::XdpProgram>> program =
       xdp::XdpProgram::Load(program_options);
   if (!program.ok()) return program.status();
@@ -87,6 +81,7 @@ absl::StatusOr<std::unique_ptr<AfXdpStack>> AfXdpStack::Create(AfXdpOptions opti
   port.ring_size = options.ring_size;
   port.queues = options.queues;
   port.busy_poll = options.busy_poll;
+  port.multi_buffer = jumbo;
   if (absl::Status st = s->KeepVlanTags(); !st.ok()) return st;
   absl::StatusOr<xdp::XdpMode> attached = s->xdp_program_->Attach(ifindex, options.mode);
   if (!attached.ok()) return attached.status();

@@ -185,7 +185,9 @@ class NarrowTxLink : public link::Link {
   const link::LinkInfo& info() const override { return inner_->info(); }
   size_t Receive(std::span<link::FrameBuffer> out) override { return inner_->Receive(out); }
   void Release(std::span<const link::FrameBuffer> f) override { inner_->Release(f); }
-  std::optional<link::FrameBuffer> AllocateTx() override { return inner_->AllocateTx(); }
+  std::optional<link::FrameBuffer> AllocateTx(uint32_t length) override {
+    return inner_->AllocateTx(length);
+  }
   size_t Transmit(std::span<const link::FrameBuffer> f) override {
     return inner_->Transmit(f.first(std::min(f.size(), room_)));
   }

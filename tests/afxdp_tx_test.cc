@@ -32,7 +32,7 @@ TEST(AfXdpTxTest, ABurstLargerThanTheFreeFramesLeavesWithoutAPoll) {
     constexpr int kBurst = 1024;
     std::vector<link::FrameBuffer> batch;
     for (int i = 0; i < kBurst; ++i) {
-      std::optional<link::FrameBuffer> f = q->AllocateTx();
+      std::optional<link::FrameBuffer> f = q->AllocateTx(64);
       ASSERT_TRUE(f.has_value()) << "no frame for the burst's frame " << i;
       // Broadcast, an EtherType for local experiments: the peer's kernel drops it.
       std::memset(f->data, 0xff, 6);

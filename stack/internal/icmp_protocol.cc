@@ -46,7 +46,9 @@ void IcmpProtocol::SendEchoReply(PollEngine& engine, const net::ParsedFrame& f,
     engine.Bump(EngineCounter::unhandled);
     return;
   }
-  std::optional<link::FrameBuffer> out = engine.NewTxFrame();
+  // As long as the request (whose frame may have a VLAN tag, which NewTxFrame allows for).
+  std::optional<link::FrameBuffer> out =
+      engine.NewTxFrame(bytes.size() - net::EthernetHeader::kSize);
   if (!out.has_value()) return;
   net::IcmpHeader reply = f.icmp;
   reply.type = f.l3 == net::L3::kIpv4 ? net::kIcmpv4EchoReply : net::kIcmpv6EchoReply;
@@ -115,10 +117,11 @@ void IcmpProtocol::SendError(PollEngine& engine, const net::EthernetHeader& eth,
     engine.Bump(EngineCounter::icmp_errors_rate_limited);
     return;
   }
-  std::optional<link::FrameBuffer> out = engine.NewTxFrame();
-  if (!out.has_value()) return;
   // Quote the offending IP packet, as much as fits in the minimum MTU.
   const size_t quote = std::min(packet.size(), net::IcmpQuoteLimit(src.family()));
+  std::optional<link::FrameBuffer> out =
+      engine.NewTxFrame(net::Ipv6Header::kSize + net::IcmpHeader::kSize + quote);
+  if (!out.has_value()) return;
   engine.QueueTx(*out, net::BuildIcmp(engine.LinkTo(eth.src), dst, src, h, packet.first(quote),
                                       {out->data, out->capacity}));
   engine.Bump(EngineCounter::icmp_errors_sent);

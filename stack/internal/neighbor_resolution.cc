@@ -11,6 +11,9 @@
 namespace quadsock::stack {
 namespace {
 
+// The longest message sent here: an NDP message with its option in an IPv6 packet (ARP's is 28).
+constexpr size_t kMessageBytes = 128;
+
 // Both MACs of an ARP or NDP message (the one it claims, the frame's source) are unicast.
 bool AreUnicastMacs(const net::MacAddress& claimed, const net::MacAddress& frame_source) {
   return NotANeighborMacReason(claimed) == nullptr &&
@@ -50,7 +53,7 @@ void NeighborResolution::HandleArp(PollEngine& engine, const net::ParsedFrame& f
           now);
   }
   if (!for_us || !request) return;
-  std::optional<link::FrameBuffer> out = engine.NewTxFrame();
+  std::optional<link::FrameBuffer> out = engine.NewTxFrame(kMessageBytes);
   if (!out.has_value()) return;
   net::ArpPacket reply;
   reply.op = net::ArpPacket::kReply;
@@ -99,7 +102,7 @@ void NeighborResolution::HandleNdp(PollEngine& engine, const net::ParsedFrame& f
           now);
   }
   if (!solicitation || !for_us) return;
-  std::optional<link::FrameBuffer> out = engine.NewTxFrame();
+  std::optional<link::FrameBuffer> out = engine.NewTxFrame(kMessageBytes);
   if (!out.has_value()) return;
   net::NdpMessage advert;
   advert.target = m.target;
@@ -176,7 +179,7 @@ void NeighborResolution::Tick(PollEngine& engine, absl::Time now) {
 void NeighborResolution::SendProbe(PollEngine& engine, const net::IpAddress& target) {
   absl::StatusOr<net::IpAddress> source = routes_.SourceFor(target);
   if (!source.ok()) return;
-  std::optional<link::FrameBuffer> out = engine.NewTxFrame();
+  std::optional<link::FrameBuffer> out = engine.NewTxFrame(kMessageBytes);
   if (!out.has_value()) return;
   const net::MacAddress& mac = engine.info().mac;
   if (target.is_v4()) {

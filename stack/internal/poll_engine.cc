@@ -388,9 +388,10 @@ PollEngine::FrameKind PollEngine::Classify(std::span<const uint8_t> bytes, net::
 
 // ---- Transmit -------------------------------------------------------------------------------
 
-std::optional<link::FrameBuffer> PollEngine::NewTxFrame() {
+std::optional<link::FrameBuffer> PollEngine::NewTxFrame(size_t packet_bytes) {
   if (tx_batch_.size() >= kTxBatch) FlushTx();
-  std::optional<link::FrameBuffer> f = link_->AllocateTx();
+  std::optional<link::FrameBuffer> f =
+      link_->AllocateTx(static_cast<uint32_t>(packet_bytes + kLinkHeaders));
   if (!f.has_value()) Bump(EngineCounter::tx_no_buffer);
   return f;
 }

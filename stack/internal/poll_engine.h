@@ -92,9 +92,12 @@ class PollEngine {
   // ---- For the protocols, on the poll thread ----
   link::Link& link() { return *link_; }
   const link::LinkInfo& info() const { return link_->info(); }
-  // A free TX frame, flushing the batch first when it is full; none (counted) when the link
-  // has no free buffer.
-  std::optional<link::FrameBuffer> NewTxFrame();
+  // A free TX frame for an IP packet (or an ARP message) of up to `packet_bytes`, with room for
+  // its Ethernet header and a VLAN tag; flushes the batch first when it is full. None (counted)
+  // when the link has no free buffer that long.
+  std::optional<link::FrameBuffer> NewTxFrame(size_t packet_bytes);
+  // The Ethernet header and a VLAN tag: what NewTxFrame adds to the packet's bytes.
+  static constexpr size_t kLinkHeaders = 14 + 4;
   // Puts a frame built to `length` bytes into the TX batch (none: it did not fit, and is freed).
   // `owner`: the socket whose datagram it is, counted as sent once the TX ring took it.
   void QueueTx(link::FrameBuffer frame, std::optional<size_t> length, TxOwner owner = {});

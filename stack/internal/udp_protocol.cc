@@ -181,7 +181,7 @@ void TransmitFragments(PollEngine& engine, const net::Endpoint& src, const net::
   const std::span<const uint8_t> bytes(whole);
   for (size_t offset = 0; offset < bytes.size(); offset += piece) {
     const bool last = offset + piece >= bytes.size();
-    std::optional<link::FrameBuffer> out = engine.NewTxFrame();
+    std::optional<link::FrameBuffer> out = engine.NewTxFrame(mtu);
     if (!out.has_value()) {
       if (socket != nullptr) socket->CountSendDrop();
       return;
@@ -227,7 +227,8 @@ void TransmitUdp(PollEngine& engine, const net::Endpoint& src, const net::Endpoi
     TransmitFragments(engine, src, dst, dst_mac, payload, std::move(socket), mtu);
     return;
   }
-  std::optional<link::FrameBuffer> out = engine.NewTxFrame();
+  std::optional<link::FrameBuffer> out =
+      engine.NewTxFrame(UdpProtocol::Headroom(dst.address.family()) + payload.size());
   if (!out.has_value()) {
     if (socket != nullptr) socket->CountSendDrop();
     return;

@@ -7,7 +7,8 @@
 // Frames are buffers the link owns (UMEM frames for AF_XDP). Receive() lends them to the caller,
 // which gives each back exactly once: Release() for a frame it is done with, Transmit() for a
 // frame it rewrote in place (an echo reply) or built from AllocateTx(). A Link is used by one
-// thread at a time (the queue's poll thread).
+// thread at a time (the queue's poll thread). A frame is always one contiguous buffer, however
+// the link carries it (an XskLink with multi-buffer chains UMEM frames under the seam).
 //
 //   FrameBuffer frames[64];
 //   size_t n = link.Receive(frames);
@@ -61,6 +62,12 @@ struct LinkCounters {
   // A gauge: frames waiting on the RX ring when the poll thread last looked, before it took its
   // batch (how far the poll thread lags the kernel; the ring holds XskLink's ring_size).
   uint64_t rx_ring_fill = 0;
+  // Frames longer than one buffer of the link's (AF_XDP multi-buffer: jumbo frames), received
+  // and sent as chains; and received chains dropped (no large buffer free, or a chain longer
+  // than the interface's MTU allows).
+  uint64_t rx_chained = 0;
+  uint64_t tx_chained = 0;
+  uint64_t rx_chains_dropped = 0;
 };
 
 // LinkCounters as a link keeps them: written by its poll thread alone, read by any thread
@@ -91,7 +98,8 @@ class LiveLinkCounters {
       &LinkCounters::rx_frames,       &LinkCounters::tx_frames,   &LinkCounters::tx_ring_full,
       &LinkCounters::no_tx_buffer,    &LinkCounters::fill_ring_empty, &LinkCounters::rx_dropped,
       &LinkCounters::wakeups,         &LinkCounters::busy_polls,
-      &LinkCounters::busy_poll_unavailable, &LinkCounters::rx_ring_fill};
+      &LinkCounters::busy_poll_unavailable, &LinkCounters::rx_ring_fill,
+      &LinkCounters::rx_chained,      &LinkCounters::tx_chained,  &LinkCounters::rx_chains_dropped};
   static constexpr size_t kFields = std::size(kMembers);
   static_assert(kFields * sizeof(uint64_t) == sizeof(LinkCounters), "every field, once");
 
@@ -114,8 +122,9 @@ class Link {
   virtual size_t Receive(std::span<FrameBuffer> out) = 0;
   // Gives back frames that Receive or AllocateTx lent and that will not be transmitted.
   virtual void Release(std::span<const FrameBuffer> frames) = 0;
-  // Lends an empty buffer for an outgoing frame, or nothing when none is free (counted).
-  virtual std::optional<FrameBuffer> AllocateTx() = 0;
+  // Lends an empty buffer for an outgoing frame of up to `length` bytes (its capacity is at
+  // least that), or nothing when none is free or none is that long (counted in no_tx_buffer).
+  virtual std::optional<FrameBuffer> AllocateTx(uint32_t length) = 0;
   // Queues frames for sending and takes them back; returns how many it took, from the front.
   // Frames it did not take (ring full: counted) are still the caller's.
   virtual size_t Transmit(std::span<const FrameBuffer> frames) = 0;

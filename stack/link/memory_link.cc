@@ -125,8 +125,8 @@ void MemoryLink::Release(std::span<const FrameBuffer> frames) {
   }
 }
 
-std::optional<FrameBuffer> MemoryLink::AllocateTx() {
-  if (free_.empty()) {
+std::optional<FrameBuffer> MemoryLink::AllocateTx(uint32_t length) {
+  if (free_.empty() || length > frame_size_) {
     counters_.Add(&LinkCounters::no_tx_buffer);
     return std::nullopt;
   }

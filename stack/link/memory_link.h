@@ -50,7 +50,7 @@ class MemoryLink : public Link {
   const LinkInfo& info() const override { return info_; }
   size_t Receive(std::span<FrameBuffer> out) override;
   void Release(std::span<const FrameBuffer> frames) override;
-  std::optional<FrameBuffer> AllocateTx() override;
+  std::optional<FrameBuffer> AllocateTx(uint32_t length) override;
   size_t Transmit(std::span<const FrameBuffer> frames) override;
   void Poll() override {}
   int wait_fd() const override;

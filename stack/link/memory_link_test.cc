@@ -14,7 +14,7 @@ std::span<const uint8_t> Bytes(const char* s) {
 
 TEST(MemoryLinkTest, PairCarriesFramesBothWays) {
   auto [a, b] = MemoryLink::CreatePair({.name = "a"}, {.name = "b"});
-  std::optional<FrameBuffer> f = a->AllocateTx();
+  std::optional<FrameBuffer> f = a->AllocateTx(64);
   ASSERT_TRUE(f.has_value());
   std::memcpy(f->data, "hello", 5);
   f->length = 5;
@@ -68,11 +68,18 @@ TEST(MemoryLinkTest, RxRingFillIsWhatWaitedAtTheLastReceive) {
 
 TEST(MemoryLinkTest, RunsOutOfBuffersGracefully) {
   MemoryLink::Pair p = MemoryLink::CreateWithTestEnd({.name = "stack", .frames = 2});
-  std::optional<FrameBuffer> x = p.link->AllocateTx();
-  std::optional<FrameBuffer> y = p.link->AllocateTx();
+  std::optional<FrameBuffer> x = p.link->AllocateTx(64);
+  std::optional<FrameBuffer> y = p.link->AllocateTx(64);
   ASSERT_TRUE(x && y);
-  EXPECT_FALSE(p.link->AllocateTx().has_value());
+  EXPECT_FALSE(p.link->AllocateTx(64).has_value());
   EXPECT_EQ(p.link->counters().no_tx_buffer, 1u);
+  p.link->Release({&*x, 1});
+  // A frame longer than a buffer: none, counted, and the free buffer stays free.
+  EXPECT_FALSE(p.link->AllocateTx(2049).has_value());
+  EXPECT_EQ(p.link->counters().no_tx_buffer, 2u);
+  x = p.link->AllocateTx(2048);
+  ASSERT_TRUE(x.has_value());
+  EXPECT_GE(x->capacity, 2048u);
   p.link->Release({&*x, 1});
   p.link->Release({&*y, 1});
   EXPECT_EQ(p.link->CheckFrameAccounting(), absl::OkStatus());
@@ -92,7 +99,7 @@ TEST(MemoryLinkTest, AFrameHeldAtRestFailsTheCheck) {
   p.link->Release({in, 1});
   EXPECT_EQ(p.link->CheckFrameAccounting(), absl::OkStatus());
 
-  std::optional<FrameBuffer> tx = p.link->AllocateTx();
+  std::optional<FrameBuffer> tx = p.link->AllocateTx(64);
   ASSERT_TRUE(tx.has_value());
   EXPECT_EQ(p.link->CheckFrameAccounting().code(), absl::StatusCode::kInternal);
   tx->length = 1;
@@ -102,7 +109,7 @@ TEST(MemoryLinkTest, AFrameHeldAtRestFailsTheCheck) {
 
 TEST(MemoryLinkDeathTest, DoubleReleaseAborts) {
   MemoryLink::Pair p = MemoryLink::CreateWithTestEnd({.name = "stack"});
-  std::optional<FrameBuffer> x = p.link->AllocateTx();
+  std::optional<FrameBuffer> x = p.link->AllocateTx(64);
   p.link->Release({&*x, 1});
   EXPECT_DEATH(p.link->Release({&*x, 1}), "frame accounting broken");
 }

@@ -18,6 +18,14 @@
 #include "absl/strings/str_format.h"
 #include "stack/link/errno_status.h"
 
+// Debian 12's kernel headers (Linux 6.1) predate AF_XDP multi-buffer (Linux 6.6).
+#ifndef XDP_USE_SG
+#define XDP_USE_SG (1 << 4)
+#endif
+#ifndef XDP_PKT_CONTD
+#define XDP_PKT_CONTD (1 << 0)
+#endif
+
 namespace quadsock::link {
 namespace {
 
@@ -29,6 +37,13 @@ bool IsPowerOfTwo(uint32_t v) { return v != 0 && (v & (v - 1)) == 0; }
 // Frames a queue keeps back from its fill ring for sending (see XskLink::Refill): two turns'
 // answers, or less where the fill ring could not otherwise be kept full.
 constexpr uint32_t kTxReserve = 128;
+
+// Large buffers a queue has for jumbo frames (multi_buffer): a receive batch of them held while
+// the turn answers and sends another batch's worth.
+constexpr uint32_t kLargeBuffers = 160;
+// The longest chain a Receive looks for past its batch: the kernel's longest in copy mode
+// (MAX_SKB_FRAGS + 1), more than a frame of the largest MTU needs in 4,096-byte frames.
+constexpr uint32_t kMaxChain = 18;
 
 }  // namespace
 
@@ -207,8 +222,9 @@ absl::StatusOr<std::unique_ptr<XskLink>> XskPort::OpenQueue(uint32_t queue) {
   // queue's is bound with XDP_SHARED_UMEM alone (libxdp sends no others, the kernel takes none)
   // and gets the mode of the UMEM's first socket. So the mode is read back below, never assumed.
   int err = 0;
+  const uint16_t chains = options_.multi_buffer ? XDP_USE_SG : 0;
   for (uint16_t flag : attempts) {
-    config.bind_flags = static_cast<uint16_t>(flag | XDP_USE_NEED_WAKEUP);
+    config.bind_flags = static_cast<uint16_t>(flag | XDP_USE_NEED_WAKEUP | chains);
     err = xsk_socket__create_shared(&link->xsk_, options_.interface.c_str(), queue, umem_,
                                     link->rx_.get(), link->tx_.get(), link->fill_, link->comp_,
                                     &config);
@@ -219,6 +235,13 @@ absl::StatusOr<std::unique_ptr<XskLink>> XskPort::OpenQueue(uint32_t queue) {
         "%s queue %u: zero-copy was asked for, and the driver has none there (binding the "
         "AF_XDP socket: EOPNOTSUPP); auto or copy mode would run",
         options_.interface, queue));
+  }
+  if (err != 0 && options_.multi_buffer && (err == -EINVAL || err == -EOPNOTSUPP)) {
+    return ErrnoStatus(err, absl::StrFormat(
+        "binding an AF_XDP socket with multi-buffer (XDP_USE_SG, for the MTU of %u) to %s "
+        "queue %u: the kernel (before 6.6) or the driver cannot chain frames; lower the MTU "
+        "(ip link set %s mtu %u)",
+        mtu_, options_.interface, queue, options_.interface, MaxMtu(options_.frame_size)));
   }
   if (err != 0) {
     return ErrnoStatus(err,
@@ -258,9 +281,18 @@ absl::StatusOr<std::unique_ptr<XskLink>> XskPort::OpenQueue(uint32_t queue) {
   link->info_.name = options_.interface;
   link->info_.ifindex = ifindex_;
   link->info_.mac = mac_;
-  // A received frame must fit its chunk after the kernel's headroom; a larger interface MTU is
-  // cut to what fits, so that the stack never sends what it could not receive.
-  link->info_.mtu = std::min(mtu_, MaxMtu(options_.frame_size));
+  // Without multi-buffer a received frame must fit its chunk after the kernel's headroom; a
+  // larger interface MTU is cut to what fits, so that the stack never sends what it could not
+  // receive.
+  link->multi_buffer_ = options_.multi_buffer;
+  link->info_.mtu = link->multi_buffer_ ? mtu_ : std::min(mtu_, MaxMtu(options_.frame_size));
+  if (link->multi_buffer_) {
+    // A frame of the MTU with its Ethernet header and a VLAN tag, in whole cache lines.
+    link->large_size_ = (mtu_ + 14 + 4 + 63) & ~uint32_t{63};
+    link->large_area_.resize(size_t{kLargeBuffers} * link->large_size_);
+    link->large_ledger_ = FrameLedger(kLargeBuffers);
+    for (uint32_t i = kLargeBuffers; i > 0; --i) link->large_free_.push_back(i - 1);
+  }
   link->area_ = static_cast<uint8_t*>(area_);
   link->frame_size_ = options_.frame_size;
   const uint32_t per_queue = options_.frames / options_.queues;
@@ -338,26 +370,103 @@ size_t XskLink::Receive(std::span<FrameBuffer> out) {
   // relaxed load: only the count is used; peek's acquire orders the descriptors it reads.)
   counters_.Set(&LinkCounters::rx_ring_fill,
                 __atomic_load_n(rx_->producer, __ATOMIC_RELAXED) - rx_->cached_cons);
+  // A chain takes several descriptors: look past the batch by the longest one.
+  const uint32_t want = static_cast<uint32_t>(out.size()) + (multi_buffer_ ? kMaxChain : 0);
   uint32_t idx = 0;
   // Peek has an acquire barrier: descriptors are read only after the producer index.
-  const uint32_t n = xsk_ring_cons__peek(rx_.get(), static_cast<uint32_t>(out.size()), &idx);
-  for (uint32_t i = 0; i < n; ++i) {
-    const xdp_desc* d = xsk_ring_cons__rx_desc(rx_.get(), idx + i);
-    ledger_.Move(IndexOf(d->addr), FramePlace::kKernelRx, FramePlace::kHeld);
-    out[i] = Buffer(d->addr, d->len);
-    __builtin_prefetch(out[i].data);  // the caller reads every frame's headers next
+  const uint32_t n = xsk_ring_cons__peek(rx_.get(), want, &idx);
+  uint32_t used = 0;  // descriptors taken
+  size_t frames = 0;
+  while (used < n && frames < out.size()) {
+    const xdp_desc* d = xsk_ring_cons__rx_desc(rx_.get(), idx + used);
+    const bool continued = (d->options & XDP_PKT_CONTD) != 0;
+    if (dropping_chain_) {  // the rest of a chain too long to take
+      ReturnChunk(d->addr);
+      dropping_chain_ = continued;
+      ++used;
+      continue;
+    }
+    if (!continued) {
+      ledger_.Move(IndexOf(d->addr), FramePlace::kKernelRx, FramePlace::kHeld);
+      out[frames] = Buffer(d->addr, d->len);
+      __builtin_prefetch(out[frames].data);  // the caller reads every frame's headers next
+      ++frames;
+      ++used;
+      continue;
+    }
+    uint32_t last = used + 1;  // the chain ends with the first descriptor without CONTD
+    while (last < n &&
+           (xsk_ring_cons__rx_desc(rx_.get(), idx + last)->options & XDP_PKT_CONTD) != 0) {
+      ++last;
+    }
+    if (last == n) {
+      // The kernel publishes a chain whole: its rest is past this look, and the next Receive
+      // starts with it. Unless the chain filled the whole look: no frame of our MTU is that
+      // long, and it goes.
+      if (used > 0 || n < want) break;
+      counters_.Add(&LinkCounters::rx_chains_dropped);
+      dropping_chain_ = true;
+      continue;
+    }
+    if (std::optional<FrameBuffer> f = Gather(idx + used, last - used + 1); f.has_value()) {
+      out[frames++] = *f;
+    }
+    used = last + 1;
   }
-  if (n > 0) xsk_ring_cons__release(rx_.get(), n);
-  if (busy_poll_ && n > 0 && counters_.Get(&LinkCounters::rx_frames) == 0 && napi_id() == 0) {
+  if (used < n) xsk_ring_cons__cancel(rx_.get(), n - used);
+  if (used > 0) xsk_ring_cons__release(rx_.get(), used);
+  if (busy_poll_ && frames > 0 && counters_.Get(&LinkCounters::rx_frames) == 0 &&
+      napi_id() == 0) {
     busy_poll_ = false;  // nothing to poll: each recvfrom would be a wasted system call
     counters_.Set(&LinkCounters::busy_poll_unavailable, 1);
   }
-  counters_.Add(&LinkCounters::rx_frames, n);
-  return n;
+  counters_.Add(&LinkCounters::rx_frames, frames);
+  return frames;
+}
+
+void XskLink::ReturnChunk(uint64_t addr) {
+  const uint64_t chunk = ChunkOf(addr);
+  ledger_.Move(IndexOf(chunk), FramePlace::kKernelRx, FramePlace::kFree);
+  free_.push_back(chunk);
+}
+
+std::optional<FrameBuffer> XskLink::Gather(uint32_t idx, uint32_t count) {
+  uint32_t total = 0;
+  for (uint32_t i = 0; i < count; ++i) total += xsk_ring_cons__rx_desc(rx_.get(), idx + i)->len;
+  std::optional<FrameBuffer> large = total <= large_size_ ? TakeLarge() : std::nullopt;
+  for (uint32_t i = 0; i < count; ++i) {
+    const xdp_desc* d = xsk_ring_cons__rx_desc(rx_.get(), idx + i);
+    if (large.has_value()) {
+      std::memcpy(large->data + large->length, area_ + d->addr, d->len);
+      large->length += d->len;
+    }
+    ReturnChunk(d->addr);
+  }
+  counters_.Add(large.has_value() ? &LinkCounters::rx_chained : &LinkCounters::rx_chains_dropped);
+  return large;
+}
+
+std::optional<FrameBuffer> XskLink::TakeLarge() {
+  if (large_free_.empty()) return std::nullopt;
+  const uint32_t i = large_free_.back();
+  large_free_.pop_back();
+  large_ledger_.Move(i, FramePlace::kFree, FramePlace::kHeld);
+  return FrameBuffer{large_area_.data() + size_t{i} * large_size_, 0, large_size_,
+                     kLargeHandle | i};
+}
+
+void XskLink::ReleaseLarge(uint64_t handle) {
+  const auto i = static_cast<uint32_t>(handle & ~kLargeHandle);
+  large_ledger_.Move(i, FramePlace::kHeld, FramePlace::kFree);
+  large_free_.push_back(i);
 }
 
 void XskLink::Release(std::span<const FrameBuffer> frames) {
   for (const FrameBuffer& f : frames) {
+    if (IsLarge(f.handle)) {
+      ReleaseLarge(f.handle);
+      continue;
+    }
     // Back to the chunk's start: a frame sent from it next has the whole chunk.
     const uint64_t chunk = ChunkOf(f.handle);
     ledger_.Move(IndexOf(chunk), FramePlace::kHeld, FramePlace::kFree);
@@ -365,7 +474,13 @@ void XskLink::Release(std::span<const FrameBuffer> frames) {
   }
 }
 
-std::optional<FrameBuffer> XskLink::AllocateTx() {
+std::optional<FrameBuffer> XskLink::AllocateTx(uint32_t length) {
+  if (length > frame_size_) {  // a jumbo frame: built in a large buffer, chained at Transmit
+    std::optional<FrameBuffer> large =
+        multi_buffer_ && length <= large_size_ ? TakeLarge() : std::nullopt;
+    if (!large.has_value()) counters_.Add(&LinkCounters::no_tx_buffer);
+    return large;
+  }
   if (free_.empty()) {
     ReapCompletions();
     // A turn that sends more than the free frames (a burst of queued sends) has the rest in
@@ -387,23 +502,57 @@ std::optional<FrameBuffer> XskLink::AllocateTx() {
 }
 
 size_t XskLink::Transmit(std::span<const FrameBuffer> frames) {
-  if (frames.empty()) return 0;
-  uint32_t idx = 0;
-  uint32_t n = xsk_prod_nb_free(tx_.get(), static_cast<uint32_t>(frames.size()));
-  if (n > frames.size()) n = static_cast<uint32_t>(frames.size());
-  if (n < frames.size()) counters_.Add(&LinkCounters::tx_ring_full);
-  if (n == 0 || xsk_ring_prod__reserve(tx_.get(), n, &idx) != n) return 0;
-  for (uint32_t i = 0; i < n; ++i) {
-    xdp_desc* d = xsk_ring_prod__tx_desc(tx_.get(), idx + i);
-    d->addr = frames[i].handle;
-    d->len = frames[i].length;
-    d->options = 0;
-    ledger_.Move(IndexOf(frames[i].handle), FramePlace::kHeld, FramePlace::kKernelTx);
+  size_t taken = 0;
+  uint32_t descriptors = 0;
+  for (const FrameBuffer& f : frames) {
+    const bool large = IsLarge(f.handle);
+    // A large buffer goes as a chain of UMEM frames (one, if it is short enough).
+    const uint32_t chunks =
+        large ? std::max<uint32_t>(1, (f.length + frame_size_ - 1) / frame_size_) : 1;
+    if (xsk_prod_nb_free(tx_.get(), chunks) < chunks) {
+      counters_.Add(&LinkCounters::tx_ring_full);
+      break;
+    }
+    if (large && free_.size() < chunks) ReapCompletions();
+    if (large && free_.size() < chunks) {
+      counters_.Add(&LinkCounters::no_tx_buffer);
+      break;
+    }
+    uint32_t idx = 0;
+    if (xsk_ring_prod__reserve(tx_.get(), chunks, &idx) != chunks) break;  // nb_free said room
+    if (large) {
+      Scatter(f, idx, chunks);
+    } else {
+      xdp_desc* d = xsk_ring_prod__tx_desc(tx_.get(), idx);
+      d->addr = f.handle;
+      d->len = f.length;
+      d->options = 0;
+      ledger_.Move(IndexOf(f.handle), FramePlace::kHeld, FramePlace::kKernelTx);
+    }
+    descriptors += chunks;
+    ++taken;
   }
-  xsk_ring_prod__submit(tx_.get(), n);
-  tx_pending_kick_ += n;
-  counters_.Add(&LinkCounters::tx_frames, n);
-  return n;
+  if (descriptors > 0) xsk_ring_prod__submit(tx_.get(), descriptors);
+  tx_pending_kick_ += descriptors;
+  counters_.Add(&LinkCounters::tx_frames, taken);
+  return taken;
+}
+
+void XskLink::Scatter(const FrameBuffer& frame, uint32_t idx, uint32_t chunks) {
+  for (uint32_t i = 0; i < chunks; ++i) {
+    const uint64_t addr = free_.back();
+    free_.pop_back();
+    ledger_.Move(IndexOf(addr), FramePlace::kFree, FramePlace::kKernelTx);
+    const uint32_t offset = i * frame_size_;
+    const uint32_t length = std::min(frame_size_, frame.length - offset);
+    std::memcpy(area_ + addr, frame.data + offset, length);
+    xdp_desc* d = xsk_ring_prod__tx_desc(tx_.get(), idx + i);
+    d->addr = addr;
+    d->len = length;
+    d->options = i + 1 < chunks ? XDP_PKT_CONTD : 0;
+  }
+  if (chunks > 1) counters_.Add(&LinkCounters::tx_chained);
+  ReleaseLarge(frame.handle);
 }
 
 void XskLink::ReapCompletions() {
@@ -479,6 +628,13 @@ absl::Status XskLink::CheckFrameAccounting() const {
         "%s/%u: %u frames held at rest (taken by Receive or AllocateTx and never released or "
         "transmitted), frame %u first", info_.name, info_.queue, ledger_.count(FramePlace::kHeld),
         ledger_.First(FramePlace::kHeld)));
+  }
+  if (large_ledger_.count(FramePlace::kFree) != large_free_.size() ||
+      large_ledger_.count(FramePlace::kHeld) != 0) {
+    return absl::InternalError(absl::StrFormat(
+        "%s/%u: %u large buffers held at rest, %u marked free, %u in the pool", info_.name,
+        info_.queue, large_ledger_.count(FramePlace::kHeld),
+        large_ledger_.count(FramePlace::kFree), large_free_.size()));
   }
   return absl::OkStatus();
 }

@@ -9,6 +9,14 @@
 // The XDP program is not libxdp's: sockets are created with XSK_LIBXDP_FLAGS__INHIBIT_PROG_LOAD
 // and the caller puts each socket's fd in its own XSKMAP (stack/xdp). need_wakeup is always on.
 //
+// Jumbo frames (an interface MTU larger than a UMEM frame holds) need multi_buffer: the sockets
+// bind with XDP_USE_SG, the kernel chains a long frame over several UMEM frames (XDP_PKT_CONTD
+// on all but the last descriptor), and the XDP program must be loaded for frags. Under the Link
+// seam a frame stays one buffer: a received chain is gathered into a large buffer of the link's
+// own (its UMEM frames go straight back), and a frame longer than a UMEM frame is built in a
+// large buffer and scattered into a chain at Transmit. One copy of each jumbo frame, none of any
+// other.
+//
 //   XskPort::Options o{.interface = "veth0", .frames = 4096};
 //   std::unique_ptr<XskPort> port = XskPort::Create(o).value();
 //   std::unique_ptr<XskLink> q0 = port->OpenQueue(0).value();
@@ -64,6 +72,9 @@ class XskPort {
     // A socket that receives its first frames without a NAPI id (veth in copy mode) cannot be
     // busy-polled: the link then stops and counts busy_poll_unavailable.
     bool busy_poll = false;
+    // Chain UMEM frames for frames longer than one (AF_XDP multi-buffer, Linux 6.6+): the
+    // interface's whole MTU becomes the queues'. Without it, a queue's MTU is cut to MaxMtu.
+    bool multi_buffer = false;
   };
 
   // FAILED_PRECONDITION when the interface does not exist; INVALID_ARGUMENT for bad sizes;
@@ -107,7 +118,7 @@ class XskLink : public Link {
   const LinkInfo& info() const override { return info_; }
   size_t Receive(std::span<FrameBuffer> out) override;
   void Release(std::span<const FrameBuffer> frames) override;
-  std::optional<FrameBuffer> AllocateTx() override;
+  std::optional<FrameBuffer> AllocateTx(uint32_t length) override;
   size_t Transmit(std::span<const FrameBuffer> frames) override;
   void Poll() override;
   int wait_fd() const override { return fd_; }
@@ -129,6 +140,21 @@ class XskLink : public Link {
   uint64_t ChunkOf(uint64_t addr) const;
   uint32_t IndexOf(uint64_t addr) const;
   FrameBuffer Buffer(uint64_t addr, uint32_t length) const;
+  // Large buffers, for frames longer than a UMEM frame (multi_buffer); their handles are
+  // kLargeHandle | index, outside any UMEM address.
+  static constexpr uint64_t kLargeHandle = uint64_t{1} << 63;
+  static bool IsLarge(uint64_t handle) { return (handle & kLargeHandle) != 0; }
+  std::optional<FrameBuffer> TakeLarge();
+  void ReleaseLarge(uint64_t handle);
+  // The received chain of `count` descriptors from ring index `idx`, gathered into a large
+  // buffer; nothing (counted) when none is free or the chain is longer than one. Its UMEM
+  // frames go back to the free pool either way.
+  std::optional<FrameBuffer> Gather(uint32_t idx, uint32_t count);
+  // A received descriptor's UMEM frame, straight back to the free pool.
+  void ReturnChunk(uint64_t addr);
+  // Puts `frame` (a large buffer) on the TX ring as a chain of `chunks` UMEM frames from
+  // ring index `idx`, and frees the large buffer.
+  void Scatter(const FrameBuffer& frame, uint32_t idx, uint32_t chunks);
   void Refill();
   void ReapCompletions();
   void Kick();
@@ -154,6 +180,12 @@ class XskLink : public Link {
   uint32_t tx_reserve_ = 0;  // frames Refill keeps back for sending
   bool busy_poll_ = false;
   bool holds_queue_ = false;  // this link marked its queue open in the port (and clears it)
+  bool multi_buffer_ = false;
+  bool dropping_chain_ = false;  // the rest of a received chain that could not be taken
+  std::vector<uint8_t> large_area_;
+  uint32_t large_size_ = 0;  // bytes of each large buffer
+  FrameLedger large_ledger_{0};
+  std::vector<uint32_t> large_free_;
   LiveLinkCounters counters_;
 };
 

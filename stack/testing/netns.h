@@ -115,6 +115,36 @@ class TestVeth {
 
 // A veth pair whose second end lives in a named peer namespace, where the kernel plays the
 // other host.
+// A kernel socket created inside the network namespace `ns_fd` (named `ns` in failures), by a
+// thread of its own: a socket stays in the namespace it was made in, whichever thread uses it
+// later. -1 (a test failure) when it cannot be made.
+inline int SocketInNamespace(int ns_fd, const std::string& ns, int domain, int type,
+                             int protocol = 0) {
+  int fd = -1;
+  int err = 0;
+  std::thread t([&] {
+    if (setns(ns_fd, CLONE_NEWNET) != 0) {
+      err = errno;
+      return;
+    }
+    fd = socket(domain, type | SOCK_CLOEXEC, protocol);
+    if (fd < 0) err = errno;
+  });
+  t.join();
+  EXPECT_GE(fd, 0) << "socket in " << ns << ": " << std::strerror(err);
+  return fd;
+}
+
+// The same, for a namespace made with `ip netns add NAME`.
+inline int SocketInNamespace(const std::string& name, int domain, int type, int protocol = 0) {
+  const int ns_fd = open(("/run/netns/" + name).c_str(), O_RDONLY | O_CLOEXEC);
+  EXPECT_GE(ns_fd, 0) << "no network namespace " << name << ": " << std::strerror(errno);
+  if (ns_fd < 0) return -1;
+  const int fd = SocketInNamespace(ns_fd, name, domain, type, protocol);
+  close(ns_fd);
+  return fd;
+}
+
 class PeerNetwork {
  public:
   static void EnterPrivateNamespace() { testing::EnterPrivateNamespace(); }
@@ -164,22 +194,9 @@ class PeerNetwork {
     return index;
   }
 
-  // A kernel socket created inside the peer namespace (a socket stays in the namespace it was
-  // made in, whichever thread uses it later).
+  // A kernel socket created inside the peer namespace (see SocketInNamespace).
   int PeerSocket(int domain, int type, int protocol = 0) const {
-    int fd = -1;
-    int err = 0;
-    std::thread t([&] {
-      if (setns(ns_fd_, CLONE_NEWNET) != 0) {
-        err = errno;
-        return;
-      }
-      fd = socket(domain, type | SOCK_CLOEXEC, protocol);
-      if (fd < 0) err = errno;
-    });
-    t.join();
-    EXPECT_GE(fd, 0) << "socket in " << ns_ << ": " << std::strerror(err);
-    return fd;
+    return SocketInNamespace(ns_fd_, ns_, domain, type, protocol);
   }
 
  private:

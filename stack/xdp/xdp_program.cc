@@ -90,6 +90,11 @@ absl::StatusOr<std::unique_ptr<XdpProgram>> XdpProgram::Load(Options options) {
   bpf_object* object = bpf_object__open_mem(image.data(), image.size(), &open_options);
   if (object == nullptr) return ErrnoStatus(errno, "cannot open the embedded XDP object");
   loaded->object_.reset(object);
+  bpf_program* steer = bpf_object__find_program_by_name(object, QS_PROGRAM_NAME);
+  if (steer == nullptr) return absl::InternalError("the object has no " QS_PROGRAM_NAME);
+  if (loaded->options_.frags) {
+    bpf_program__set_flags(steer, bpf_program__flags(steer) | BPF_F_XDP_HAS_FRAGS);
+  }
   if (int error = bpf_object__load(object); error != 0) {
     // libbpf's own lines (as non-root: "Make sure your kernel supports BPF") go where
     // library_log.h sends them; this error says what is missing.
@@ -98,9 +103,7 @@ absl::StatusOr<std::unique_ptr<XdpProgram>> XdpProgram::Load(Options options) {
                        "quadsockd as root or in its container)");
   }
 
-  bpf_program* program = bpf_object__find_program_by_name(object, QS_PROGRAM_NAME);
-  if (program == nullptr) return absl::InternalError("the object has no " QS_PROGRAM_NAME);
-  loaded->program_fd_ = bpf_program__fd(program);
+  loaded->program_fd_ = bpf_program__fd(steer);
   bpf_prog_info info;
   std::memset(&info, 0, sizeof(info));
   uint32_t length = sizeof(info);

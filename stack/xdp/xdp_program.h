@@ -84,11 +84,16 @@ class XdpProgram {
   struct Options {
     // Where attach, detach and stale-program removal are reported. Default: stderr.
     std::function<void(absl::string_view)> log;
+    // Loaded for frags (BPF_F_XDP_HAS_FRAGS, as an "xdp.frags" section): the program may see
+    // frames longer than a page in pieces (it reads headers only, which are in the first), so
+    // an interface with jumbo frames takes it. Needed for AF_XDP multi-buffer.
+    bool frags = false;
   };
 
   // Opens and loads the embedded program and its maps (empty: nothing is steered). Needs BPF
   // privileges: PERMISSION_DENIED otherwise.
-  static absl::StatusOr<std::unique_ptr<XdpProgram>> Load(Options options = {});
+  static absl::StatusOr<std::unique_ptr<XdpProgram>> Load(Options options);
+  static absl::StatusOr<std::unique_ptr<XdpProgram>> Load() { return Load(Options()); }
 
   XdpProgram(const XdpProgram&) = delete;
   XdpProgram& operator=(const XdpProgram&) = delete;
