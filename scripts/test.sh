@@ -12,11 +12,14 @@
 #   QUADSOCK_TEST_DEMO=0 scripts/test.sh             # without the main job (scripts/demo.sh)
 #   QUADSOCK_TEST_CONTAINER=0 scripts/test.sh        # without the container (docker/smoke.sh)
 #   QUADSOCK_TEST_DEB=0 scripts/test.sh              # without the .deb (packaging/deb_test.sh)
+#   QUADSOCK_TEST_FUZZ=0 scripts/test.sh             # without the fuzz step (scripts/fuzz.sh)
+#   QUADSOCK_TEST_SETUP=0 scripts/test.sh            # without setup.sh (the machine is ready)
 #
 # Each test target counts once per configuration it runs in, and every one really runs: no
 # verdict is replayed from Bazel's cache (the disk cache speeds up builds, not verdicts).
 # Benchmark smoke runs (tag "benchmark") run in the default configuration only: a sanitizer
-# tells nothing about a benchmark harness. A configuration with no tests to run is a failure.
+# tells nothing about a benchmark harness. A configuration with no tests to run, or whose run
+# reports no test at all, is a failure.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -40,7 +43,7 @@ finish() {
   exit $?
 }
 
-if ! scripts/setup.sh; then
+if [ "${QUADSOCK_TEST_SETUP:-1}" = 1 ] && ! scripts/setup.sh; then
   echo "setup failed: nothing could be tested"
   failed=1
   finish
@@ -82,7 +85,12 @@ for config in $configs; do
   f=$(grep -cvE '^//[^ ]+ +PASSED( |$)' <<<"$summary")
   [ -n "$summary" ] || f=0
   printf '%s\n' "$summary" | sed "s/^/   [$config] /"
-  if [ "$status" -ne 0 ] && [ "$f" -eq 0 ]; then
+  if [ "$p" -eq 0 ] && [ "$f" -eq 0 ] && [ "$status" -eq 0 ]; then
+    # Bazel says all is well, and not one test said so: nothing was tested.
+    echo "   [$config] FAILED: bazel ran and no test reported a result; the end of its output:"
+    grep -vE '^INFO: (From|Elapsed)' "$log" | tail -n 30 | sed 's/^/     /'
+    f=1
+  elif [ "$status" -ne 0 ] && [ "$f" -eq 0 ]; then
     # Bazel failed before any test could report (a BUILD error, a failed fetch): say so.
     echo "   [$config] bazel exited with $status before tests ran; the end of its output:"
     grep -vE '^INFO: (From|Elapsed)' "$log" | tail -n 30 | sed 's/^/     /'
