@@ -118,9 +118,8 @@ class FragmentsTest(unittest.TestCase):
     def tearDown(self):
         try:
             self.client.close()
-            self.assertIsNone(self.daemon.proc.poll(), "quadsockd died:\n" + self.daemon.output())
+            self.daemon.finish()
         finally:
-            self.daemon.close()
             self.net.close()
 
     def send_from_peer(self, kind):

@@ -53,10 +53,12 @@ class NeighborE2eTest(unittest.TestCase):
         for c in (self.admin, self.client):
             try:
                 c.close()
-            except Exception:  # the daemon may be gone already
+            except Exception:  # the daemon may be gone already (finish says so)
                 pass
-        self.daemon.close()
-        self.net.close()
+        try:
+            self.daemon.finish()
+        finally:
+            self.net.close()
 
     def peer_entry(self):
         for n in self.admin.neighbors():
@@ -157,11 +159,13 @@ class NeighborLimitFlagsTest(unittest.TestCase):
             try:
                 if c is not None:
                     c.close()
-            except Exception:  # the daemon may be gone already
+            except Exception:  # the daemon may be gone already (finish says so)
                 pass
-        if self.daemon is not None:
-            self.daemon.close()
-        self.net.close()
+        try:
+            if self.daemon is not None:
+                self.daemon.finish()
+        finally:
+            self.net.close()
 
     def start(self, *flags):
         """quadsockd with `flags`, a client of it, and its administration client."""

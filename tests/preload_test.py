@@ -59,9 +59,8 @@ class PreloadTest(unittest.TestCase):
                 p.kill()
             p.wait()
         try:
-            self.assertIsNone(self.daemon.proc.poll(), "quadsockd died:\n" + self.daemon.output())
+            self.daemon.finish()
         finally:
-            self.daemon.close()
             subprocess.run(["ip", "link", "del", "qk0"], stderr=subprocess.DEVNULL)
             self.net.close()
 

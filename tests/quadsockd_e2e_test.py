@@ -24,6 +24,7 @@ import grpc
 import netns
 import prometheus_page
 import quadsock
+import sanitizer_report
 from quadsock.v1 import socket_pb2, socket_pb2_grpc
 
 QUADSOCKD = None
@@ -115,9 +116,11 @@ while True:
 
 
 class Daemon:
-    """quadsockd as a process, with its log kept for failure messages."""
+    """quadsockd as a process, with its log kept for failure messages. A test ends it with
+    finish(), which checks it to the end; stop() is for a test that stops it on purpose."""
 
     def __init__(self, extra=(), flagfile=False):
+        self.stopped_by_test = False
         self.socket_path = "/tmp/quadsock-e2e-%d.sock" % os.getpid()
         self.log = open("/tmp/quadsock-e2e-%d.log" % os.getpid(), "w+")
         flags = ["--interface=qs0", "--address=%s/24,%s/64" % (STACK4, STACK6),
@@ -150,20 +153,78 @@ class Daemon:
         raise AssertionError("quadsockd did not become SERVING:\n" + self.output())
 
     def output(self):
+        if self.log.closed:
+            return self.final_output
         self.log.flush()
         self.log.seek(0)
         return self.log.read()
 
     def stop(self, sig=signal.SIGTERM, timeout=5):
+        """The test stops it (its exit is the test's to judge: finish() then only reads the log
+        for a sanitizer's report)."""
+        self.stopped_by_test = True
         if self.proc.poll() is None:
             self.proc.send_signal(sig)
             self.proc.wait(timeout=timeout)
         return self.proc.returncode
 
     def close(self):
-        """Kills it (if it still runs) and closes its log."""
-        self.stop(signal.SIGKILL)
-        self.log.close()
+        """Kills it (if it still runs) and closes its log: for set-up that failed."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+        if not self.log.closed:
+            self.final_output = self.output()
+            self.log.close()
+
+    def frame_accounting_problem(self):
+        """None when every UMEM frame is free or on a ring (none leaked), else what is wrong.
+        The kernel may still be moving the last frames between two rings, and a test that
+        filled the gRPC threads may still hold them: asks until both settle (10 s)."""
+        deadline = time.monotonic() + 10
+        last = "no answer"
+        while time.monotonic() < deadline:
+            try:
+                with quadsock.Client(self.target, hold=False) as c:
+                    if c.check_frame_accounting():
+                        return None
+                    last = "the check failed"
+            except quadsock.QuadsockError as e:
+                last = str(e)
+            time.sleep(0.05)
+        return "frame accounting at the end of the test: " + last
+
+    def finish(self):
+        """The end of a test, checked: quadsockd still runs (unless the test stopped it),
+        every UMEM frame is accounted for, SIGTERM ends it with 0 within 20 s, and its log
+        holds no sanitizer report. Closes it in every case; one AssertionError says all that
+        was wrong, with the end of its log."""
+        problems = []
+        try:
+            if not self.stopped_by_test:
+                if self.proc.poll() is not None:
+                    problems.append("quadsockd died during the test (exit %d)"
+                                    % self.proc.returncode)
+                else:
+                    problem = self.frame_accounting_problem()
+                    if problem:
+                        problems.append(problem)
+                    self.proc.send_signal(signal.SIGTERM)
+                    try:
+                        if self.proc.wait(timeout=20) != 0:
+                            problems.append("SIGTERM ended quadsockd with %d, not 0"
+                                            % self.proc.returncode)
+                    except subprocess.TimeoutExpired:
+                        problems.append("quadsockd did not exit within 20 s of SIGTERM")
+            log = self.output()
+            report = sanitizer_report.first_line(log)
+            if report:
+                problems.append("a sanitizer reported: " + report)
+        finally:
+            self.close()
+        if problems:
+            raise AssertionError("; ".join(problems) + "\nthe end of quadsockd's log:\n"
+                                 + "\n".join(log.splitlines()[-60:]))
 
 
 class QuadsockdTest(unittest.TestCase):
@@ -184,26 +245,12 @@ class QuadsockdTest(unittest.TestCase):
         for s in self.peers:
             s.close()
         try:
-            if self.daemon.proc.poll() is None:
-                # Every test ends with every UMEM frame free or on a ring: none leaked. The
-                # kernel may still be moving the last frames between two rings, and a test that
-                # filled the gRPC threads may still hold them: ask until both settle.
-                with quadsock.Client(self.daemon.target, hold=False) as c:
-                    def accounted():
-                        try:
-                            return c.check_frame_accounting()
-                        except quadsock.QuadsockError as e:
-                            if "RESOURCE_EXHAUSTED" in str(e):
-                                return False
-                            raise
-                    wait_until(accounted, 10, "frame accounting is right; quadsockd's log:\n"
-                               + self.daemon.output())
-        finally:
             try:
                 self.client.close()
-            except Exception:  # the daemon may be gone already
+            except Exception:  # the daemon may be gone already (finish says so)
                 pass
-            self.daemon.close()
+            self.daemon.finish()
+        finally:
             self.net.close()
 
     def peer_udp(self, family, address, port):
@@ -540,9 +587,8 @@ class QuadsockdTest(unittest.TestCase):
         except quadsock.QuadsockError:
             pass
         # A clean exit, which gives back what it changed on qs0 (tag stripping), as a SIGKILL
-        # would not.
-        self.daemon.stop(signal.SIGTERM)
-        self.daemon.close()
+        # would not; checked as at a test's end.
+        self.daemon.finish()
         self.daemon = Daemon(extra)
         self.client = quadsock.Client(self.daemon.target, name="e2e")
 

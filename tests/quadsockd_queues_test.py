@@ -66,11 +66,13 @@ class QueuesTest(unittest.TestCase):
     def tearDown(self):
         for s in self.peers:
             s.close()
-        if self.client is not None:
-            self.client.close()
-        if self.daemon is not None:
-            self.daemon.close()
-        self.net.close()
+        try:
+            if self.client is not None:
+                self.client.close()
+            if self.daemon is not None:
+                self.daemon.finish()
+        finally:
+            self.net.close()
 
     def start(self, *extra):
         self.daemon = e2e.Daemon(extra)

@@ -37,6 +37,7 @@ import unittest
 
 import netns
 import readme_examples
+import sanitizer_report
 
 PEER4, PEER6, PEER_PORT = "10.1.0.1", "fd00:1::1", 5000
 STACK4, STACK_PORT = "10.1.0.2", 4000
@@ -233,24 +234,62 @@ class ReadmeExamplesTest(unittest.TestCase):
                 time.sleep(0.05)
             print("%r: the peer got %s" % (block, sorted(wanted)))
 
+    def built(self, label):
+        for entry in ARGS.built:
+            name, _, path = entry.partition("=")
+            if name == label:
+                return path
+        raise AssertionError("no --built=%s=PATH" % label)
+
     def stop(self, block, proc, log):
-        """Ends a background block with SIGTERM (all its processes); a message if it would not."""
+        """Ends a background block, checked as every end-to-end test checks its quadsockd: it
+        still runs; a daemon with a clients' socket (its ready path) has every UMEM frame
+        accounted for (`quadctl check`); SIGTERM to its programs ends them all within
+        STOP_SECONDS and the block with 0; its log holds no sanitizer report. A message of what
+        failed, or None."""
         try:
-            os.killpg(proc.pid, signal.SIGTERM)
+            os.killpg(proc.pid, 0)
         except ProcessLookupError:
             return "%r had ended before the last block:\n%s" % (block, self.log_of(log))
+        problems = []
+        if block.ready_path and block.ready_path.endswith(".sock"):
+            check = subprocess.run([self.built("//clients/quadctl:quadctl"),
+                                    "--target=unix:" + block.ready_path, "check"],
+                                   capture_output=True, text=True, timeout=60)
+            if check.returncode != 0 or check.stdout.strip() != "frame accounting ok":
+                problems.append("quadctl check said (exit %d): %s%s" % (
+                    check.returncode, check.stdout.strip(), check.stderr.strip()))
+        # SIGTERM to the block's programs, not to the shell that runs them: the shell then ends
+        # with its last program's status, which is the daemon's exit to judge.
+        members = subprocess.run(["pgrep", "-g", str(proc.pid)], capture_output=True,
+                                 text=True).stdout.split()
+        programs = [int(pid) for pid in members if int(pid) != proc.pid] or [proc.pid]
+        for pid in programs:
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
         deadline = time.monotonic() + STOP_SECONDS
-        while time.monotonic() < deadline:
+        while True:
             try:
                 os.killpg(proc.pid, 0)
             except ProcessLookupError:
-                proc.wait()
-                return None
+                break
+            if time.monotonic() > deadline:
+                os.killpg(proc.pid, signal.SIGKILL)
+                problems.append("it did not stop in %d s after SIGTERM" % STOP_SECONDS)
+                break
             proc.poll()  # reaps the group's leader, so that the group can empty
             time.sleep(0.05)
-        os.killpg(proc.pid, signal.SIGKILL)
-        return "%r did not stop in %d s after SIGTERM:\n%s" % (block, STOP_SECONDS,
-                                                              self.log_of(log))
+        if proc.wait() != 0 and not problems:
+            problems.append("SIGTERM ended it with %d, not 0" % proc.returncode)
+        with open(log, errors="replace") as f:
+            report = sanitizer_report.first_line(f.read())
+        if report:
+            problems.append("a sanitizer reported: " + report)
+        if not problems:
+            return None
+        return "%r: %s:\n%s" % (block, "; ".join(problems), self.log_of(log))
 
     def test_readme_examples(self):
         with open(ARGS.readme) as f:

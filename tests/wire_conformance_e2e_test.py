@@ -12,15 +12,12 @@ import json
 import os
 import subprocess
 import sys
-import time
 import unittest
 
 import netns
 import quadsock
-
-QUADSOCKD = None
-STACK4, STACK6 = "10.8.0.2", "fd00:8::2"
-PEER4, PEER6 = "10.8.0.1", "fd00:8::1"
+import quadsockd_e2e_test as e2e
+from quadsockd_e2e_test import PEER4, PEER6, STACK4, STACK6
 
 # Run by Debian's python3 in the peer's namespace: sends every frame on qs1, then listens until
 # it has seen the ICMP errors it expects (or 20 s pass), and prints what the stack sent.
@@ -127,45 +124,15 @@ class WireConformanceTest(unittest.TestCase):
         # to the receiver's MTU, its Ethernet header and a VLAN tag).
         self.net.peer_shell("ip addr add %s/24 dev qs1 && ip addr add %s/64 dev qs1 nodad && "
                             "ip link set qs1 mtu 1600" % (PEER4, PEER6))
-        pid = os.getpid()
-        self.socket_path = "/tmp/quadsock-wire-%d.sock" % pid
-        self.log = open("/tmp/quadsock-wire-%d.log" % pid, "w+")
-        self.proc = subprocess.Popen(
-            [QUADSOCKD, "--interface=qs0", "--address=%s/24,%s/64" % (STACK4, STACK6),
-             "--listen=unix:" + self.socket_path,
-             "--admin_listen=unix:/tmp/quadsock-wire-%d-admin.sock" % pid,
-             "--metrics_listen="],
-            stdout=self.log, stderr=subprocess.STDOUT)
-        self.target = "unix:" + self.socket_path
-        deadline = time.monotonic() + 30
-        while True:
-            if self.proc.poll() is not None:
-                self.fail("quadsockd exited with %d:\n%s" % (self.proc.returncode, self.output()))
-            try:
-                with quadsock.Client(self.target, hold=False) as c:
-                    if c.health() == "SERVING":
-                        break
-            except quadsock.QuadsockError:
-                pass
-            if time.monotonic() > deadline:
-                self.fail("quadsockd did not become SERVING:\n" + self.output())
-            time.sleep(0.1)
-        self.client = quadsock.Client(self.target, name="wire")
+        self.daemon = e2e.Daemon(["--metrics_listen="])
+        self.client = quadsock.Client(self.daemon.target, name="wire")
 
     def tearDown(self):
         try:
             self.client.close()
+            self.daemon.finish()
         finally:
-            if self.proc.poll() is None:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
-            self.log.close()
             self.net.close()
-
-    def output(self):
-        self.log.flush()
-        self.log.seek(0)
-        return self.log.read()
 
     def send_from_peer(self, kind, problems):
         """Runs SCAPY in the peer's namespace: `kind` of frames, then one datagram from a host to
@@ -237,5 +204,5 @@ class WireConformanceTest(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    QUADSOCKD = os.path.abspath(sys.argv.pop(1))
+    e2e.QUADSOCKD = os.path.abspath(sys.argv.pop(1))
     unittest.main(verbosity=2)
