@@ -111,18 +111,20 @@ absl::Status Sessions::CheckQuota(const std::string& token) {
   return WithRoom(token).status();
 }
 
-absl::StatusOr<std::string> Sessions::AddSocket(const std::string& token, SocketId id) {
+absl::StatusOr<Sessions::AddedSocket> Sessions::AddSocket(const std::string& token,
+                                                          SocketId id) {
   std::lock_guard<std::mutex> lock(mu_);
   absl::StatusOr<Session*> s = WithRoom(token);
   if (!s.ok()) return s.status();
   std::string handle = RandomToken();
   // 128 random bits do not collide; were they ever to, the first owner keeps its handle.
   while (!owners_.try_emplace(handle, *s).second) handle = RandomToken();
+  const uint32_t index = (*s)->next_index++;
   (*s)->sockets[handle] = id;
-  (*s)->by_index[(*s)->next_index] = id;
-  (*s)->indexes[handle] = (*s)->next_index++;
+  (*s)->by_index[index] = id;
+  (*s)->indexes[handle] = index;
   if (!(*s)->peer.empty()) ++peers_.at((*s)->peer).sockets;
-  return handle;
+  return AddedSocket{std::move(handle), index};
 }
 
 absl::Status Sessions::NotInSession(const Session& s, const std::string& handle) const {

@@ -20,7 +20,7 @@
 //
 //   Sessions sessions(limits, clock);
 //   auto [token, lease] = sessions.Create("demo", identity, 0, peer).value();
-//   std::string handle = sessions.AddSocket(token, id).value();
+//   std::string handle = sessions.AddSocket(token, id).value().handle;
 //   for (SocketId s : sessions.Expire(now)) stack.Close(s);
 #ifndef QUADSOCK_SERVICE_SESSIONS_H_
 #define QUADSOCK_SERVICE_SESSIONS_H_
@@ -96,9 +96,14 @@ class Sessions {
   // side connection); nothing when it has ended.
   void Renew(const std::string& token);
 
-  // A new handle for a socket of the session. RESOURCE_EXHAUSTED over the per-session quota, or
-  // its peer's.
-  absl::StatusOr<std::string> AddSocket(const std::string& token, SocketId id);
+  // A new handle for a socket of the session, and its index (SocketIndex), read together: the
+  // session may end the moment after. RESOURCE_EXHAUSTED over the per-session quota, or its
+  // peer's.
+  struct AddedSocket {
+    std::string handle;
+    uint32_t index = 0;
+  };
+  absl::StatusOr<AddedSocket> AddSocket(const std::string& token, SocketId id);
   // The quota check alone, before the socket is made.
   absl::Status CheckQuota(const std::string& token);
   // PERMISSION_DENIED for a handle of another session, NOT_FOUND for one no session has.

@@ -129,15 +129,15 @@ absl::StatusOr<std::string> SocketServiceImpl::OpenSocket(const std::string& tok
   if (absl::Status s = c_.sessions.CheckQuota(token); !s.ok()) return s;
   absl::StatusOr<SocketId> id = c_.stack.Open(*family, o);
   if (!id.ok()) return id.status();
-  absl::StatusOr<std::string> handle = c_.sessions.AddSocket(token, *id);
-  if (!handle.ok()) {
+  absl::StatusOr<Sessions::AddedSocket> added = c_.sessions.AddSocket(token, *id);
+  if (!added.ok()) {
     (void)c_.stack.Close(*id);
-    return handle;
+    return added.status();
   }
-  if (c_.channels != nullptr) {
-    c_.channels->SocketOpened(token, c_.sessions.SocketIndex(token, *handle).value(), *id);
-  }
-  return handle;
+  // The session may have ended since (EndSession, the lease): it closed this socket with the
+  // rest, and a channel it had is gone, which SocketOpened finds.
+  if (c_.channels != nullptr) c_.channels->SocketOpened(token, added->index, *id);
+  return added->handle;
 }
 
 absl::StatusOr<net::Endpoint> SocketServiceImpl::BindSocket(SocketId id,
