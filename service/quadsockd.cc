@@ -118,7 +118,7 @@ ABSL_FLAG(uint32_t, max_streams_per_client, 16,
           "more are RESOURCE_EXHAUSTED.");
 ABSL_FLAG(uint32_t, max_sessions_per_peer, 0,
           "Client sessions one peer may hold at once: a peer is an mTLS identity; without mTLS "
-          "a client's user (uid) on a Unix socket, or its host on TCP; more are "
+          "a client's user (uid) on a Unix socket, or its host on TCP (IPv6: its /64); more are "
           "RESOURCE_EXHAUSTED. 0: half of --max_clients. A session on a Unix socket is its "
           "user's: another user's calls with its token are PERMISSION_DENIED (root's are not).");
 ABSL_FLAG(uint32_t, max_streams_per_peer, 0,

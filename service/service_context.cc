@@ -8,7 +8,10 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/strip.h"
 #include "common/protocol.h"
+#include "stack/net/address.h"
 
 namespace quadsock::service {
 
@@ -33,9 +36,26 @@ std::string ServiceContext::PeerKey(grpc::ServerContextBase* ctx) const {
   if (unix_peers != nullptr && absl::StartsWith(peer, "fd:")) {
     return unix_peers->PeerOf(peer).value_or(std::string(kUnknownLocalPeer));
   }
-  if (!absl::StartsWith(peer, "ipv4:") && !absl::StartsWith(peer, "ipv6:")) return "";
+  return TcpPeerKey(peer);
+}
+
+std::string ServiceContext::TcpPeerKey(absl::string_view grpc_peer) {
+  // gRPC escapes an IPv6 address's brackets as in a URI: "ipv6:%5Bfd00::7%5D:41234".
+  const std::string unescaped = absl::StrReplaceAll(
+      grpc_peer, {{"%5B", "["}, {"%5b", "["}, {"%5D", "]"}, {"%5d", "]"}});
+  absl::string_view peer = unescaped;
+  if (!absl::ConsumePrefix(&peer, "ipv4:") && !absl::ConsumePrefix(&peer, "ipv6:")) return "";
   const size_t port = peer.rfind(':');
-  return port > 5 ? peer.substr(0, port) : peer;
+  if (port == absl::string_view::npos) return "";
+  absl::string_view host = peer.substr(0, port);
+  absl::ConsumePrefix(&host, "[");
+  absl::ConsumeSuffix(&host, "]");
+  absl::StatusOr<net::IpAddress> address = net::IpAddress::Parse(host);
+  if (!address.ok()) return "";
+  const net::IpAddress a = address->Unmapped();
+  if (a.is_v4()) return "ipv4:" + a.ToString();
+  absl::StatusOr<net::IpPrefix> site = net::IpPrefix::Make(a, 64);
+  return site.ok() ? "ipv6:" + site->Network().ToString() : "";
 }
 
 std::optional<uid_t> ServiceContext::LocalUid(grpc::ServerContextBase* ctx) const {

@@ -71,10 +71,15 @@ struct ServiceContext {
   static std::string Identity(grpc::ServerContextBase* ctx);
   // Who the per-peer limits count a session against, and who owns it: the mTLS identity;
   // without one the client's user on the Unix listener ("uid:1000", UnixListener), or its host
-  // on TCP ("ipv4:10.0.0.7", its port dropped); "" for an in-process channel (no per-peer
-  // limit). A connection of the Unix listener that it cannot name (none such is known) is
-  // kUnknownLocalPeer, which owns nothing of anyone's.
+  // on TCP (TcpPeerKey); "" for an in-process channel (no per-peer limit). A connection of the
+  // Unix listener that it cannot name (none such is known) is kUnknownLocalPeer, which owns
+  // nothing of anyone's.
   std::string PeerKey(grpc::ServerContextBase* ctx) const;
+  // The peer a TCP client (gRPC's peer(): "ipv4:10.0.0.7:41234", "ipv6:%5Bfd00::7%5D:41234") is
+  // counted as: its IPv4 host ("ipv4:10.0.0.7"), or its IPv6 /64 ("ipv6:fd00::/64"), which is
+  // what one host or site is given, so that one /64 is one peer however many addresses it
+  // uses (an IPv4-mapped address is its IPv4 host). "" for anything else.
+  static std::string TcpPeerKey(absl::string_view grpc_peer);
   // The client's uid on the Unix listener (uid_t(-1), nobody's, when it cannot be named);
   // nullopt for a call that did not come by it.
   std::optional<uid_t> LocalUid(grpc::ServerContextBase* ctx) const;

@@ -119,8 +119,11 @@ class Daemon:
     """quadsockd as a process, with its log kept for failure messages. A test ends it with
     finish(), which checks it to the end; stop() is for a test that stops it on purpose."""
 
-    def __init__(self, extra=(), flagfile=False):
+    def __init__(self, extra=(), flagfile=False, target=None, credentials=None):
+        """`extra` flags after the defaults (a flag given again wins); `target` (and the
+        client's TLS `credentials`): where it is up and checked, when `extra` moves --listen."""
         self.stopped_by_test = False
+        self.credentials = credentials
         self.socket_path = "/tmp/quadsock-e2e-%d.sock" % os.getpid()
         self.log = open("/tmp/quadsock-e2e-%d.log" % os.getpid(), "w+")
         flags = ["--interface=qs0", "--address=%s/24,%s/64" % (STACK4, STACK6),
@@ -137,14 +140,14 @@ class Daemon:
             flags = ["--flagfile=" + path]
         self.proc = subprocess.Popen([QUADSOCKD] + flags, stdout=self.log,
                                      stderr=subprocess.STDOUT)
-        self.target = "unix:" + self.socket_path
+        self.target = target or "unix:" + self.socket_path
         deadline = time.time() + 20
         while time.time() < deadline:
             if self.proc.poll() is not None:
                 raise AssertionError("quadsockd exited with %d:\n%s" % (self.proc.returncode,
                                                                          self.output()))
             try:
-                with quadsock.Client(self.target, hold=False) as c:
+                with quadsock.Client(self.target, hold=False, credentials=self.credentials) as c:
                     if c.health() == "SERVING":
                         return
             except quadsock.QuadsockError:
@@ -185,7 +188,7 @@ class Daemon:
         last = "no answer"
         while time.monotonic() < deadline:
             try:
-                with quadsock.Client(self.target, hold=False) as c:
+                with quadsock.Client(self.target, hold=False, credentials=self.credentials) as c:
                     if c.check_frame_accounting():
                         return None
                     last = "the check failed"

@@ -1,0 +1,109 @@
+"""Fair shares (root): attacks on a shared quadsockd by one tenant, each performed against the
+real daemon, and the other tenant shown unaffected (issue 32; README's "Security model").
+
+Usage (Bazel passes it): fair_shares_e2e_test.py QUADSOCKD
+"""
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+import grpc
+
+import netns
+import quadsock
+import quadsockd_e2e_test as e2e
+from quadsockd_e2e_test import PEER4, PEER6, wait_until
+
+
+class TcpPeersTest(unittest.TestCase):
+    """Without mTLS a TCP client is counted by its host, and an IPv6 client by its /64: one
+    site's many addresses are one peer."""
+
+    SITE = "fd00:99::"          # the attacker's /64: any number of addresses in it
+    OTHER = "fd00:98::5"        # another site's client
+    LISTEN = "fd00:99::1"
+
+    @classmethod
+    def setUpClass(cls):
+        netns.enter_private_namespace()
+
+    def setUp(self):
+        self.net = netns.PeerNetwork("qs0", "qs1")
+        self.net.peer_shell("ip addr add %s/24 dev qs1 && ip addr add %s/64 dev qs1 nodad"
+                            % (PEER4, PEER6))
+        addresses = [self.LISTEN] + [self.SITE + str(i) for i in range(11, 15)] + [self.OTHER]
+        for a in addresses:
+            subprocess.run(["ip", "addr", "add", a + "/64", "dev", "lo", "nodad"], check=True)
+        self.relays, self.clients = [], []
+        self.port = 50061
+        # A TCP listener has TLS (no client certificates here: --allow_unauthenticated_tcp).
+        # The clients reach it through Unix relays, as "localhost".
+        self.tmp = tempfile.mkdtemp()
+        cert, key = os.path.join(self.tmp, "cert.pem"), os.path.join(self.tmp, "key.pem")
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                        "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", key, "-out", cert,
+                        "-days", "1", "-subj", "/CN=quadsockd",
+                        "-addext", "subjectAltName=DNS:localhost"],
+                       check=True, capture_output=True)
+        with open(cert, "rb") as f:
+            self.credentials = grpc.ssl_channel_credentials(root_certificates=f.read())
+        self.daemon = e2e.Daemon(["--listen=[%s]:%d" % (self.LISTEN, self.port),
+                                  "--tls_cert=" + cert, "--tls_key=" + key,
+                                  "--allow_unauthenticated_tcp", "--max_sessions_per_peer=2"],
+                                 target=self.relay_from(self.OTHER),
+                                 credentials=self.credentials)
+
+    def tearDown(self):
+        for c in self.clients:
+            try:
+                c.close()
+            except Exception:  # an attacker's client that was refused
+                pass
+        try:
+            self.daemon.finish()
+        finally:
+            for r in self.relays:
+                r.kill()
+                r.wait()
+            shutil.rmtree(self.tmp, ignore_errors=True)
+            self.net.close()
+
+    def relay_from(self, source):
+        """A Unix socket whose connections reach quadsockd's TCP listener from `source` (a
+        socat relay: gRPC cannot pick its source address); its gRPC target."""
+        path = os.path.join(self.tmp, "relay-%d.sock" % len(self.relays))
+        relay = subprocess.Popen(
+            ["socat", "UNIX-LISTEN:%s,fork" % path,
+             "TCP6:[%s]:%d,bind=[%s]" % (self.LISTEN, self.port, source)],
+            stderr=subprocess.DEVNULL)
+        self.relays.append(relay)
+        wait_until(lambda: os.path.exists(path), 10, "socat listens on " + path)
+        return "unix:" + path
+
+    def client_from(self, source):
+        """A client whose connection to quadsockd comes from `source`."""
+        client = quadsock.Client(self.relay_from(source), name="from " + source,
+                                 credentials=self.credentials)
+        self.clients.append(client)
+        return client
+
+    def test_one_ipv6_site_is_one_peer_however_many_addresses_it_uses(self):
+        first = self.client_from(self.SITE + "11")
+        second = self.client_from(self.SITE + "12")
+        first.open("ipv4")
+        second.open("ipv4")
+        # A third address of the same /64: the peer's third session, over its share.
+        with self.assertRaises(quadsock.QuadsockError) as refused:
+            self.client_from(self.SITE + "13").open("ipv4")
+        self.assertIn("RESOURCE_EXHAUSTED", str(refused.exception))
+        # Another site is another peer: its sessions are untouched.
+        self.client_from(self.OTHER).open("ipv4")
+
+
+if __name__ == "__main__":
+    e2e.QUADSOCKD = os.path.abspath(sys.argv.pop(1))
+    unittest.main(verbosity=2)
