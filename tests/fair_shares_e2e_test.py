@@ -13,13 +13,12 @@ import unittest
 
 import grpc
 
-import netns
 import quadsock
 import quadsockd_e2e_test as e2e
-from quadsockd_e2e_test import PEER4, PEER6, wait_until
+from quadsockd_e2e_test import wait_until
 
 
-class TcpPeersTest(unittest.TestCase):
+class TcpPeersTest(e2e.E2eTestCase):
     """Without mTLS a TCP client is counted by its host, and an IPv6 client by its /64: one
     site's many addresses are one peer."""
 
@@ -27,14 +26,8 @@ class TcpPeersTest(unittest.TestCase):
     OTHER = "fd00:98::5"        # another site's client
     LISTEN = "fd00:99::1"
 
-    @classmethod
-    def setUpClass(cls):
-        netns.enter_private_namespace()
-
     def setUp(self):
-        self.net = netns.PeerNetwork("qs0", "qs1")
-        self.net.peer_shell("ip addr add %s/24 dev qs1 && ip addr add %s/64 dev qs1 nodad"
-                            % (PEER4, PEER6))
+        self.net = e2e.peer_network()
         addresses = [self.LISTEN] + [self.SITE + str(i) for i in range(11, 15)] + [self.OTHER]
         for a in addresses:
             subprocess.run(["ip", "addr", "add", a + "/64", "dev", "lo", "nodad"], check=True)

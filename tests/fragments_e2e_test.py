@@ -15,7 +15,6 @@ import subprocess
 import sys
 import unittest
 
-import netns
 import quadsockd_e2e_test as e2e
 from quadsockd_e2e_test import PEER4, PEER6, STACK4, STACK6
 
@@ -102,16 +101,10 @@ print(json.dumps(seen))
 """
 
 
-class FragmentsTest(unittest.TestCase):
-
-    @classmethod
-    def setUpClass(cls):
-        netns.enter_private_namespace()
+class FragmentsTest(e2e.E2eTestCase):
 
     def setUp(self):
-        self.net = netns.PeerNetwork("qs0", "qs1")
-        self.net.peer_shell("ip addr add %s/24 dev qs1 && ip addr add %s/64 dev qs1 nodad"
-                            % (PEER4, PEER6))
+        self.net = e2e.peer_network()
         self.daemon = e2e.Daemon(["--reassembly_kib=256"])
         self.client = e2e.quadsock.Client(self.daemon.target, name="fragments")
 

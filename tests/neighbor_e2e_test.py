@@ -33,11 +33,7 @@ def mac_of(dev, ns=None):
                                      check=True).stdout)[0]["address"]
 
 
-class NeighborE2eTest(unittest.TestCase):
-
-    @classmethod
-    def setUpClass(cls):
-        netns.enter_private_namespace()
+class NeighborE2eTest(e2e.E2eTestCase):
 
     def setUp(self):
         self.net = netns.PeerNetwork("qs0", "qs1")
@@ -139,13 +135,9 @@ print(json.dumps([p[ARP].pdst for p in got if p.haslayer(ARP) and p[ARP].op == 1
 """
 
 
-class NeighborLimitFlagsTest(unittest.TestCase):
+class NeighborLimitFlagsTest(e2e.E2eTestCase):
     """--max_unresolved_neighbors and --neighbor_probes_per_second, lowered, hold on the wire
     (the defaults, 256 and 256 a second, would let all of these through)."""
-
-    @classmethod
-    def setUpClass(cls):
-        netns.enter_private_namespace()
 
     def setUp(self):
         self.net = netns.PeerNetwork("qs0", "qs1")

@@ -24,7 +24,7 @@ import unittest
 
 import netns
 import quadsockd_e2e_test as e2e
-from quadsockd_e2e_test import PEER4, PEER6, STACK4, STACK6, wait_until
+from quadsockd_e2e_test import PEER4, PEER6, STACK4, STACK6
 
 QUADSOCK_RUN = LIBRARY = SEMANTICS = None
 SANITIZED = None  # the AddressSanitizer runtime the library needs, if it was built with it
@@ -33,16 +33,10 @@ KERNEL6, KERNEL_PEER6 = "fd00:9::2", "fd00:9::1"
 PYTHON = "/usr/bin/python3"
 
 
-class PreloadTest(unittest.TestCase):
-
-    @classmethod
-    def setUpClass(cls):
-        netns.enter_private_namespace()
+class PreloadTest(e2e.E2eTestCase):
 
     def setUp(self):
-        self.net = netns.PeerNetwork("qs0", "qs1")
-        self.net.peer_shell("ip addr add %s/24 dev qs1 && ip addr add %s/64 dev qs1 nodad"
-                            % (PEER4, PEER6))
+        self.net = e2e.peer_network()
         # The kernel's own way to the peer, on a second veth pair.
         netns.sh("ip link add qk0 type veth peer name qk1 netns %s" % self.net.ns)
         netns.sh("ip link set qk0 up && ip addr add %s/24 dev qk0 && ip addr add %s/64 dev qk0 nodad"

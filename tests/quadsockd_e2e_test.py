@@ -230,16 +230,27 @@ class Daemon:
                                  + "\n".join(log.splitlines()[-60:]))
 
 
-class QuadsockdTest(unittest.TestCase):
+class E2eTestCase(unittest.TestCase):
+    """An end-to-end test case, in this process's private network namespace."""
 
     @classmethod
     def setUpClass(cls):
         netns.enter_private_namespace()
 
+
+def peer_network():
+    """The end-to-end tests' veth pair: qs0 here for quadsockd, qs1 in the peer's namespace
+    with PEER4/24 and PEER6/64."""
+    net = netns.PeerNetwork("qs0", "qs1")
+    net.peer_shell("ip addr add %s/24 dev qs1 && ip addr add %s/64 dev qs1 nodad"
+                   % (PEER4, PEER6))
+    return net
+
+
+class QuadsockdTest(E2eTestCase):
+
     def setUp(self):
-        self.net = netns.PeerNetwork("qs0", "qs1")
-        self.net.peer_shell("ip addr add %s/24 dev qs1 && ip addr add %s/64 dev qs1 nodad"
-                            % (PEER4, PEER6))
+        self.net = peer_network()
         self.daemon = Daemon()
         self.client = quadsock.Client(self.daemon.target, name="e2e")
         self.peers = []

@@ -50,11 +50,7 @@ def qs0_mac():
                                      text=True, check=True).stdout)[0]["address"]
 
 
-class QueuesTest(unittest.TestCase):
-
-    @classmethod
-    def setUpClass(cls):
-        netns.enter_private_namespace()
+class QueuesTest(e2e.E2eTestCase):
 
     def setUp(self):
         self.net = netns.PeerNetwork("qs0", "qs1", queues=QUEUES)

@@ -112,11 +112,7 @@ print(json.dumps(out))
 """
 
 
-class WireConformanceTest(unittest.TestCase):
-
-    @classmethod
-    def setUpClass(cls):
-        netns.enter_private_namespace()
+class WireConformanceTest(e2e.E2eTestCase):
 
     def setUp(self):
         self.net = netns.PeerNetwork("qs0", "qs1")
