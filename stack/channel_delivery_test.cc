@@ -252,6 +252,69 @@ TEST_F(TwoStacksTest, WhatTheApplicationQueuesOnTheChannelIsSentFromItsSockets) 
   b_->RemoveChannel(c.get());
 }
 
+// Two sessions' channels on one stack: the first attached keeps its TX ring full, of datagrams
+// or of descriptors to refuse, and the second's datagram still leaves in the very next turn.
+TEST_F(TwoStacksTest, AChannelThatKeepsItsTxRingFullTakesItsShareOfATurnAndNoMore) {
+  constexpr uint32_t kSlots = 1024;
+  const SocketId flooder = b_->Open(net::Family::kV4).value();
+  ASSERT_TRUE(b_->Bind(flooder, Ep("0.0.0.0:4000")).ok());
+  const SocketId other = b_->Open(net::Family::kV4).value();
+  ASSERT_TRUE(b_->Bind(other, Ep("0.0.0.0:4001")).ok());
+  const SocketId sink = a_->Open(net::Family::kV4).value();
+  ASSERT_TRUE(a_->Bind(sink, Ep("0.0.0.0:5000")).ok());
+  const SocketId peer = a_->Open(net::Family::kV4).value();
+  ASSERT_TRUE(a_->Bind(peer, Ep("0.0.0.0:5001")).ok());
+  // The peer's MAC first, so that a datagram leaves in the turn that takes it.
+  ASSERT_EQ(b_->Send(other, Bytes("hello"), Ep("10.1.0.1:5001")), absl::OkStatus());
+  Pump();
+  ASSERT_TRUE(a_->Receive(peer).value().has_value());
+  auto flooding = channel::Channel::Create({.rings = 1, .slots = kSlots}).value();
+  auto quiet = channel::Channel::Create({.rings = 1, .slots = 16}).value();
+  ASSERT_EQ(b_->PutOnChannel(flooder, flooding, 1), absl::OkStatus());
+  ASSERT_EQ(b_->PutOnChannel(other, quiet, 1), absl::OkStatus());
+  channel::ChannelReader flood = ReaderOf(*flooding);
+  channel::ChannelReader r = ReaderOf(*quiet);
+  uint32_t flood_sent = 0;
+  for (const bool refused : {false, true}) {
+    SCOPED_TRACE(refused ? "a ring of descriptors to refuse" : "a ring of datagrams");
+    for (uint32_t i = 0; i < kSlots; ++i) {
+      ASSERT_TRUE(flood.Send(1, Bytes("flood"), Ep("10.1.0.1:5000"))) << i;
+    }
+    if (refused) {  // every descriptor's length past a buffer, written where the reader did
+      const off_t tx_ring =
+          channel::kHeaderBytes + channel::RingBytes(kSlots, flooding->buffer_bytes());
+      const off_t first = tx_ring + sizeof(channel::RingControl);
+      for (uint32_t i = 0; i < kSlots; ++i) {
+        const uint32_t huge = 1 << 30;
+        const off_t slot = (flood_sent + i) % kSlots;
+        ASSERT_EQ(pwrite(flooding->memfd(), &huge, 4,
+                         first + slot * sizeof(channel::ChannelDescriptor) + 4), 4);
+      }
+    }
+    flood_sent += kSlots;
+    const uint64_t refused_before = b_->Counters().tx_channel_bad_length;
+    ASSERT_TRUE(r.Send(1, Bytes(refused ? "second" : "first"), Ep("10.1.0.1:5001")));
+    b_->PollOnce();  // one turn
+    while (a_->PollOnce() > 0) {
+    }
+    std::optional<ReceivedDatagram> d = a_->Receive(peer).value();
+    ASSERT_TRUE(d.has_value()) << "the quiet channel's datagram waited for the flood";
+    EXPECT_EQ(d->payload, refused ? "second" : "first");
+    // The flood took its share of the turn: refused descriptors are charged like datagrams.
+    const uint64_t refused_in_turn = b_->Counters().tx_channel_bad_length - refused_before;
+    if (refused) {
+      EXPECT_LE(refused_in_turn, 256u);
+    }
+    Pump();  // the rest of the flood
+    while (a_->Receive(sink).value().has_value()) {
+    }
+  }
+  EXPECT_EQ(b_->Counters().tx_channel_bad_length, kSlots);
+  for (SocketId s : {flooder, other}) (void)b_->PutOnChannel(s, nullptr, 0);
+  b_->RemoveChannel(flooding.get());
+  b_->RemoveChannel(quiet.get());
+}
+
 TEST_F(TwoStacksTest, AClosedSocketsIndexSendsNothing) {
   const SocketId s = b_->Open(net::Family::kV4).value();
   ASSERT_TRUE(b_->Bind(s, Ep("0.0.0.0:4000")).ok());

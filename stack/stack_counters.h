@@ -52,6 +52,13 @@ namespace quadsock::stack {
                          "(sendto; the send counterpart of hash2 lookups).")                  \
   X(tx_channel_no_socket, "Datagrams an application queued on a data channel for a socket "  \
                           "index that is not on the channel (dropped).")                     \
+  X(tx_channel_bad_length, "Descriptors on a data channel's TX ring whose length passes a "    \
+                           "slot's buffer (dropped; charged to the turn like any).")          \
+  X(tx_channel_not_bound, "Datagrams queued on a data channel for a socket that is not bound " \
+                          "(dropped).")                                                       \
+  X(tx_channel_refused, "Datagrams queued on a data channel that their socket may not send " \
+                        "as asked (dropped): no destination for an unconnected socket, "     \
+                        "another than its connected peer, one it cannot reach, or too big.") \
   X(martian_source, "IP packets to us from a source no host sends from, dropped unanswered: " \
                     "ours, loopback, unspecified, multicast, broadcast, a network address "  \
                     "of ours, or IPv4-mapped IPv6.")                                         \

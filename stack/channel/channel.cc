@@ -86,9 +86,9 @@ void Channel::WriteEventFd(Producer& p, uint32_t epoch) {
   Bump(p.wakeups);
 }
 
-std::optional<OutgoingDatagram> Channel::NextSend() {
+std::optional<OutgoingDatagram> Channel::NextSend(size_t& budget) {
   if (broken_.load(std::memory_order_relaxed)) return std::nullopt;
-  for (;;) {
+  for (; budget > 0; --budget) {
     // Acquire: the application wrote the slots up to producer before it published them.
     const uint32_t producer = tx_.control->producer.load(std::memory_order_acquire);
     if (producer == tx_next_) return std::nullopt;
@@ -114,8 +114,10 @@ std::optional<OutgoingDatagram> Channel::NextSend() {
       out.peer = net::Endpoint{(d.flags & kIpv4) != 0 ? a.Unmapped() : a, d.peer_port};
     }
     sends_.store(sends_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    --budget;
     return out;
   }
+  return std::nullopt;
 }
 
 void Channel::FinishSends() {

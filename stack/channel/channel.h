@@ -115,8 +115,10 @@ class Channel {
 
   // ---- The TX ring: one poll thread at a time ----
   // The next datagram the application queued, if any; its slot stays the application's until
-  // FinishSends. A descriptor that is no datagram (a length over a buffer) is skipped and counted.
-  std::optional<OutgoingDatagram> NextSend();
+  // FinishSends. Every descriptor read is charged to `budget` (the poll thread's turn), one that
+  // is no datagram (a length over a buffer) too: it is skipped and counted (bad_sends). None
+  // when the ring is empty or the budget spent.
+  std::optional<OutgoingDatagram> NextSend(size_t& budget);
   // Gives the slots of the datagrams NextSend returned back to the application.
   void FinishSends();
   // Before the poll thread sleeps: marks the TX ring sleeping (so that the application's next

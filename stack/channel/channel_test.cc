@@ -14,6 +14,12 @@
 namespace quadsock::channel {
 namespace {
 
+// The next datagram, with a budget of its own (a poll thread's turn charges its own).
+std::optional<OutgoingDatagram> Next(Channel& c) {
+  size_t budget = size_t{1} << 20;
+  return c.NextSend(budget);
+}
+
 const net::Endpoint kPeer = *net::Endpoint::Parse("10.1.0.1:5000");
 const net::Endpoint kLocal = *net::Endpoint::Parse("10.1.0.2:4000");
 const absl::Time kWhen = absl::FromUnixSeconds(1700000000);
@@ -200,7 +206,7 @@ TEST(ChannelTest, RandomBytesOverTheWholeChannelNeverHurtTheProducer) {
     // The TX ring's garbage is dropped, or ends the channel: at most a ring's worth of sends,
     // each within a buffer.
     int taken = 0;
-    while (std::optional<OutgoingDatagram> d = c->NextSend()) {
+    while (std::optional<OutgoingDatagram> d = Next(*c)) {
       EXPECT_LE(d->payload.size(), c->buffer_bytes());
       ASSERT_LE(++taken, 8);
     }
@@ -253,23 +259,23 @@ TEST(ChannelTest, TheApplicationsSendsComeOutInOrderWithTheirDestinations) {
   EXPECT_TRUE(r.Send(4, Bytes("connected")));
   const net::Endpoint peer6 = *net::Endpoint::Parse("[fd00:1::1]:6000");
   EXPECT_TRUE(r.Send(5, Bytes("six"), peer6));
-  std::optional<OutgoingDatagram> d = c->NextSend();
+  std::optional<OutgoingDatagram> d = Next(*c);
   ASSERT_TRUE(d.has_value());
   EXPECT_EQ(d->socket, 3u);
   EXPECT_EQ(Text(d->payload), "to peer");
   EXPECT_EQ(d->peer, kPeer);
-  d = c->NextSend();
+  d = Next(*c);
   ASSERT_TRUE(d.has_value());
   EXPECT_EQ(d->socket, 4u);
   EXPECT_FALSE(d->peer.has_value());
-  d = c->NextSend();
+  d = Next(*c);
   ASSERT_TRUE(d.has_value());
   EXPECT_EQ(d->peer, peer6);
-  EXPECT_FALSE(c->NextSend().has_value());
+  EXPECT_FALSE(Next(*c).has_value());
   // 3 of 4 slots are still quadsockd's until FinishSends: one more fits, then none.
   EXPECT_TRUE(r.Send(6, Bytes("d"), kPeer));
   EXPECT_FALSE(r.Send(7, Bytes("e"), kPeer));
-  ASSERT_TRUE(c->NextSend().has_value());
+  ASSERT_TRUE(Next(*c).has_value());
   c->FinishSends();
   EXPECT_TRUE(r.Send(7, Bytes("e"), kPeer));
   EXPECT_FALSE(r.Send(8, std::vector<uint8_t>(r.buffer_bytes() + 1), kPeer));  // too big
@@ -306,22 +312,48 @@ TEST(ChannelTest, ABatchOfSendsIsPublishedAtOnceAndStopsWhereTheRingIsFull) {
   EXPECT_EQ(kicks, 1u);
   c->DisarmSends();
   for (const char* want : {"a", "b", "c", "d"}) {
-    std::optional<OutgoingDatagram> d = c->NextSend();
+    std::optional<OutgoingDatagram> d = Next(*c);
     ASSERT_TRUE(d.has_value());
     EXPECT_EQ(Text(d->payload), want);
   }
-  EXPECT_FALSE(c->NextSend().has_value());
+  EXPECT_FALSE(Next(*c).has_value());
   c->FinishSends();
   const std::vector<uint8_t> big(r.buffer_bytes() + 1);
   const std::string f = "f", g = "g";  // the views point into them
   const SendView stops[] = {{2, Bytes(f), std::nullopt}, {2, big, kPeer}, {2, Bytes(g), kPeer}};
   EXPECT_EQ(r.SendBatch(stops), 1u);
-  std::optional<OutgoingDatagram> d = c->NextSend();
+  std::optional<OutgoingDatagram> d = Next(*c);
   ASSERT_TRUE(d.has_value());
   EXPECT_EQ(Text(d->payload), "f");
   EXPECT_FALSE(d->peer.has_value());
-  EXPECT_FALSE(c->NextSend().has_value());
+  EXPECT_FALSE(Next(*c).has_value());
   EXPECT_EQ(r.SendBatch({}), 0u);
+}
+
+// Every descriptor read is charged to the turn's budget, a refused one too: a ring of bad
+// descriptors cannot make one turn walk more than its budget.
+TEST(ChannelTest, EveryTxDescriptorReadIsChargedToTheBudget) {
+  auto c = Channel::Create({.rings = 1, .slots = 8}).value();
+  ChannelReader r = ReaderOf(*c);
+  const off_t tx_ring = kHeaderBytes + RingBytes(8, c->buffer_bytes());  // after 1 RX ring
+  for (int i = 0; i < 6; ++i) ASSERT_TRUE(r.Send(1, Bytes("x"), kPeer));
+  // The first five descriptors' lengths past a buffer; the sixth is a datagram.
+  for (int i = 0; i < 5; ++i) {
+    const uint32_t huge = 1 << 30;
+    const off_t length = tx_ring + sizeof(RingControl) + i * sizeof(ChannelDescriptor) + 4;
+    ASSERT_EQ(pwrite(c->memfd(), &huge, 4, length), 4);
+  }
+  size_t budget = 3;
+  EXPECT_FALSE(c->NextSend(budget).has_value());
+  EXPECT_EQ(budget, 0u);
+  EXPECT_EQ(c->counters().bad_sends, 3u);
+  budget = 3;
+  ASSERT_TRUE(c->NextSend(budget).has_value());
+  EXPECT_EQ(budget, 0u);  // two refused, one datagram
+  EXPECT_EQ(c->counters().bad_sends, 5u);
+  budget = 3;
+  EXPECT_FALSE(c->NextSend(budget).has_value());
+  EXPECT_EQ(budget, 3u);  // an empty ring costs nothing
 }
 
 TEST(ChannelTest, ABadTxDescriptorIsDroppedAndAnImpossibleProducerEndsTheChannel) {
@@ -334,14 +366,14 @@ TEST(ChannelTest, ABadTxDescriptorIsDroppedAndAnImpossibleProducerEndsTheChannel
   const off_t second_length = tx_ring + sizeof(RingControl) + sizeof(ChannelDescriptor) + 4;
   const uint32_t huge = 1 << 30;
   ASSERT_EQ(pwrite(c->memfd(), &huge, 4, second_length), 4);
-  ASSERT_TRUE(c->NextSend().has_value());
-  EXPECT_FALSE(c->NextSend().has_value());
+  ASSERT_TRUE(Next(*c).has_value());
+  EXPECT_FALSE(Next(*c).has_value());
   EXPECT_EQ(c->counters().bad_sends, 1u);
   EXPECT_FALSE(c->broken());
   // Then a producer index more than a ring ahead.
   const uint32_t far = 1000;
   ASSERT_EQ(pwrite(c->memfd(), &far, 4, tx_ring), 4);
-  EXPECT_FALSE(c->NextSend().has_value());
+  EXPECT_FALSE(Next(*c).has_value());
   EXPECT_TRUE(c->broken());
   EXPECT_NE(c->broken_reason().find("producer index 1000"), std::string::npos)
       << c->broken_reason();

@@ -292,20 +292,42 @@ bool UdpProtocol::SetChannelSocket(const channel::Channel* c, uint32_t index,
 void UdpProtocol::SendFromChannels(PollEngine& engine, absl::Time now) {
   const std::vector<ChannelEntry*>* channels =
       channel_snapshot_.load(std::memory_order_acquire);
-  if (channels == nullptr) return;
+  if (channels == nullptr || channels->empty()) return;
+  // Round robin, a share at a time: a channel that keeps its TX ring full (or full of
+  // descriptors to refuse: each is charged) takes its share of a turn and no more, and the turn
+  // starts at the next channel each time, whatever the order they were attached in.
+  const size_t n = channels->size();
+  const size_t share = std::max<size_t>(kSendsPerTurn / n, 8);
   size_t budget = kSendsPerTurn;
-  for (ChannelEntry* e : *channels) {
-    bool took = false;
-    for (; budget > 0; --budget) {
-      std::optional<channel::OutgoingDatagram> d = e->channel->NextSend();
-      if (!d.has_value()) break;
-      took = true;
-      SendFromChannel(engine, *e, *d, now);
+  bool more = true;
+  while (budget > 0 && more) {
+    more = false;
+    for (size_t k = 0; k < n && budget > 0; ++k) {
+      ChannelEntry& e = *(*channels)[(next_channel_ + k) % n];
+      const size_t allowed = std::min(share, budget);
+      const size_t read = DrainChannel(engine, e, allowed, now);
+      budget -= read;
+      more |= read == allowed;  // it may have more
     }
-    // Every payload taken is in a frame (or copied to wait for its neighbour): the slots can go
-    // back to the application.
-    if (took) e->channel->FinishSends();
   }
+  next_channel_ = (next_channel_ + 1) % n;
+}
+
+size_t UdpProtocol::DrainChannel(PollEngine& engine, ChannelEntry& entry, size_t budget,
+                                 absl::Time now) {
+  const uint64_t refused_before = entry.channel->counters().bad_sends;
+  size_t left = budget;
+  bool took = false;
+  while (std::optional<channel::OutgoingDatagram> d = entry.channel->NextSend(left)) {
+    took = true;
+    SendFromChannel(engine, entry, *d, now);
+  }
+  const uint64_t refused = entry.channel->counters().bad_sends - refused_before;
+  if (refused > 0) engine.Bump(EngineCounter::tx_channel_bad_length, refused);
+  // Every payload taken is in a frame (or copied to wait for its neighbour): the slots can go
+  // back to the application.
+  if (took || refused > 0) entry.channel->FinishSends();
+  return budget - left;
 }
 
 void UdpProtocol::SendFromChannel(PollEngine& engine, ChannelEntry& entry,
@@ -319,11 +341,14 @@ void UdpProtocol::SendFromChannel(PollEngine& engine, ChannelEntry& entry,
   // What the control plane last published; a socket that is not bound cannot send from a
   // channel (Stack::Send binds it first).
   const demux::SocketInfo* info = socket->info();
-  absl::StatusOr<net::Endpoint> dst =
-      info == nullptr || info->state == demux::SocketState::kOpen
-          ? absl::FailedPreconditionError("not bound")
-          : Destination(*info, d.peer, d.payload.size());
+  if (info == nullptr || info->state == demux::SocketState::kOpen) {
+    engine.Bump(EngineCounter::tx_channel_not_bound);
+    socket->CountSendDrop();
+    return;
+  }
+  absl::StatusOr<net::Endpoint> dst = Destination(*info, d.peer, d.payload.size());
   if (!dst.ok()) {
+    engine.Bump(EngineCounter::tx_channel_refused);
     socket->CountSendDrop();
     return;
   }

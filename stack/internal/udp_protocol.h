@@ -139,6 +139,9 @@ class UdpProtocol {
              absl::FunctionRef<std::string()> owned);
   void SendFromChannel(PollEngine& engine, ChannelEntry& entry,
                        const channel::OutgoingDatagram& d, absl::Time now);
+  // Sends from one channel until it is empty or `budget` descriptors were read; returns how
+  // many were read.
+  size_t DrainChannel(PollEngine& engine, ChannelEntry& entry, size_t budget, absl::Time now);
 
   const RouteTable& routes_;
   NeighborResolution& neighbors_;
@@ -150,6 +153,7 @@ class UdpProtocol {
   std::mutex channels_mu_;
   std::vector<std::unique_ptr<ChannelEntry>> channels_;  // guarded by channels_mu_
   std::atomic<const std::vector<ChannelEntry*>*> channel_snapshot_{nullptr};
+  size_t next_channel_ = 0;  // where the next turn starts (the draining poll thread's)
 };
 
 // Builds a datagram's frame to `dst_mac` and puts it into `engine`'s TX batch, or its fragments
