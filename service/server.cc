@@ -2,6 +2,7 @@
 
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/impl/server_builder_option.h>
 #include <grpcpp/resource_quota.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -99,6 +100,25 @@ void Configure(const ServerOptions& o, grpc::ServerBuilder& builder) {
 // clients' (max_threads), so that clients holding every thread cannot lock the administrator out.
 constexpr int kAdminThreads = 16;
 
+// Server reflection on one server (the administration listener), not on the other: on
+// --listen a reflection stream needs no session and holds one of gRPC's threads while it is
+// open, so idle ones from any client would take them all. (Linking grpc++_reflection puts its
+// plugin on every server; this option takes it off, or puts exactly one on.)
+class ReflectionOption : public grpc::ServerBuilderOption {
+ public:
+  explicit ReflectionOption(bool serve) : serve_(serve) {}
+  void UpdateArguments(grpc::ChannelArguments*) override {}
+  void UpdatePlugins(std::vector<std::unique_ptr<grpc::ServerBuilderPlugin>>* plugins) override {
+    auto reflection = std::make_unique<grpc::reflection::ProtoServerReflectionPlugin>();
+    const std::string name = reflection->name();
+    std::erase_if(*plugins, [&](const auto& p) { return p->name() == name; });
+    if (serve_) plugins->push_back(std::move(reflection));
+  }
+
+ private:
+  bool serve_;
+};
+
 }  // namespace
 
 Keepalive Keepalive::ForLease(absl::Duration lease) {
@@ -178,7 +198,6 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerOptions options, sta
       s->context_, o.data_plane,
       AdminAccess{.identities = o.admin_identities, .admin_listen = o.admin_listen});
   grpc::EnableDefaultHealthCheckService(true);
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   int port = 0;
   // A Unix listener is no port of gRPC's: UnixListener accepts its connections (to learn each
@@ -190,6 +209,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerOptions options, sta
   grpc::ResourceQuota quota("quadsockd");
   quota.SetMaxThreads(o.max_threads);
   builder.SetResourceQuota(quota);
+  builder.SetOption(std::make_unique<ReflectionOption>(/*serve=*/false));
   builder.RegisterService(s->sockets_.get());
   builder.RegisterService(s->admin_.get());
   s->server_ = builder.BuildAndStart();
@@ -243,6 +263,7 @@ absl::Status Server::StartAdministration() {
                                                    AdminAccess{.administration_listener = true});
   grpc::ServerBuilder builder;
   builder.AddListeningPort("unix:" + path, grpc::InsecureServerCredentials());
+  builder.SetOption(std::make_unique<ReflectionOption>(/*serve=*/true));
   Configure(o, builder);
   grpc::ResourceQuota quota("quadsockd-admin");
   quota.SetMaxThreads(kAdminThreads);

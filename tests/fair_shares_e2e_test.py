@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import unittest
 
 import grpc
@@ -95,6 +96,60 @@ class TcpPeersTest(e2e.E2eTestCase):
         self.assertIn("RESOURCE_EXHAUSTED", str(refused.exception))
         # Another site is another peer: its sessions are untouched.
         self.client_from(self.OTHER).open("ipv4")
+
+
+class ThreadsTest(e2e.E2eTestCase):
+    """What holds one of gRPC's threads counts against a per-peer limit, or is not served on
+    the clients' listener at all."""
+
+    def setUp(self):
+        self.net = e2e.peer_network()
+        self.daemon = e2e.Daemon(["--max_grpc_threads=16"])
+        self.held = []
+
+    def tearDown(self):
+        for channel, release in self.held:
+            release.set()
+            channel.close()
+        try:
+            self.daemon.finish()
+        finally:
+            self.net.close()
+
+    def idle_streams(self, method, count):
+        """`count` streams of `method` (a path) that send nothing until the test ends, each on a
+        connection of its own; their calls."""
+        calls = []
+        for _ in range(count):
+            channel = grpc.insecure_channel(self.daemon.target)
+            release = threading.Event()
+
+            def idle(release=release):
+                release.wait()
+                return
+                yield  # a generator: it sends nothing until released
+
+            call = channel.stream_stream(method)(idle(), timeout=60)
+            self.held.append((channel, release))
+            calls.append(call)
+        return calls
+
+    def test_idle_streams_no_session_counts_cannot_take_the_threads(self):
+        # Server reflection and a made-up method need no session: forty idle streams of each,
+        # each of which would hold one of gRPC's threads (there are 16).
+        calls = (self.idle_streams("/grpc.reflection.v1alpha.ServerReflection/"
+                                   "ServerReflectionInfo", 40) +
+                 self.idle_streams("/no.Such/Method", 40))
+        # Another tenant's calls are answered.
+        with quadsock.Client(self.daemon.target, name="victim") as victim:
+            victim.open("ipv4")
+            self.assertEqual(victim.health(), "SERVING")
+        # Each stream was refused at once: no such service on the clients' listener.
+        for call in calls:
+            self.assertEqual(call.code(), grpc.StatusCode.UNIMPLEMENTED)
+        # The administration listener has reflection.
+        with quadsock.Client(self.daemon.admin_target, session=False) as admin:
+            self.assertIn("quadsock.v1.AdminService", admin.services())
 
 
 if __name__ == "__main__":
