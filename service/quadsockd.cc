@@ -140,6 +140,11 @@ ABSL_FLAG(uint32_t, max_receive_mib, 512,
           "their records: past it they are dropped and counted, receive_budget_full, like a full "
           "queue). At the default depth of 256 a socket takes 4 KiB: a million sockets need "
           "4096.");
+ABSL_FLAG(uint32_t, max_receive_mib_per_peer, 0,
+          "MiB of --max_receive_mib one peer (as --max_sessions_per_peer) may take with its "
+          "sockets' queues and datagrams, over all its sessions: past it its Opens are "
+          "RESOURCE_EXHAUSTED and its datagrams dropped (receive_budget_full), while the rest "
+          "stays the others'. 0: half of --max_receive_mib.");
 ABSL_FLAG(uint32_t, reassembly_kib, 4096,
           "KiB that IP fragments waiting for the rest of their datagram may hold in all (as "
           "Linux's ipfrag_high_thresh, 4 MiB), shared by the RX queues' poll threads; one source "
@@ -542,6 +547,9 @@ int Main(int argc, char** argv) {
                                                  absl::GetFlag(FLAGS_max_sockets));
   so.sessions.default_lease = absl::Seconds(absl::GetFlag(FLAGS_lease_seconds));
   so.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
+  so.receive_share_bytes = size_t{half_unless(absl::GetFlag(FLAGS_max_receive_mib_per_peer),
+                                              absl::GetFlag(FLAGS_max_receive_mib))}
+                           << 20;
   so.log = Log;
   stack::AfXdpStack* dp = afxdp->get();
   so.data_plane.xdp_mode = std::string(xdp::XdpAttachName(dp->xdp_mode()));

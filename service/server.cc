@@ -135,6 +135,7 @@ Server::Server(ServerOptions options, stack::Stack& stack)
       context_{stack, sessions_} {
   context_.max_batch = options_.max_batch;
   context_.max_message_bytes = options_.max_message_bytes;
+  context_.receive_share_bytes = options_.receive_share_bytes;
   context_.log = options_.log;
 }
 

@@ -63,6 +63,9 @@ struct ServerOptions {
   SessionLimits sessions;
   size_t max_message_bytes = 4 << 20;
   size_t max_batch = 1024;
+  // Each peer's share of the stack's receive budget (its sockets' queues and datagrams); 0: no
+  // share, the whole budget is everyone's.
+  size_t receive_share_bytes = 0;
   // gRPC's threads for calls (a ResourceQuota): each stream holds one while it is open.
   int max_threads = 1024;
   DataPlaneInfo data_plane;

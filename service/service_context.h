@@ -12,11 +12,14 @@
 
 #include <atomic>
 #include <functional>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
@@ -59,6 +62,10 @@ struct ServiceContext {
   std::atomic<bool> shutting_down{false};
   size_t max_batch = 1024;  // datagrams per SendBatch / Exchange message
   size_t max_message_bytes = 4 << 20;  // gRPC's limit: Exchange fills responses up to it
+  size_t receive_share_bytes = 0;  // each peer's share of the receive budget; 0: none
+  // The share of the stack's receive budget that `peer`'s sockets take from (one per peer while
+  // it has sockets); none for no peer ("": in-process) or no shares.
+  std::shared_ptr<stack::ReceiveBudget> ReceiveShare(const std::string& peer);
 
   // Whether the server takes the call at all: UNAVAILABLE when shutting down,
   // DEADLINE_EXCEEDED when late. (The administration listener asks no more.)
@@ -84,6 +91,7 @@ struct ServiceContext {
   // nullopt for a call that did not come by it.
   std::optional<uid_t> LocalUid(grpc::ServerContextBase* ctx) const;
   static constexpr absl::string_view kUnknownLocalPeer = "uid:unknown";
+
   // Closes an ended session's sockets and logs it: "session 1a2b3c4d ("quadctl") `how`:
   // closed 3 sockets".
   void CloseEnded(const EndedSession& ended, absl::string_view how);
@@ -104,6 +112,11 @@ struct ServiceContext {
   // Each success is paired with one EndReading.
   absl::Status StartReading(SocketId id);
   void EndReading(SocketId id);
+
+ private:
+  std::mutex shares_mu_;
+  absl::flat_hash_map<std::string, std::weak_ptr<stack::ReceiveBudget>> shares_;  // by peer
+  size_t next_sweep_ = 16;  // shares_'s size at which the gone ones are swept out
 };
 
 }  // namespace quadsock::service

@@ -189,6 +189,12 @@ uint64_t Sessions::Owner(const std::string& token) const {
   return s == nullptr ? 0 : s->owner;
 }
 
+std::string Sessions::Peer(const std::string& token) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  const Session* s = Find(token);
+  return s == nullptr ? "" : s->peer;
+}
+
 absl::StatusOr<SocketId> Sessions::FindSocketByIndex(const std::string& token,
                                                      uint32_t index) const {
   std::lock_guard<std::mutex> lock(mu_);

@@ -121,6 +121,8 @@ class Sessions {
   // The session's owner id for its sockets (stack::OpenOptions::owner): its reuseport groups
   // are its own. 0 for no such session.
   uint64_t Owner(const std::string& token) const;
+  // The peer the session is counted against ("" for none, or no such session).
+  std::string Peer(const std::string& token) const;
   // The socket with that index in the session: NOT_FOUND when it has none (closed, or never).
   absl::StatusOr<SocketId> FindSocketByIndex(const std::string& token, uint32_t index) const;
   // (index, id) of the session's sockets.

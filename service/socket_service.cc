@@ -97,6 +97,7 @@ absl::StatusOr<std::string> SocketServiceImpl::OpenSocket(const std::string& tok
     return absl::InvalidArgumentError("v6only: only for FAMILY_IPV6 sockets");
   }
   stack::OpenOptions o;
+  o.receive_share = c_.ReceiveShare(c_.sessions.Peer(token));
   o.v6only = req.v6only();
   o.reuse_port = req.reuse_port();
   o.owner = c_.sessions.Owner(token);  // its reuseport groups are the session's own

@@ -33,6 +33,27 @@ TEST(ReceiveBudgetTest, ChargesUpToTheLimitAndTakesReleasesBack) {
   EXPECT_TRUE(b.TryCharge(600));
 }
 
+// A peer's share: what it takes counts against both; its full share leaves the rest to others.
+TEST(ReceiveBudgetTest, AShareTakesFromBothAndLeavesTheRestToOthers) {
+  auto whole = std::make_shared<ReceiveBudget>(1000);
+  ReceiveBudget greedy(500, whole), other(500, whole);
+  EXPECT_TRUE(greedy.TryReserve(400));
+  EXPECT_FALSE(greedy.TryCharge(101));  // over its share, though the whole has room
+  EXPECT_EQ(greedy.used(), 400u);
+  EXPECT_EQ(whole->used(), 400u);
+  EXPECT_TRUE(other.TryCharge(500));
+  EXPECT_EQ(whole->used(), 900u);
+  EXPECT_EQ(whole->refused(), 1u);  // the share's refusal counts in the whole
+  // A share bigger than what the whole has left: the whole refuses, and gives nothing back.
+  ReceiveBudget third(1000, whole);
+  EXPECT_FALSE(third.TryCharge(200));
+  EXPECT_EQ(third.used(), 0u);
+  EXPECT_EQ(whole->used(), 900u);
+  greedy.Release(400);
+  other.Release(500);
+  EXPECT_EQ(whole->used(), 0u);
+}
+
 // Queues deep enough for everything: the budget, not the depth, drops. What a datagram costs is
 // found by queueing one.
 TEST(ReceiveBudgetTest, SocketsShareTheBudgetAndGiveItBack) {

@@ -142,18 +142,27 @@ absl::StatusOr<SocketId> Stack::Open(net::Family family, const OpenOptions& opti
   // The queue's cells are charged to the receive budget for the socket's life: 65,536 sockets
   // of 65,536-deep queues would otherwise hold 64 GiB of cells past it.
   const size_t cells = UdpSocket::QueueBytes(depth);
-  if (!receive_budget_->TryReserve(cells)) {
+  const std::shared_ptr<ReceiveBudget>& budget =
+      options.receive_share != nullptr ? options.receive_share : receive_budget_;
+  if (budget != receive_budget_ && budget->parent() != receive_budget_.get()) {
+    return absl::InvalidArgumentError("a receive share of another stack's budget");
+  }
+  if (!budget->TryReserve(cells)) {
+    // Whichever is short: the owner's share, or the whole.
+    const bool share_short = budget != receive_budget_ && budget->room() < cells;
+    const ReceiveBudget& short_one = share_short ? *budget : *receive_budget_;
     return absl::ResourceExhaustedError(absl::StrFormat(
-        "a receive queue of %u datagrams needs %u KiB, and the receive queues' budget "
-        "(--max_receive_mib, %u MiB) has %u KiB left: ask for a shallower queue, or close "
-        "sockets",
-        depth, (cells + 1023) >> 10, receive_budget_->limit() >> 20,
-        (receive_budget_->limit() - std::min(receive_budget_->limit(), receive_budget_->used())) >>
-            10));
+        "a receive queue of %u datagrams needs %u KiB, and %s: %u MiB) has %u KiB left: ask "
+        "for a shallower queue, or close sockets",
+        depth, (cells + 1023) >> 10,
+        share_short ? "this client's share of the receive queues' budget "
+                      "(--max_receive_mib_per_peer"
+                    : "the receive queues' budget (--max_receive_mib",
+        short_one.limit() >> 20, short_one.room() >> 10));
   }
   // With one link there is one poll thread: each socket's receive counters have one writer.
   auto socket = std::make_shared<UdpSocket>(family, depth, /*one_poller=*/engines_.size() == 1,
-                                            receive_budget_, cells);
+                                            budget, cells);
   demux::SocketOptions o;
   o.family = family;
   o.v6only = options.v6only;

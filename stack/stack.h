@@ -105,6 +105,9 @@ struct OpenOptions {
   uint32_t bound_device = 0;
   size_t receive_queue_depth = 0;  // 0: the stack's default
   demux::PmtuDiscovery pmtu_discovery = demux::PmtuDiscovery::kWant;
+  // The owner's share of the stack's receive budget (Stack::NewReceiveShare), charged for the
+  // queue's cells and its datagrams; none: the stack's budget alone.
+  std::shared_ptr<ReceiveBudget> receive_share;
 };
 
 struct SocketStatus {
@@ -124,6 +127,12 @@ class Stack {
   // What Create refuses in `options` alone (no address, a VLAN id out of range), for callers
   // that set up the interface first: INVALID_ARGUMENT saying why.
   static absl::Status CheckOptions(const StackOptions& options);
+  // A share of the receive budget (--max_receive_mib) of `limit` bytes, for OpenOptions: the
+  // sockets opened with it take from it and from the whole, so that an owner that fills its
+  // share leaves the rest to the others.
+  std::shared_ptr<ReceiveBudget> NewReceiveShare(size_t limit) const {
+    return std::make_shared<ReceiveBudget>(limit, receive_budget_);
+  }
   ~Stack();  // stops the poll threads
 
   // Starts one poll thread per link. FAILED_PRECONDITION if already started.

@@ -6,6 +6,7 @@ Usage (Bazel passes it): fair_shares_e2e_test.py QUADSOCKD
 
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -19,13 +20,14 @@ import quadsockd_e2e_test as e2e
 from quadsockd_e2e_test import wait_until
 
 
-class TcpPeersTest(e2e.E2eTestCase):
-    """Without mTLS a TCP client is counted by its host, and an IPv6 client by its /64: one
-    site's many addresses are one peer."""
+class TcpTenantsTest(e2e.E2eTestCase):
+    """Tenants as TCP peers (no mTLS: each counted by its host, an IPv6 one by its /64): an
+    attacker at SITE, any number of its addresses, and a victim at OTHER."""
 
     SITE = "fd00:99::"          # the attacker's /64: any number of addresses in it
     OTHER = "fd00:98::5"        # another site's client
     LISTEN = "fd00:99::1"
+    FLAGS = []                  # the test's own
 
     def setUp(self):
         self.net = e2e.peer_network()
@@ -47,7 +49,7 @@ class TcpPeersTest(e2e.E2eTestCase):
             self.credentials = grpc.ssl_channel_credentials(root_certificates=f.read())
         self.daemon = e2e.Daemon(["--listen=[%s]:%d" % (self.LISTEN, self.port),
                                   "--tls_cert=" + cert, "--tls_key=" + key,
-                                  "--allow_unauthenticated_tcp", "--max_sessions_per_peer=2"],
+                                  "--allow_unauthenticated_tcp"] + self.FLAGS,
                                  target=self.relay_from(self.OTHER),
                                  credentials=self.credentials)
 
@@ -85,6 +87,13 @@ class TcpPeersTest(e2e.E2eTestCase):
         self.clients.append(client)
         return client
 
+
+
+class TcpPeersTest(TcpTenantsTest):
+    """One site's many addresses are one peer."""
+
+    FLAGS = ["--max_sessions_per_peer=2"]
+
     def test_one_ipv6_site_is_one_peer_however_many_addresses_it_uses(self):
         first = self.client_from(self.SITE + "11")
         second = self.client_from(self.SITE + "12")
@@ -96,6 +105,38 @@ class TcpPeersTest(e2e.E2eTestCase):
         self.assertIn("RESOURCE_EXHAUSTED", str(refused.exception))
         # Another site is another peer: its sessions are untouched.
         self.client_from(self.OTHER).open("ipv4")
+
+
+class ReceiveBudgetTest(TcpTenantsTest):
+    """One peer's sockets take at most its share of the receive budget (half by default): the
+    rest stays the others', for their Opens and their datagrams."""
+
+    FLAGS = ["--max_receive_mib=16"]
+
+    def test_a_peer_that_takes_its_share_leaves_the_rest_to_the_others(self):
+        attacker = self.client_from(self.SITE + "11")
+        # Queues of 65,536 datagrams: 1 MiB of cells each, taken at Open.
+        opened = 0
+        with self.assertRaises(quadsock.QuadsockError) as refused:
+            for _ in range(32):
+                attacker.open("ipv4", receive_queue_depth=65536)
+                opened += 1
+        self.assertIn("RESOURCE_EXHAUSTED", str(refused.exception))
+        self.assertIn("--max_receive_mib_per_peer", str(refused.exception))
+        self.assertGreater(opened, 0)
+        self.assertLessEqual(opened, 8)  # its share: 8 of the 16 MiB
+        # The victim opens as deep a queue, and its datagrams arrive, every one.
+        victim = self.client_from(self.OTHER)
+        sock = victim.open("ipv4", receive_queue_depth=65536)
+        sock.bind("%s:4000" % e2e.STACK4)
+        peer = self.net.peer_socket(socket.AF_INET, socket.SOCK_DGRAM)
+        try:
+            for i in range(100):
+                peer.sendto(b"victim %d" % i, (e2e.STACK4, 4000))
+            got = [d.payload for d in sock.receive(timeout=5.0, count=100)]
+        finally:
+            peer.close()
+        self.assertEqual(sorted(got), sorted(b"victim %d" % i for i in range(100)))
 
 
 class ThreadsTest(e2e.E2eTestCase):
