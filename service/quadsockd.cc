@@ -8,6 +8,7 @@
 // UNAVAILABLE, sockets close, the XDP program is detached, exit 0 within 5 seconds. SIGKILL
 // leaves nothing behind: the program is attached as a bpf_link and dies with the process.
 #include <signal.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include <algorithm>
@@ -29,6 +30,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -41,7 +43,9 @@
 #include "service/metrics_http.h"
 #include "service/server.h"
 #include "stack/afxdp_stack.h"
+#include "stack/link/errno_status.h"
 #include "stack/link/kernel_addresses.h"
+#include "stack/link/nic_features.h"
 #include "stack/neighbors.h"
 #include "stack/net/ethernet.h"
 #include "stack/xdp/library_log.h"
@@ -425,6 +429,42 @@ absl::Status CheckFlags() {
 // Parses the command line as absl::ParseCommandLine does, but a help that was asked for
 // (--help, --helpfull, --helpshort, ...) is printed with exit code 0, not absl's 1: asking for
 // help is not a failure. The exit code when quadsockd should stop here, nothing otherwise.
+// The file descriptors quadsockd may hold at its flags' limits: a few dozen of its own (the
+// listeners, BPF, logs), four per RX queue (its AF_XDP socket, poll thread and channel rings),
+// per session a connection and a data channel (its memfd, an eventfd per ring and one for
+// sends, the side connection), and an eventfd per stream waiting for datagrams. The soft
+// RLIMIT_NOFILE is raised to it (up to the hard limit); a hard limit below it is refused,
+// naming what to change, rather than failing later, at EMFILE, in the middle of a client's call.
+absl::Status EnsureDescriptorLimit() {
+  uint64_t queues = absl::GetFlag(FLAGS_queues);
+  if (queues == 0) {
+    absl::StatusOr<uint32_t> counted = link::RxQueueCount(absl::GetFlag(FLAGS_interface));
+    queues = counted.ok() ? *counted : 1;
+  }
+  const uint64_t clients = absl::GetFlag(FLAGS_max_clients);
+  const uint64_t threads = absl::GetFlag(FLAGS_max_grpc_threads);
+  const uint64_t need = 64 + 4 * queues + clients * (queues + 4) + threads;
+  rlimit l{};
+  if (getrlimit(RLIMIT_NOFILE, &l) != 0) return absl::OkStatus();  // cannot tell: go on
+  if (l.rlim_cur == RLIM_INFINITY || l.rlim_cur >= need) return absl::OkStatus();
+  if (l.rlim_max != RLIM_INFINITY && l.rlim_max < need) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "up to %u file descriptors may be needed (--max_clients=%u sessions with a connection "
+        "and a data channel each, --max_grpc_threads=%u streams waiting, %u RX queues), and "
+        "RLIMIT_NOFILE allows %u: raise it (ulimit -n, systemd's LimitNOFILE, a container's "
+        "--ulimit nofile) or lower --max_clients or --max_grpc_threads",
+        need, clients, threads, queues, l.rlim_max));
+  }
+  const rlim_t before = l.rlim_cur;
+  l.rlim_cur = need;
+  if (setrlimit(RLIMIT_NOFILE, &l) != 0) {
+    return link::ErrnoStatus(errno, "raising RLIMIT_NOFILE");
+  }
+  Log(absl::StrFormat("raised the soft RLIMIT_NOFILE from %u to %u, what the flags' limits may "
+                      "need", before, need));
+  return absl::OkStatus();
+}
+
 std::optional<int> ParseFlags(int argc, char** argv) {
   absl::flags_internal::ParseCommandLineImpl(
       argc, argv, absl::flags_internal::ArgvListAction::kRemoveParsedArgs,
@@ -457,6 +497,7 @@ int Main(int argc, char** argv) {
   const std::vector<std::string> gateways = AllOccurrences(argc, argv, "gateway", FLAGS_gateway);
 
   if (absl::Status s = CheckFlags(); !s.ok()) return Fail("bad flags", s);
+  if (absl::Status s = EnsureDescriptorLimit(); !s.ok()) return Fail("descriptor limit", s);
   if (absl::GetFlag(FLAGS_interface).empty()) {
     return Fail("bad flags", absl::InvalidArgumentError("--interface is required"));
   }

@@ -27,6 +27,21 @@ class FlagCheckTest(unittest.TestCase):
             self.assertIn(w, err)
         self.assertNotIn("qs-no-such-if", err, "the flags were checked after the data plane")
 
+    def test_a_descriptor_limit_below_what_the_flags_allow_is_refused(self):
+        # 1,024 sessions with a channel each and 1,024 streams need some 6,200 descriptors.
+        p = subprocess.run(["prlimit", "--nofile=2000:2000", QUADSOCKD] + BASE,
+                           capture_output=True, text=True, timeout=30)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        for w in ("RLIMIT_NOFILE allows 2000", "--max_clients", "--max_grpc_threads"):
+            self.assertIn(w, p.stderr)
+        # Lower limits fit, and a soft limit under the hard one is raised: the run goes on to
+        # the (missing) interface.
+        p = subprocess.run(["prlimit", "--nofile=256:2000", QUADSOCKD] + BASE +
+                           ["--max_clients=100", "--max_grpc_threads=256"],
+                           capture_output=True, text=True, timeout=30)
+        self.assertIn("raised the soft RLIMIT_NOFILE from 256 to", p.stderr)
+        self.assertIn("qs-no-such-if", p.stderr)
+
     def test_lease_over_the_maximum(self):
         self.assert_refused(["--lease_seconds=7200"], ["--lease_seconds", "3600"])
 

@@ -48,7 +48,11 @@ grpc::Status SocketServiceImpl::Receive(grpc::ServerContext* ctx, const v1::Rece
     if (!d.ok()) return grpc::Status::OK;  // the socket closed: the stream ends
     if (!d->has_value()) {
       absl::StatusOr<bool> ready = c_.stack.WaitForData(id, kWaitSlice);
-      if (!ready.ok()) return grpc::Status::OK;
+      if (ready.status().code() == absl::StatusCode::kResourceExhausted) {
+        c_.Log(absl::StrCat("a Receive stream ends: ", ready.status().message()));
+        return ToGrpc(ready.status());
+      }
+      if (!ready.ok()) return grpc::Status::OK;  // the socket closed: the stream ends
       continue;
     }
     v1::Datagram out;
@@ -170,8 +174,14 @@ grpc::Status SocketServiceImpl::Exchange(
       }
     }
     if (out.datagrams_size() == 0 && !out.has_send_result()) {
-      if (!c_.stack.WaitForData(id, absl::Milliseconds(20)).ok()) {
-        end = absl::NotFoundError("the socket was closed");
+      if (absl::StatusOr<bool> ready = c_.stack.WaitForData(id, absl::Milliseconds(20));
+          !ready.ok()) {
+        if (ready.status().code() == absl::StatusCode::kResourceExhausted) {
+          c_.Log(absl::StrCat("an Exchange stream ends: ", ready.status().message()));
+          end = ready.status();
+        } else {
+          end = absl::NotFoundError("the socket was closed");
+        }
         break;
       }
       continue;

@@ -13,6 +13,7 @@
 #include "stack/internal/poll_engine.h"
 #include "stack/internal/udp_protocol.h"
 #include "stack/internal/udp_socket.h"
+#include "stack/link/errno_status.h"
 #include "stack/net/ethernet.h"
 #include "stack/net/ip.h"
 #include "stack/net/udp.h"
@@ -368,7 +369,16 @@ absl::StatusOr<bool> Stack::WaitForData(SocketId id, absl::Duration timeout) {
   absl::StatusOr<std::shared_ptr<UdpSocket>> found = FindSocket(id);
   if (!found.ok()) return found.status();
   std::shared_ptr<UdpSocket> socket = std::move(*found);
-  return socket->WaitForData(static_cast<int>(absl::ToInt64Milliseconds(timeout)));
+  const std::optional<bool> ready =
+      socket->WaitForData(static_cast<int>(absl::ToInt64Milliseconds(timeout)));
+  if (ready.has_value()) return *ready;
+  wait_refused_.fetch_add(1, std::memory_order_relaxed);
+  const absl::Status failed =
+      link::ErrnoStatus(errno, "making an eventfd to wait for the socket's datagrams");
+  return absl::Status(failed.code(),
+                      absl::StrCat(failed.message(), " (the process is out of descriptors: raise "
+                                                     "its LimitNOFILE, or lower the limits on "
+                                                     "connections and sockets)"));
 }
 
 absl::Status Stack::SetReceiveCallback(SocketId id, ReceiveCallback callback) {
@@ -432,6 +442,9 @@ void Stack::EndReading(SocketId id) {
     std::lock_guard<std::mutex> lock(readers_mu_);
     readers_.erase(id);
   }
+  if (absl::StatusOr<std::shared_ptr<UdpSocket>> s = FindSocket(id); s.ok()) {
+    (*s)->ReleaseWaitDescriptor();
+  }
   reader_left_.notify_all();
 }
 
@@ -442,6 +455,7 @@ StackCounters Stack::Counters() const {
   for (const auto& e : engines_) e->AddCounters(c);
   c.receive_budget_full = receive_budget_->refused();
   c.stream_dropped = stream_dropped_.load(std::memory_order_relaxed);
+  c.wait_refused = wait_refused_.load(std::memory_order_relaxed);
   c.receive_bytes_queued = receive_budget_->used();
   const NeighborCounters n = neighbors_->counters();
   c.neighbor_probes = n.probes_sent;

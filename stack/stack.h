@@ -173,7 +173,9 @@ class Stack {
   // (which outlives the socket). Nothing is lost uncounted.
   void CountReceivedButLost(SocketId id, uint64_t n);
   // Blocks until the socket has a datagram (true), or `timeout` passes (false). A socket closed
-  // meanwhile wakes the waiter; the next call says NOT_FOUND.
+  // meanwhile wakes the waiter; the next call says NOT_FOUND. RESOURCE_EXHAUSTED at once (and
+  // counted, wait_refused) when the process has no descriptor left to wait on: the caller ends
+  // its stream rather than calling again. The descriptor is the reader's: EndReading frees it.
   absl::StatusOr<bool> WaitForData(SocketId id, absl::Duration timeout);
   absl::Status SetReceiveCallback(SocketId id, ReceiveCallback callback);
   // Puts the socket on a data channel (stack/channel): its datagrams go there, tagged `index`,
@@ -227,6 +229,7 @@ class Stack {
   std::unique_ptr<demux::SocketTable> table_;
   const std::shared_ptr<ReceiveBudget> receive_budget_;
   std::atomic<uint64_t> stream_dropped_{0};  // CountReceivedButLost
+  std::atomic<uint64_t> wait_refused_{0};    // WaitForData without a descriptor
 
   // std::mutex, not absl::Mutex: Debian's Abseil is not built for ThreadSanitizer.
   mutable std::mutex mu_;  // control plane: the sockets map

@@ -107,6 +107,9 @@ namespace quadsock::stack {
   X(stream_dropped, "Datagrams taken off a socket's queue by a Receive or Exchange stream "   \
                     "that could not hand them to its client (its Write failed, or it ended " \
                     "holding them); each socket counts its own as rx_dropped.")              \
+  X(wait_refused, "Waits for a socket's datagrams (a Receive or Exchange stream's) that found " \
+                  "no file descriptor to wait on (EMFILE): the stream ended with "           \
+                  "RESOURCE_EXHAUSTED instead of spinning.")                                 \
   X(neighbor_probes, "ARP requests and neighbour solicitations sent to resolve a neighbour.") \
   X(neighbor_resolved, "Neighbours resolved.")                                               \
   X(neighbor_failed, "Neighbours that never answered.")                                      \

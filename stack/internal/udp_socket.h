@@ -168,8 +168,10 @@ class alignas(64) UdpSocket {
   }
 
   // Blocks until a datagram is queued, the socket is shut down, or `timeout` passes. Returns
-  // whether a datagram is (probably) there. One waiter at a time; any thread but a poll thread.
-  bool WaitForData(int timeout_ms) {
+  // whether a datagram is (probably) there; nothing, at once, when the process has no
+  // descriptor for the wait (EMFILE, ENFILE: errno is left set), which the caller must not
+  // retry in a loop. One waiter at a time; any thread but a poll thread.
+  std::optional<bool> WaitForData(int timeout_ms) {
     if (Queued() > 0) return true;
     int fd;
     {
@@ -177,7 +179,7 @@ class alignas(64) UdpSocket {
       if (event_fd_ < 0) event_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
       fd = event_fd_;
     }
-    if (fd < 0) return Queued() > 0;
+    if (fd < 0) return std::nullopt;
     waiting_.exchange(1, std::memory_order_acq_rel);  // see Deliver
     if (Queued() == 0 && !shut_down_.load()) {
       pollfd p{fd, POLLIN, 0};
@@ -187,6 +189,13 @@ class alignas(64) UdpSocket {
     uint64_t drain;
     (void)!read(fd, &drain, sizeof(drain));
     return Queued() > 0;
+  }
+  // The waiter is gone for good (its stream ended): the descriptor WaitForData made goes too,
+  // so that a socket between readers holds none. The next WaitForData makes another.
+  void ReleaseWaitDescriptor() {
+    std::lock_guard<std::mutex> lock(wait_mu_);
+    if (event_fd_ >= 0) close(event_fd_);
+    event_fd_ = -1;
   }
   // Wakes waiters for good: the socket is closing.
   void Shutdown() {
