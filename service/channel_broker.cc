@@ -62,7 +62,7 @@ absl::StatusOr<std::unique_ptr<ChannelBroker>> ChannelBroker::Start(
   std::unique_ptr<ChannelBroker> b(new ChannelBroker(
       std::move(path), stack, limits, std::move(log), std::move(renew), std::move(clock)));
   b->epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
-  if (b->epoll_fd_ < 0) return absl::ErrnoToStatus(errno, "epoll_create1");
+  if (b->epoll_fd_ < 0) return link::ErrnoStatus(errno, "epoll_create1");
   if (!b->path_.empty()) {
     // Mode 0660, as the Unix listener: whoever may call may attach.
     absl::StatusOr<UniqueFd> fd = ListenUnix(b->path_, SOCK_SEQPACKET, 64);
@@ -75,7 +75,7 @@ absl::StatusOr<std::unique_ptr<ChannelBroker>> ChannelBroker::Start(
     e.events = EPOLLIN;
     e.data.fd = b->listen_fd_;
     if (epoll_ctl(b->epoll_fd_, EPOLL_CTL_ADD, b->listen_fd_, &e) != 0) {
-      return absl::ErrnoToStatus(errno, "epoll_ctl");
+      return link::ErrnoStatus(errno, "epoll_ctl");
     }
   }
   ChannelBroker* self = b.get();
@@ -101,7 +101,8 @@ ChannelBroker::~ChannelBroker() {
   }
 }
 
-absl::StatusOr<channel::ChannelOptions> ChannelBroker::Size(uint32_t slots) const {
+absl::StatusOr<channel::ChannelOptions> ChannelBroker::Size(
+    uint32_t slots, const std::atomic<size_t>* peer) const {
   if (slots == 0) slots = limits_.default_slots;
   if ((slots & (slots - 1)) != 0 || slots > limits_.max_slots) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -127,27 +128,37 @@ absl::StatusOr<channel::ChannelOptions> ChannelBroker::Size(uint32_t slots) cons
         "of the %u they may (--max_all_channels_mib): ask for fewer ring_slots, or later",
         rings, slots, bytes, used, limits_.max_bytes_total));
   }
+  if (peer != nullptr && peer->load() + bytes > limits_.max_bytes_per_peer) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "a channel of %u rings of %u slots takes %u bytes, and this client's sessions' channels "
+        "hold %u of the %u one client may (--max_channel_mib_per_peer): ask for fewer "
+        "ring_slots, or end a channel",
+        rings, slots, bytes, peer->load(), limits_.max_bytes_per_peer));
+  }
   return o;
 }
 
 namespace {
 
-// A channel and its charge to the broker's total, given back when the last reference goes:
-// the broker hands out shared_ptrs that alias the channel and own this.
+// A channel and its charge to the broker's totals (all sessions', its peer's), given back when
+// the last reference goes: the broker hands out shared_ptrs that alias the channel and own this.
 class ChargedChannel {
  public:
-  ChargedChannel(std::shared_ptr<channel::Channel> c, std::shared_ptr<std::atomic<size_t>> total)
-      : channel_(std::move(c)), total_(std::move(total)) {
-    total_->fetch_add(channel_->bytes());
+  ChargedChannel(std::shared_ptr<channel::Channel> c,
+                 std::vector<std::shared_ptr<std::atomic<size_t>>> totals)
+      : channel_(std::move(c)), totals_(std::move(totals)) {
+    for (const auto& t : totals_) t->fetch_add(channel_->bytes());
   }
-  ~ChargedChannel() { total_->fetch_sub(channel_->bytes()); }
+  ~ChargedChannel() {
+    for (const auto& t : totals_) t->fetch_sub(channel_->bytes());
+  }
   ChargedChannel(const ChargedChannel&) = delete;
   ChargedChannel& operator=(const ChargedChannel&) = delete;
   channel::Channel* get() const { return channel_.get(); }
 
  private:
   const std::shared_ptr<channel::Channel> channel_;
-  const std::shared_ptr<std::atomic<size_t>> total_;
+  const std::vector<std::shared_ptr<std::atomic<size_t>>> totals_;
 };
 
 }  // namespace
@@ -166,12 +177,27 @@ absl::Status ChannelBroker::CheckNone(const std::string& session) const {
 
 absl::StatusOr<std::shared_ptr<channel::Channel>> ChannelBroker::NewChannel(
     const std::string& session, uint32_t slots) {
-  absl::StatusOr<channel::ChannelOptions> o = Size(slots);
+  // The session's peer's total, made for its first channel.
+  std::shared_ptr<std::atomic<size_t>> peer;
+  if (limits_.max_bytes_per_peer != 0 && limits_.peer_of) {
+    if (const std::string who = limits_.peer_of(session); !who.empty()) {
+      std::weak_ptr<std::atomic<size_t>>& slot = peer_bytes_[who];
+      peer = slot.lock();
+      if (peer == nullptr) {
+        peer = std::make_shared<std::atomic<size_t>>(0);
+        slot = peer;
+      }
+      absl::erase_if(peer_bytes_, [](const auto& e) { return e.second.expired(); });
+    }
+  }
+  absl::StatusOr<channel::ChannelOptions> o = Size(slots, peer.get());
   if (!o.ok()) return o.status();
   if (absl::Status s = CheckNone(session); !s.ok()) return s;
   absl::StatusOr<std::shared_ptr<channel::Channel>> c = channel::Channel::Create(*o);
   if (!c.ok()) return c.status();
-  auto charged = std::make_shared<ChargedChannel>(std::move(*c), channel_bytes_);
+  std::vector<std::shared_ptr<std::atomic<size_t>>> totals = {channel_bytes_};
+  if (peer != nullptr) totals.push_back(std::move(peer));
+  auto charged = std::make_shared<ChargedChannel>(std::move(*c), std::move(totals));
   return std::shared_ptr<channel::Channel>(charged, charged->get());
 }
 
@@ -204,7 +230,7 @@ absl::StatusOr<std::shared_ptr<channel::Channel>> ChannelBroker::AttachStream(
     e.data.fd = fd;
     if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &e) != 0) {
       for (int added : (*c)->event_fds()) epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, added, nullptr);
-      return absl::ErrnoToStatus(errno, "epoll_ctl for a stream's channel");
+      return link::ErrnoStatus(errno, "epoll_ctl for a stream's channel");
     }
     stream_events_[fd] = session;
   }

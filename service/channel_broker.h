@@ -54,6 +54,10 @@ struct ChannelLimits {
   // All sessions' channels together (offered or attached), until the last reference to each
   // goes: --max_all_channels_mib.
   size_t max_bytes_total = size_t{1} << 30;
+  // One peer's sessions' channels together (the same count); 0: no per-peer limit.
+  size_t max_bytes_per_peer = 0;
+  // Who a session is counted against for max_bytes_per_peer ("" for no one); none: no one.
+  std::function<std::string(const std::string& session)> peer_of;
   absl::Duration offer_ttl = absl::Seconds(10);
 };
 
@@ -124,8 +128,10 @@ class ChannelBroker {
     int fd = -1;                          // the side connection; -1 for a stream's
     std::shared_ptr<StreamHooks> hooks;  // a stream's
   };
-  // The channel's size for `slots`, checked against the limits (mu_ held: the total).
-  absl::StatusOr<channel::ChannelOptions> Size(uint32_t slots) const
+  // The channel's size for `slots`, checked against the limits (mu_ held: the totals); `peer`:
+  // what the session's peer's channels hold now (null: no per-peer limit).
+  absl::StatusOr<channel::ChannelOptions> Size(uint32_t slots,
+                                               const std::atomic<size_t>* peer) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A channel of `slots` for a session that has none (the errors of MakeOffer).
   absl::StatusOr<std::shared_ptr<channel::Channel>> NewChannel(const std::string& session,
@@ -167,6 +173,9 @@ class ChannelBroker {
   // (under mu_) and given back when its last reference goes (on any thread).
   const std::shared_ptr<std::atomic<size_t>> channel_bytes_ =
       std::make_shared<std::atomic<size_t>>(0);
+  // The same per peer, while a channel of the peer's lives (the entry outlives it, emptied).
+  absl::flat_hash_map<std::string, std::weak_ptr<std::atomic<size_t>>> peer_bytes_
+      ABSL_GUARDED_BY(mu_);
   // std::mutex, not absl::Mutex: Debian's Abseil is not built for ThreadSanitizer.
   std::mutex mu_;
   absl::flat_hash_map<std::string, Pending> offers_ ABSL_GUARDED_BY(mu_);      // by token

@@ -162,6 +162,10 @@ ABSL_FLAG(uint32_t, max_channel_mib, 256,
 ABSL_FLAG(uint32_t, max_all_channels_mib, 1024,
           "Memory all sessions' data channels may take together, in MiB: past it a new channel "
           "(AttachChannel, StreamChannel) is RESOURCE_EXHAUSTED until others end.");
+ABSL_FLAG(uint32_t, max_channel_mib_per_peer, 0,
+          "Memory one peer's (as --max_sessions_per_peer) sessions' data channels may take "
+          "together, offered or attached, in MiB; past it its new channel is RESOURCE_EXHAUSTED "
+          "while the rest stays the others'. 0: half of --max_all_channels_mib.");
 ABSL_FLAG(uint32_t, max_message_bytes, 4 << 20, "Largest gRPC message, in bytes.");
 ABSL_FLAG(uint32_t, lease_seconds, 30,
           "Seconds without a call before a client's session and sockets are closed (an open "
@@ -586,6 +590,10 @@ int Main(int argc, char** argv) {
                                                  absl::GetFlag(FLAGS_max_grpc_threads));
   so.sessions.max_sockets_per_peer = half_unless(absl::GetFlag(FLAGS_max_sockets_per_peer),
                                                  absl::GetFlag(FLAGS_max_sockets));
+  so.channels.max_bytes_per_peer =
+      size_t{half_unless(absl::GetFlag(FLAGS_max_channel_mib_per_peer),
+                         absl::GetFlag(FLAGS_max_all_channels_mib))}
+      << 20;
   so.sessions.default_lease = absl::Seconds(absl::GetFlag(FLAGS_lease_seconds));
   so.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   so.receive_share_bytes = size_t{half_unless(absl::GetFlag(FLAGS_max_receive_mib_per_peer),

@@ -230,8 +230,14 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerOptions options, sta
   }
   // Data channels: in shared memory beside a Unix listener, on gRPC streams on any.
   Sessions* sessions = &s->sessions_;
+  ChannelLimits channel_limits = o.channels;
+  if (!channel_limits.peer_of) {
+    channel_limits.peer_of = [sessions](const std::string& session) {
+      return sessions->Peer(session);
+    };
+  }
   absl::StatusOr<std::unique_ptr<ChannelBroker>> broker = ChannelBroker::Start(
-      unix_path.empty() ? "" : unix_path + ".channel", stack, o.channels, o.log,
+      unix_path.empty() ? "" : unix_path + ".channel", stack, channel_limits, o.log,
       [sessions](const std::string& session) { sessions->Renew(session); }, o.clock);
   if (!broker.ok()) return broker.status();
   s->channels_ = std::move(*broker);

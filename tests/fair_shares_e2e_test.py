@@ -139,6 +139,33 @@ class ReceiveBudgetTest(TcpTenantsTest):
         self.assertEqual(sorted(got), sorted(b"victim %d" % i for i in range(100)))
 
 
+class ChannelBudgetTest(TcpTenantsTest):
+    """One peer's sessions' data channels take at most its share of --max_all_channels_mib
+    (half by default): four sessions of one client cannot take it all."""
+
+    FLAGS = ["--max_all_channels_mib=64"]
+
+    def test_a_peers_sessions_cannot_take_every_channel(self):
+        # Rings of 8,192 slots: some 26 MiB a channel (two rings, 1,600 bytes a slot).
+        attacker = [self.client_from(self.SITE + str(i)) for i in (11, 12, 13)]
+        victim = self.client_from(self.OTHER)
+        for c in attacker + [victim]:
+            c.open("ipv4")  # a socket to put on the channel: its creation waits for the attach
+        channels = []
+        try:
+            channels.append(attacker[0].channel(ring_slots=8192))
+            with self.assertRaises(quadsock.QuadsockError) as refused:
+                for c in attacker[1:]:
+                    channels.append(c.channel(ring_slots=8192))
+            self.assertIn("RESOURCE_EXHAUSTED", str(refused.exception))
+            self.assertIn("--max_channel_mib_per_peer", str(refused.exception))
+            # The rest is the others'.
+            channels.append(victim.channel(ring_slots=8192))
+        finally:
+            for c in channels:
+                c.close()
+
+
 class ThreadsTest(e2e.E2eTestCase):
     """What holds one of gRPC's threads counts against a per-peer limit, or is not served on
     the clients' listener at all."""

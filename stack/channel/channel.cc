@@ -8,6 +8,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "stack/link/errno_status.h"
+
 namespace quadsock::channel {
 
 absl::StatusOr<std::shared_ptr<Channel>> Channel::Create(const ChannelOptions& o) {
@@ -27,17 +29,17 @@ absl::StatusOr<std::shared_ptr<Channel>> Channel::Create(const ChannelOptions& o
   std::shared_ptr<Channel> c(new Channel());
   c->header_ = h;
   c->memfd_ = memfd_create("quadsock-channel", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-  if (c->memfd_ < 0) return absl::ErrnoToStatus(errno, "memfd_create");
+  if (c->memfd_ < 0) return link::ErrnoStatus(errno, "memfd_create");
   if (ftruncate(c->memfd_, static_cast<off_t>(h.total_bytes)) != 0) {
-    return absl::ErrnoToStatus(errno, "sizing the channel's memfd");
+    return link::ErrnoStatus(errno, "sizing the channel's memfd");
   }
   // The application maps what we map: it may neither shrink the memfd under our mapping (a
   // SIGBUS in a poll thread) nor grow it.
   if (fcntl(c->memfd_, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
-    return absl::ErrnoToStatus(errno, "sealing the channel's memfd");
+    return link::ErrnoStatus(errno, "sealing the channel's memfd");
   }
   void* base = mmap(nullptr, h.total_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, c->memfd_, 0);
-  if (base == MAP_FAILED) return absl::ErrnoToStatus(errno, "mapping the channel");
+  if (base == MAP_FAILED) return link::ErrnoStatus(errno, "mapping the channel");
   c->base_ = static_cast<uint8_t*>(base);
   // On huge pages where the host lets shared memory have them (shmem_enabled "advise"): every
   // datagram writes a slot of a ring that spans thousands of 4-KiB pages, a TLB miss each.
@@ -46,14 +48,14 @@ absl::StatusOr<std::shared_ptr<Channel>> Channel::Create(const ChannelOptions& o
   c->producers_ = std::make_unique<Producer[]>(h.rings);
   for (uint32_t r = 0; r < h.rings; ++r) {
     const int fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (fd < 0) return absl::ErrnoToStatus(errno, "eventfd for a channel ring");
+    if (fd < 0) return link::ErrnoStatus(errno, "eventfd for a channel ring");
     c->event_fds_.push_back(fd);
     Producer& p = c->producers_[r];
     p.ring = RingAt(c->base_, h, r);
     p.event_fd = fd;
   }
   const int tx_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  if (tx_fd < 0) return absl::ErrnoToStatus(errno, "eventfd for a channel's TX ring");
+  if (tx_fd < 0) return link::ErrnoStatus(errno, "eventfd for a channel's TX ring");
   c->event_fds_.push_back(tx_fd);
   c->tx_ = RingAt(c->base_, h, h.rings);
   return c;

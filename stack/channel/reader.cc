@@ -8,6 +8,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "stack/link/errno_status.h"
+
 namespace quadsock::channel {
 namespace {
 
@@ -41,11 +43,11 @@ absl::StatusOr<ChannelReader> ChannelReader::Map(int memfd, std::vector<int> eve
   r.memfd_ = memfd;
   r.event_fds_ = std::move(event_fds);
   struct stat st;
-  if (fstat(memfd, &st) != 0) return absl::ErrnoToStatus(errno, "fstat of the channel's memfd");
+  if (fstat(memfd, &st) != 0) return link::ErrnoStatus(errno, "fstat of the channel's memfd");
   const size_t size = static_cast<size_t>(st.st_size);
   if (size < kHeaderBytes) return absl::FailedPreconditionError("the channel's memfd is too small");
   void* base = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
-  if (base == MAP_FAILED) return absl::ErrnoToStatus(errno, "mapping the channel");
+  if (base == MAP_FAILED) return link::ErrnoStatus(errno, "mapping the channel");
   r.base_ = static_cast<uint8_t*>(base);
   (void)madvise(base, size, MADV_HUGEPAGE);  // as quadsockd maps it (channel.cc)
   r.header_.total_bytes = size;  // what Close unmaps, until the header is read
@@ -62,7 +64,7 @@ absl::StatusOr<ChannelReader> ChannelReader::Map(int memfd, std::vector<int> eve
   r.tx_next_ = r.tx_.control->producer.load(std::memory_order_relaxed);
   r.tx_event_fd_ = r.event_fds_.back();
   r.epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
-  if (r.epoll_fd_ < 0) return absl::ErrnoToStatus(errno, "epoll_create1");
+  if (r.epoll_fd_ < 0) return link::ErrnoStatus(errno, "epoll_create1");
   for (uint32_t i = 0; i < h.rings; ++i) {
     r.rings_.push_back(RingAt(r.base_, h, i));
     r.taken_.push_back(r.rings_.back().control->consumer.load(std::memory_order_relaxed));
@@ -70,7 +72,7 @@ absl::StatusOr<ChannelReader> ChannelReader::Map(int memfd, std::vector<int> eve
     e.events = EPOLLIN;
     e.data.u32 = i;
     if (epoll_ctl(r.epoll_fd_, EPOLL_CTL_ADD, r.event_fds_[i], &e) != 0) {
-      return absl::ErrnoToStatus(errno, "adding a channel eventfd to epoll");
+      return link::ErrnoStatus(errno, "adding a channel eventfd to epoll");
     }
   }
   return r;
