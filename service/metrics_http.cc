@@ -19,6 +19,23 @@ namespace quadsock::service {
 
 namespace {
 constexpr size_t kMaxRequestHead = 8192;
+// The reads one turn makes of a connection (64 KiB, more than a request head): a client that
+// never stops sending gets its share of the thread, which then goes on to the others and to
+// the deadlines.
+constexpr int kReadsPerTurn = 16;
+
+// A connection's client address (its IP without the port), for the per-address limit.
+std::string ClientAddress(const sockaddr_storage& a) {
+  if (a.ss_family == AF_INET) {
+    const auto& in = reinterpret_cast<const sockaddr_in&>(a).sin_addr;
+    return std::string(reinterpret_cast<const char*>(&in), sizeof(in));
+  }
+  if (a.ss_family == AF_INET6) {
+    const auto& in6 = reinterpret_cast<const sockaddr_in6&>(a).sin6_addr;
+    return std::string(reinterpret_cast<const char*>(&in6), sizeof(in6));
+  }
+  return "";
+}
 }  // namespace
 
 // A client's connection: reading its request, writing the answer, then draining what it still
@@ -27,6 +44,7 @@ constexpr size_t kMaxRequestHead = 8192;
 struct MetricsHttp::Connection {
   enum class State { kReading, kWriting, kDraining };
   int fd = -1;
+  std::string address;  // ClientAddress
   State state = State::kReading;
   std::string request;
   std::string response;
@@ -37,7 +55,8 @@ struct MetricsHttp::Connection {
 
 absl::StatusOr<std::unique_ptr<MetricsHttp>> MetricsHttp::Start(
     const std::string& listen, std::function<std::string()> render, MetricsHttpOptions options) {
-  if (options.max_connections < 1 || options.timeout <= absl::ZeroDuration()) {
+  if (options.max_connections < 1 || options.max_connections_per_address < 1 ||
+      options.timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError(
         "metrics endpoint: max_connections and timeout must be positive");
   }
@@ -143,9 +162,20 @@ void MetricsHttp::Serve() {
                 conns.end());
     while (fds[0].revents & POLLIN &&
            conns.size() < static_cast<size_t>(options_.max_connections)) {
-      const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+      sockaddr_storage from{};
+      socklen_t from_len = sizeof(from);
+      const int fd = accept4(listen_fd_, reinterpret_cast<sockaddr*>(&from), &from_len,
+                             SOCK_CLOEXEC | SOCK_NONBLOCK);
       if (fd < 0) break;
       Connection c;
+      c.address = ClientAddress(from);
+      if (std::count_if(conns.begin(), conns.end(), [&](const Connection& other) {
+            return other.address == c.address;
+          }) >= options_.max_connections_per_address) {
+        close(fd);
+        refused_.fetch_add(1, std::memory_order_relaxed);
+        continue;
+      }
       c.fd = fd;
       c.deadline = now + options_.timeout;
       conns.push_back(std::move(c));
@@ -156,7 +186,7 @@ void MetricsHttp::Serve() {
 
 void MetricsHttp::Read(Connection& c) {
   char buf[4096];
-  while (true) {
+  for (int reads = 0; reads < kReadsPerTurn; ++reads) {
     const ssize_t n = recv(c.fd, buf, sizeof(buf), 0);
     if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
       c.done = true;  // the client closed (or the connection failed): nothing more to do

@@ -3,7 +3,9 @@
 // to 8 KiB: a scrape endpoint, not a web server. One thread serves every connection at once
 // (poll), so an idle or slow client never stalls another's scrape; each connection has
 // `timeout` in all to send its request and take the answer, and at most `max_connections` are
-// served at a time (more wait in the listen backlog until one ends).
+// served at a time (more wait in the listen backlog until one ends), at most
+// `max_connections_per_address` of them from one client address (more are closed at once and
+// counted): one client cannot hold every connection and blind the scrapes of others.
 //
 //   auto m = MetricsHttp::Start("127.0.0.1:9464", [&] { return RenderMetrics(...); });
 #ifndef QUADSOCK_SERVICE_METRICS_HTTP_H_
@@ -23,6 +25,7 @@ namespace quadsock::service {
 
 struct MetricsHttpOptions {
   int max_connections = 64;
+  int max_connections_per_address = 8;
   absl::Duration timeout = absl::Seconds(5);
   // What times the connections: monotonic, so that a step of the wall clock neither ends every
   // connection at once nor keeps a stalled one open. Tests pass a fake.
@@ -38,6 +41,8 @@ class MetricsHttp {
       MetricsHttpOptions options = {});
   ~MetricsHttp();
   uint16_t port() const { return port_; }
+  // Connections closed at once: their address had max_connections_per_address already.
+  uint64_t refused_connections() const { return refused_.load(std::memory_order_relaxed); }
 
  private:
   struct Connection;
@@ -52,6 +57,7 @@ class MetricsHttp {
   std::function<std::string()> render_;
   MetricsHttpOptions options_;
   std::atomic<bool> stop_{false};
+  std::atomic<uint64_t> refused_{0};
   std::thread thread_;
 };
 

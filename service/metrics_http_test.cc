@@ -311,6 +311,50 @@ TEST(MetricsHttpTest, IdleConnectionsDoNotStallAScrape) {
   for (int fd : idle) close(fd);
 }
 
+// One client address holds at most max_connections_per_address: its next connections are
+// closed at once, and a scrape from another address is answered though the first holds all it
+// may (before, it could hold every connection until each timed out).
+TEST(MetricsHttpTest, OneAddressCannotHoldEveryConnection) {
+  absl::StatusOr<std::unique_ptr<MetricsHttp>> m =
+      MetricsHttp::Start("127.0.0.1:0", [] { return std::string("quadsock_x 1\n"); },
+                         {.max_connections = 8, .max_connections_per_address = 3,
+                          .timeout = absl::Seconds(120)});
+  ASSERT_TRUE(m.ok()) << m.status();
+  std::vector<int> idle;
+  for (int i = 0; i < 8; ++i) idle.push_back(Connect((*m)->port()));
+  // The server closes the five past the limit: each reads end of file.
+  int closed = 0;
+  for (int fd : idle) {
+    timeval tv{0, 300000};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    char c;
+    if (recv(fd, &c, 1, 0) == 0) ++closed;
+  }
+  EXPECT_EQ(closed, 5);
+  EXPECT_EQ((*m)->refused_connections(), 5u);
+  // Another address (127.0.0.2, loopback too) is served.
+  const int other = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in from{};
+  from.sin_family = AF_INET;
+  from.sin_addr.s_addr = htonl(0x7f000002);
+  ASSERT_EQ(bind(other, reinterpret_cast<sockaddr*>(&from), sizeof(from)), 0);
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_port = htons((*m)->port());
+  to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(connect(other, reinterpret_cast<sockaddr*>(&to), sizeof(to)), 0);
+  const std::string request = "GET /metrics HTTP/1.0\r\n\r\n";
+  send(other, request.data(), request.size(), MSG_NOSIGNAL);
+  timeval tv{30, 0};
+  setsockopt(other, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  std::string out;
+  char buf[4096];
+  for (ssize_t n; (n = recv(other, buf, sizeof(buf), 0)) > 0;) out.append(buf, size_t(n));
+  EXPECT_NE(out.find("quadsock_x 1"), std::string::npos) << out;
+  close(other);
+  for (int fd : idle) close(fd);
+}
+
 // At most max_connections at a time: the next waits in the backlog until one ends.
 TEST(MetricsHttpTest, ConnectionsBeyondTheLimitWaitForOne) {
   absl::StatusOr<std::unique_ptr<MetricsHttp>> m =
