@@ -65,6 +65,24 @@ class ManifestTest(unittest.TestCase):
         for k, v in ds["spec"]["selector"]["matchLabels"].items():
             self.assertEqual(labels.get(k), v)
 
+    def test_the_memory_limit_holds_what_the_flags_let_quadsockd_take(self):
+        def flag(name, default):
+            value = flag_value(self.args, name)
+            return int(value) if value is not None else default
+        mib = 1 << 20
+        most = (flag("max_receive_mib", 512) * mib +
+                flag("max_all_channels_mib", 1024) * mib +
+                flag("max_grpc_threads", 1024) * flag("max_message_bytes", 4 * mib) +
+                64 * 4096 * 4096 +             # UMEM: 64 queues of 4096 4-KiB frames
+                flag("reassembly_kib", 4096) * 1024 +
+                128 * mib)                     # code, threads, the socket table
+        limit = self.container["resources"]["limits"]["memory"]
+        units = {"Mi": mib, "Gi": 1024 * mib}
+        limit_bytes = int(limit[:-2]) * units[limit[-2:]]
+        self.assertLessEqual(most, limit_bytes,
+                             "the flags let quadsockd take %d MiB, the limit is %s"
+                             % (most // mib, limit))
+
     def test_image_is_the_one_build_sh_makes(self):
         self.assertEqual(self.container["image"], shell_assignment("build.sh", "IMAGE"))
         self.assertEqual(self.container["imagePullPolicy"], "Never")  # built on the node
