@@ -380,7 +380,10 @@ void ChannelBroker::Detach(const std::string& session, absl::string_view why,
   if (it == attached_.end()) return;
   Attached a = std::move(it->second);
   attached_.erase(it);
-  for (const auto& [index, id] : a.sockets) (void)stack_.PutOnChannel(id, nullptr, 0);
+  std::vector<stack::SocketId> ids;
+  ids.reserve(a.sockets.size());
+  for (const auto& [index, id] : a.sockets) ids.push_back(id);
+  stack_.TakeOffChannels(ids);  // one grace period for them all
   stack_.RemoveChannel(a.channel.get());  // its TX ring too
   if (a.fd >= 0) {
     Drop(a.fd);

@@ -211,6 +211,25 @@ TEST_F(ChannelStreamTest, OneChannelPerSessionAndTheSessionsEndEndsTheStream) {
   EXPECT_EQ(s->Finish().error_code(), grpc::StatusCode::NOT_FOUND);
 }
 
+// A channel that ends takes its sockets off with one wait for the poll threads, not one per
+// socket (under the broker's lock, which every other session's Open and wake-up needs).
+TEST_F(ChannelStreamTest, AChannelThatEndsTakesItsSocketsOffWithOneWait) {
+  std::vector<std::string> handles;
+  for (int i = 0; i < 8; ++i) handles.push_back(OpenBound(session_, "10.1.0.2", 4000 + i));
+  std::unique_ptr<ClientContext> ctx;
+  auto s = Open(ctx, session_, {}, 10);
+  for (const std::string& h : handles) ASSERT_TRUE(OnChannel(h));
+  const uint64_t before = stack_->Counters().channel_waits;
+  ctx->TryCancel();  // the client ends the stream
+  s->Finish();
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (Get(handles[0]).on_channel() && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  for (const std::string& h : handles) EXPECT_FALSE(Get(h).on_channel());
+  EXPECT_EQ(stack_->Counters().channel_waits, before + 1);
+}
+
 TEST_F(ChannelStreamTest, AnotherSessionsSocketIsNotOurs) {
   const std::string other = NewSession("other");
   const std::string theirs = OpenBound(other, "10.1.0.2", 4000);

@@ -315,6 +315,34 @@ TEST_F(TwoStacksTest, AChannelThatKeepsItsTxRingFullTakesItsShareOfATurnAndNoMor
   b_->RemoveChannel(quiet.get());
 }
 
+// Taking a channel's sockets off it waits for the poll threads once for all of them (a channel
+// that ends with 65,536 sockets once waited 65,536 grace periods, holding the broker's lock),
+// and each socket's datagrams go to its queue again.
+TEST_F(TwoStacksTest, TakingManySocketsOffAChannelWaitsOnce) {
+  constexpr int kSockets = 2000;
+  auto c = channel::Channel::Create({.rings = 1, .slots = 16}).value();
+  std::vector<SocketId> ids;
+  for (int i = 0; i < kSockets; ++i) {
+    ids.push_back(b_->Open(net::Family::kV4).value());
+    ASSERT_TRUE(b_->Bind(ids.back(), Ep(("0.0.0.0:" + std::to_string(10000 + i)).c_str())).ok());
+    ASSERT_EQ(b_->PutOnChannel(ids.back(), c, static_cast<uint32_t>(i + 1)), absl::OkStatus());
+  }
+  const uint64_t before = b_->Counters().channel_waits;
+  b_->TakeOffChannels(ids);
+  EXPECT_EQ(b_->Counters().channel_waits, before + 1);
+  for (SocketId id : ids) EXPECT_FALSE(b_->Get(id).value().on_channel);
+  const SocketId from = a_->Open(net::Family::kV4).value();
+  ASSERT_EQ(a_->Send(from, Bytes("queued"), Ep("10.1.0.2:10007")), absl::OkStatus());
+  Pump();
+  std::optional<ReceivedDatagram> d = b_->Receive(ids[7]).value();
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->payload, "queued");
+  EXPECT_EQ(c->counters().delivered, 0u);
+  b_->TakeOffChannels(ids);  // on none: no wait
+  EXPECT_EQ(b_->Counters().channel_waits, before + 1);
+  b_->RemoveChannel(c.get());
+}
+
 TEST_F(TwoStacksTest, AClosedSocketsIndexSendsNothing) {
   const SocketId s = b_->Open(net::Family::kV4).value();
   ASSERT_TRUE(b_->Bind(s, Ep("0.0.0.0:4000")).ok());

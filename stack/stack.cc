@@ -417,8 +417,32 @@ absl::Status Stack::PutOnChannel(SocketId id, std::shared_ptr<channel::Channel> 
   }
   // A poll thread may still be delivering to the old channel (and holds it until its next
   // quiescent state): let go of it after that.
-  if (old.channel != nullptr) table_->WaitForReaders();
+  if (old.channel != nullptr) {
+    table_->WaitForReaders();
+    channel_waits_.fetch_add(1, std::memory_order_relaxed);
+  }
   return absl::OkStatus();
+}
+
+void Stack::TakeOffChannels(std::span<const SocketId> ids) {
+  // Each channel the sockets leave is held until the poll threads are past it: one wait for
+  // all of them.
+  std::vector<UdpSocket::ChannelBinding> left;
+  for (SocketId id : ids) {
+    absl::StatusOr<std::shared_ptr<UdpSocket>> s = FindSocket(id);
+    if (!s.ok()) continue;
+    UdpSocket::ChannelBinding old;
+    {
+      std::lock_guard<std::mutex> lock(mu_);  // bindings change under the control-plane lock
+      old = (*s)->SwapChannel({});
+    }
+    if (old.channel == nullptr) continue;
+    (void)udp_->SetChannelSocket(old.channel.get(), old.index, nullptr);
+    left.push_back(std::move(old));
+  }
+  if (left.empty()) return;
+  table_->WaitForReaders();
+  channel_waits_.fetch_add(1, std::memory_order_relaxed);
 }
 
 void Stack::RemoveChannel(const channel::Channel* channel) {
@@ -456,6 +480,7 @@ StackCounters Stack::Counters() const {
   c.receive_budget_full = receive_budget_->refused();
   c.stream_dropped = stream_dropped_.load(std::memory_order_relaxed);
   c.wait_refused = wait_refused_.load(std::memory_order_relaxed);
+  c.channel_waits = channel_waits_.load(std::memory_order_relaxed);
   c.receive_bytes_queued = receive_budget_->used();
   const NeighborCounters n = neighbors_->counters();
   c.neighbor_probes = n.probes_sent;

@@ -183,6 +183,10 @@ class Stack {
   // the channel has fewer rings than the stack has poll threads; NOT_FOUND for no socket.
   absl::Status PutOnChannel(SocketId id, std::shared_ptr<channel::Channel> channel,
                             uint32_t index);
+  // Takes sockets off their channels, back to their queues, waiting for the poll threads once
+  // for them all (PutOnChannel(id, nullptr, 0) waits once each: a channel of 65,536 sockets
+  // would wait 65,536 grace periods). Sockets already gone are skipped.
+  void TakeOffChannels(std::span<const SocketId> ids);
   // Stops sending what the channel's application queues (after PutOnChannel(..., null) for its
   // sockets), and lets go of it once the poll threads have.
   void RemoveChannel(const channel::Channel* channel);
@@ -230,6 +234,7 @@ class Stack {
   const std::shared_ptr<ReceiveBudget> receive_budget_;
   std::atomic<uint64_t> stream_dropped_{0};  // CountReceivedButLost
   std::atomic<uint64_t> wait_refused_{0};    // WaitForData without a descriptor
+  std::atomic<uint64_t> channel_waits_{0};   // grace periods waited for channel moves
 
   // std::mutex, not absl::Mutex: Debian's Abseil is not built for ThreadSanitizer.
   mutable std::mutex mu_;  // control plane: the sockets map

@@ -110,6 +110,8 @@ namespace quadsock::stack {
   X(wait_refused, "Waits for a socket's datagrams (a Receive or Exchange stream's) that found " \
                   "no file descriptor to wait on (EMFILE): the stream ended with "           \
                   "RESOURCE_EXHAUSTED instead of spinning.")                                 \
+  X(channel_waits, "Grace periods the control plane waited for after taking sockets off a "   \
+                   "data channel: one per socket moved alone, one per channel that ends.")   \
   X(neighbor_probes, "ARP requests and neighbour solicitations sent to resolve a neighbour.") \
   X(neighbor_resolved, "Neighbours resolved.")                                               \
   X(neighbor_failed, "Neighbours that never answered.")                                      \
