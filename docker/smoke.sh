@@ -196,6 +196,10 @@ if out=$(podman run --rm --network none --cap-drop=all --user "$APP_USER:$APP_US
   log "a container outside group $CLIENT_GID reached quadsockd: $out"
   exit 1
 fi
+# Refused for the socket's permissions, not for any other failure (a container that did not
+# start, a missing quadctl, quadsockd gone).
+grep -q "Permission denied" <<<"$out" ||
+  { log "a container outside group $CLIENT_GID failed, but not for permission: $out"; exit 1; }
 log "a container outside group $CLIENT_GID is refused: $out"
 
 podman stop -t 5 "$NAME" >/dev/null

@@ -38,9 +38,11 @@ caps=$(awk '/^CapEff/ {print $2}' "/proc/$pid/status")
   fail "the clients' socket is $(stat -c %a:%G /run/quadsock/quadsock.sock), not 660:quadsock"
 setpriv --reuid=nobody --regid=nogroup --groups="$(getent group quadsock | cut -d: -f3)" \
   quadctl health >/dev/null || fail "a member of group quadsock cannot use quadctl"
-if setpriv --reuid=nobody --regid=nogroup --clear-groups quadctl --timeout=5s health 2>/dev/null; then
+if out=$(setpriv --reuid=nobody --regid=nogroup --clear-groups quadctl --timeout=5s health 2>&1); then
   fail "a user outside group quadsock reached quadsockd"
 fi
+# Refused for the socket's permissions, not for any other failure (quadsockd gone, no quadctl).
+grep -q "Permission denied" <<<"$out" || fail "a user outside group quadsock failed otherwise: $out"
 log "quadsock@qsd0 runs with capabilities $caps; quadctl answers root and group quadsock only"
 
 # The example receives a datagram from a kernel socket on the peer end, sent every half second

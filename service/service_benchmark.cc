@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <thread>
 
 #include "common/protocol.h"
@@ -69,6 +70,15 @@ Bench Make() {
   return b;
 }
 
+// A call of the benchmark that failed: the benchmark is broken, not slow. Says which, and ends
+// the run with status 1 (the smoke test's failure).
+void MustSucceed(const grpc::Status& s, const char* call) {
+  if (s.ok()) return;
+  std::fprintf(stderr, "service_benchmark: %s failed: %d %s\n", call,
+               static_cast<int>(s.error_code()), s.error_message().c_str());
+  std::exit(1);
+}
+
 // Open, bind (ephemeral), connect, close: four unary calls.
 double UnaryOps(Bench& b, absl::Duration d) {
   uint64_t ops = 0;
@@ -80,27 +90,27 @@ double UnaryOps(Bench& b, absl::Duration d) {
     v1::OpenRequest open;
     open.set_family(v1::FAMILY_IPV4);
     v1::OpenResponse opened;
-    if (!b.stub->Open(&c1, open, &opened).ok()) break;
+    MustSucceed(b.stub->Open(&c1, open, &opened), "Open");
     ClientContext c2;
     b.Auth(c2);
     v1::BindRequest bind;
     bind.set_socket(opened.socket());
     *bind.mutable_local() = Ep("0.0.0.0", 0);
     v1::BindResponse bound;
-    if (!b.stub->Bind(&c2, bind, &bound).ok()) break;
+    MustSucceed(b.stub->Bind(&c2, bind, &bound), "Bind");
     ClientContext c3;
     b.Auth(c3);
     v1::ConnectRequest connect;
     connect.set_socket(opened.socket());
     *connect.mutable_peer() = Ep("10.1.0.1", peer_port++ % 50000 + 1);
     v1::ConnectResponse connected;
-    if (!b.stub->Connect(&c3, connect, &connected).ok()) break;
+    MustSucceed(b.stub->Connect(&c3, connect, &connected), "Connect");
     ClientContext c4;
     b.Auth(c4);
     v1::CloseRequest close;
     close.set_socket(opened.socket());
     v1::CloseResponse closed;
-    if (!b.stub->Close(&c4, close, &closed).ok()) break;
+    MustSucceed(b.stub->Close(&c4, close, &closed), "Close");
     ops += 4;
   }
   return ops / absl::ToDoubleSeconds(absl::Now() - start);
@@ -126,12 +136,10 @@ double BatchedOps(Bench& b, absl::Duration d, int lifecycles) {
     ClientContext ctx;
     b.Auth(ctx);
     v1::BatchResponse resp;
-    if (!b.stub->Batch(&ctx, req, &resp).ok()) break;
+    MustSucceed(b.stub->Batch(&ctx, req, &resp), "Batch");
     for (const v1::SocketOpResult& r : resp.results()) {
-      if (r.code() != 0) {
-        std::fprintf(stderr, "batch operation failed: %s\n", r.message().c_str());
-        return 0;
-      }
+      MustSucceed(grpc::Status(static_cast<grpc::StatusCode>(r.code()), r.message()),
+                  "an operation of a Batch");
     }
     ops += resp.results_size();
   }
