@@ -92,6 +92,11 @@ ABSL_FLAG(uint32_t, max_unresolved_neighbors_per_client, 64,
           "Neighbours being resolved at once for one client session's datagrams; more are "
           "dropped and counted (neighbor_owner_unresolved_full). Not given: 64, or "
           "--max_unresolved_neighbors where that is lower.");
+ABSL_FLAG(uint32_t, max_unresolved_neighbors_per_peer, 0,
+          "Neighbours being resolved at once for the datagrams of one peer's (as "
+          "--max_sessions_per_peer) sessions together; more are dropped and counted "
+          "(neighbor_owner_unresolved_full), while the rest stays the others'. 0: half of "
+          "--max_unresolved_neighbors.");
 ABSL_FLAG(uint32_t, neighbor_probes_per_second, 256,
           "ARP requests and neighbour solicitations per second, all together, in bursts of up "
           "to one second's worth: a new resolution past it is refused (its datagram dropped) "
@@ -316,6 +321,8 @@ stack::NeighborTable::Options NeighborLimits() {
   if (!Given("max_unresolved_neighbors_per_client")) {
     o.max_unresolved_per_owner = std::min(o.max_unresolved_per_owner, o.max_unresolved);
   }
+  const uint32_t per_peer = absl::GetFlag(FLAGS_max_unresolved_neighbors_per_peer);
+  o.max_unresolved_per_group = per_peer != 0 ? per_peer : std::max<size_t>(1, o.max_unresolved / 2);
   o.probes_per_second = absl::GetFlag(FLAGS_neighbor_probes_per_second);
   o.probe_burst = o.probes_per_second;
   return o;

@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "absl/cleanup/cleanup.h"
+#include "absl/hash/hash.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -97,7 +98,10 @@ absl::StatusOr<std::string> SocketServiceImpl::OpenSocket(const std::string& tok
     return absl::InvalidArgumentError("v6only: only for FAMILY_IPV6 sockets");
   }
   stack::OpenOptions o;
-  o.receive_share = c_.ReceiveShare(c_.sessions.Peer(token));
+  const std::string peer = c_.sessions.Peer(token);
+  o.receive_share = c_.ReceiveShare(peer);
+  // The peer's sessions as one group (the neighbours they may have being resolved together).
+  o.group = peer.empty() ? 0 : absl::HashOf(peer) | 1;
   o.v6only = req.v6only();
   o.reuse_port = req.reuse_port();
   o.owner = c_.sessions.Owner(token);  // its reuseport groups are the session's own

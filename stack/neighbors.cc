@@ -56,6 +56,10 @@ void NeighborTable::Resolved(Entry& e) {
   --unresolved_;
   auto it = unresolved_by_owner_.find(e.owner);
   if (--it->second == 0) unresolved_by_owner_.erase(it);
+  if (e.group != 0) {
+    auto g = unresolved_by_group_.find(e.group);
+    if (--g->second == 0) unresolved_by_group_.erase(g);
+  }
 }
 
 NeighborTable::Iterator NeighborTable::Insert(const net::IpAddress& ip) {
@@ -122,10 +126,13 @@ bool NeighborTable::MayResolve(const PendingDatagram& d, bool gateway, absl::Tim
   uint64_t* refused = nullptr;
   if (!gateway) {
     auto owned = unresolved_by_owner_.find(d.owner);
+    auto grouped = d.group != 0 ? unresolved_by_group_.find(d.group) : unresolved_by_group_.end();
     if (unresolved_ >= options_.max_unresolved) {
       refused = &counters_.refused_unresolved;
-    } else if (owned != unresolved_by_owner_.end() &&
-               owned->second >= options_.max_unresolved_per_owner) {
+    } else if ((owned != unresolved_by_owner_.end() &&
+                owned->second >= options_.max_unresolved_per_owner) ||
+               (grouped != unresolved_by_group_.end() &&
+                grouped->second >= options_.max_unresolved_per_group)) {
       refused = &counters_.refused_owner_unresolved;
     } else if (!TakeProbeToken(now)) {
       refused = &counters_.probes_rate_limited;
@@ -155,9 +162,11 @@ bool NeighborTable::Queue(PendingDatagram datagram, absl::Time now) {
     e.probes = 1;
     e.gateway = gateway;
     e.owner = datagram.owner;
+    e.group = datagram.group;
     if (!gateway) {
       ++unresolved_;
       ++unresolved_by_owner_[e.owner];
+      if (e.group != 0) ++unresolved_by_group_[e.group];
     }
     ++counters_.probes_sent;
     fresh = true;

@@ -12,7 +12,8 @@
 // on-link addresses, or a flood of ARP from the wire) cannot take the table from the others:
 //   - unresolved (INCOMPLETE) entries: at most `max_unresolved` in all and
 //     `max_unresolved_per_owner` made by one owner's datagrams (PendingDatagram::owner, the
-//     session: stack::OpenOptions::owner); a datagram past either is refused and counted;
+//     session: stack::OpenOptions::owner) and `max_unresolved_per_group` by one group's (the
+//     session's peer: OpenOptions::group); a datagram past any is refused and counted;
 //   - probes: a token bucket (`probes_per_second`, `probe_burst`) for every ARP request and
 //     solicitation; a new resolution without a token is refused, a retransmission put off;
 //   - entries: `max_entries`. When full, a next hop we send to takes the place of the oldest
@@ -59,8 +60,10 @@ struct PendingDatagram {
   // tests of the table alone.)
   std::shared_ptr<UdpSocket> socket;
   // Who sent it (the socket's OpenOptions::owner: its session; 0 for none): the unresolved
-  // entries it makes count against that owner's cap.
+  // entries it makes count against that owner's cap, and its group's (OpenOptions::group: the
+  // session's peer; 0 for none) against the group's.
   uint64_t owner = 0;
+  uint64_t group = 0;
 };
 
 // What an ARP or NDP message says of a neighbour, and how much it may change (Learn).
@@ -91,8 +94,8 @@ struct NeighborCounters {
   uint64_t dropped_unresolved = 0; // datagrams dropped because their neighbour failed
   uint64_t dropped_queue_full = 0; // datagrams dropped because the wait queue was full
   uint64_t table_full = 0;         // new neighbours refused: no room
-  // Datagrams refused a new resolution: their owner had max_unresolved_per_owner pending, or
-  // the table max_unresolved.
+  // Datagrams refused a new resolution: their owner had max_unresolved_per_owner pending (or
+  // its group max_unresolved_per_group), or the table max_unresolved.
   uint64_t refused_owner_unresolved = 0;
   uint64_t refused_unresolved = 0;
   // Probes not sent at once for want of a token: a new resolution refused (its datagram
@@ -121,6 +124,7 @@ class NeighborTable {
     size_t max_entries = 4096;
     size_t max_unresolved = 256;           // INCOMPLETE entries in all
     size_t max_unresolved_per_owner = 64;  // INCOMPLETE entries one owner's datagrams made
+    size_t max_unresolved_per_group = 128;  // INCOMPLETE entries one group's owners made
     uint32_t probes_per_second = 256;      // ARP requests and solicitations, all together
     uint32_t probe_burst = 256;
     // Told of every entry the table makes (present) and drops (not present), as it does: the
@@ -175,6 +179,7 @@ class NeighborTable {
     bool refresh = false;  // a stale entry was used: probe it once
     bool gateway = false;  // never evicted nor refused
     uint64_t owner = 0;    // whose datagram made it, while INCOMPLETE
+    uint64_t group = 0;    // and the owner's group
     std::deque<PendingDatagram> pending;
   };
   using Iterator = absl::flat_hash_map<net::IpAddress, Entry>::iterator;
@@ -200,6 +205,7 @@ class NeighborTable {
   absl::flat_hash_map<net::IpAddress, Entry> entries_;
   size_t unresolved_ = 0;                                  // INCOMPLETE entries
   absl::flat_hash_map<uint64_t, size_t> unresolved_by_owner_;  // of them, by owner
+  absl::flat_hash_map<uint64_t, size_t> unresolved_by_group_;  // of them, by group (not 0)
   double probe_tokens_;
   absl::Time probe_refill_ = absl::InfinitePast();
   NeighborCounters counters_;

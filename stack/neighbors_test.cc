@@ -291,6 +291,25 @@ PendingDatagram From(uint64_t owner, uint32_t ip) {
   return d;
 }
 
+// The owners of one group (a peer's sessions) together take at most the group's share; another
+// group's owner still resolves, and a resolved entry gives its place back.
+TEST(NeighborTableTest, UnresolvedEntriesAreCappedPerGroup) {
+  NeighborTable n({.max_unresolved = 10, .max_unresolved_per_owner = 3,
+                   .max_unresolved_per_group = 4});
+  const auto in_group = [](uint64_t owner, uint64_t group, uint32_t ip) {
+    PendingDatagram d = From(owner, ip);
+    d.group = group;
+    return d;
+  };
+  for (uint32_t i = 0; i < 3; ++i) EXPECT_TRUE(n.Queue(in_group(1, 7, 0x0a010100 + i), kT0));
+  EXPECT_TRUE(n.Queue(in_group(2, 7, 0x0a010200), kT0));
+  EXPECT_FALSE(n.Queue(in_group(2, 7, 0x0a010201), kT0));  // the group's fourth: its share
+  EXPECT_EQ(n.counters().refused_owner_unresolved, 1u);
+  EXPECT_TRUE(n.Queue(in_group(3, 8, 0x0a010300), kT0));  // another group
+  n.Learn(net::IpAddress::V4(0x0a010100), {.mac = kMac, .solicited = true}, kT0);
+  EXPECT_TRUE(n.Queue(in_group(2, 7, 0x0a010202), kT0));  // a place came back
+}
+
 // One owner (a session) sending to many made-up on-link addresses takes at most its share of
 // unresolved entries, all owners together at most max_unresolved; the rest is refused, counted.
 TEST(NeighborTableTest, UnresolvedEntriesAreCappedPerOwnerAndInAll) {

@@ -169,6 +169,7 @@ absl::StatusOr<SocketId> Stack::Open(net::Family family, const OpenOptions& opti
   o.v6only = options.v6only;
   o.reuse_port = options.reuse_port;
   o.owner = options.owner;
+  o.group = options.group;
   o.bound_device = options.bound_device;
   o.pmtu_discovery = options.pmtu_discovery;
   o.cookie = reinterpret_cast<uintptr_t>(socket.get());

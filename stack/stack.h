@@ -102,6 +102,7 @@ struct OpenOptions {
   bool v6only = false;
   bool reuse_port = false;
   uint64_t owner = 0;  // reuse_port shares a port with the same owner's sockets only
+  uint64_t group = 0;  // the owner's group (demux::SocketOptions::group)
   uint32_t bound_device = 0;
   size_t receive_queue_depth = 0;  // 0: the stack's default
   demux::PmtuDiscovery pmtu_discovery = demux::PmtuDiscovery::kWant;

@@ -118,8 +118,9 @@ namespace quadsock::stack {
   X(neighbor_dropped, "Datagrams dropped while waiting for a neighbour: it never answered, " \
                       "or its wait queue was full.")                                         \
   X(neighbor_table_full, "New neighbours refused: the neighbour table was full.")            \
-  X(neighbor_owner_unresolved_full, "Datagrams dropped: their session had its maximum of "  \
-                                    "neighbours being resolved (a new resolution refused).") \
+  X(neighbor_owner_unresolved_full, "Datagrams dropped: their session (or its peer, all "    \
+                                    "its sessions) had its maximum of neighbours being "     \
+                                    "resolved (a new resolution refused).")                  \
   X(neighbor_unresolved_full, "Datagrams dropped: the stack had its maximum of neighbours "  \
                               "being resolved (a new resolution refused).")                  \
   X(neighbor_probes_rate_limited, "ARP requests and solicitations not sent for the probe "   \

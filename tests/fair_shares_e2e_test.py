@@ -166,6 +166,36 @@ class ChannelBudgetTest(TcpTenantsTest):
                 c.close()
 
 
+class NeighborsTest(TcpTenantsTest):
+    """One peer's sessions together have at most their share (half by default) of the
+    neighbours being resolved at once: sending to many made-up on-link addresses from several
+    sessions leaves the rest to the others."""
+
+    FLAGS = ["--max_unresolved_neighbors=16", "--max_unresolved_neighbors_per_client=8"]
+
+    def test_a_peers_sessions_cannot_take_every_unresolved_entry(self):
+        # Two sessions of one client, each to eight addresses no host has: their peer's share is
+        # eight (half of 16), so the second session's are refused.
+        attacker = [self.client_from(self.SITE + str(i)) for i in (11, 12)]
+        for n, client in enumerate(attacker):
+            sock = client.open("ipv4")
+            for host in range(8):
+                sock.send(b"x", "10.8.0.%d:9" % (100 + 10 * n + host))
+        refused = self.client_from(self.OTHER).counters().stack.neighbor_owner_unresolved_full
+        self.assertEqual(refused, 8)
+        # Another client's datagram to a neighbour not yet resolved (the peer host) arrives.
+        victim = self.client_from(self.OTHER)
+        sock = victim.open("ipv4")
+        peer = self.net.peer_socket(socket.AF_INET, socket.SOCK_DGRAM)
+        try:
+            peer.bind((e2e.PEER4, 5000))
+            peer.settimeout(5)
+            sock.send(b"victim", "%s:5000" % e2e.PEER4)
+            self.assertEqual(peer.recvfrom(100)[0], b"victim")
+        finally:
+            peer.close()
+
+
 class ThreadsTest(e2e.E2eTestCase):
     """What holds one of gRPC's threads counts against a per-peer limit, or is not served on
     the clients' listener at all."""

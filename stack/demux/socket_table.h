@@ -73,6 +73,10 @@ struct SocketOptions {
   // with sockets of the same owner, as Linux lets only sockets of one uid share one: another
   // owner's socket is ALREADY_EXISTS, and never joins (or takes flows from) the group.
   uint64_t owner = 0;
+  // The owners' group (quadsockd: the session's peer, all its sessions): what a group may
+  // hold together is capped beside what each owner may (the neighbour table's unresolved
+  // entries). 0: none. The table ignores it.
+  uint64_t group = 0;
   PmtuDiscovery pmtu_discovery = PmtuDiscovery::kWant;  // for sends; the table ignores it
 };
 

@@ -159,7 +159,10 @@ std::optional<net::MacAddress> NeighborResolution::Resolve(
     PendingDatagram d = waiting();
     // Its unresolved entries count against its session's cap: the socket's owner.
     if (d.socket != nullptr) {
-      if (const demux::SocketInfo* info = d.socket->info()) d.owner = info->options.owner;
+      if (const demux::SocketInfo* info = d.socket->info()) {
+        d.owner = info->options.owner;
+        d.group = info->options.group;
+      }
     }
     probe = table_.Queue(std::move(d), now);
   }
