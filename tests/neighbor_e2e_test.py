@@ -175,7 +175,8 @@ class NeighborLimitFlagsTest(e2e.E2eTestCase):
         return targets
 
     def test_max_unresolved_neighbors(self):
-        self.start("--max_unresolved_neighbors=4")
+        # The one client's peer may take them all here (its share is half by default).
+        self.start("--max_unresolved_neighbors=4", "--max_unresolved_neighbors_per_peer=4")
         self.sniffer = subprocess.Popen(
             ["ip", "netns", "exec", self.net.ns, "/usr/bin/python3", "-c", ARP_SNIFFER,
              mac_of("qs0")], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
