@@ -6,13 +6,8 @@
 
 #include <thread>
 
-#include <fcntl.h>
-#include <sys/resource.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstring>
-#include <filesystem>
 #include <string>
 
 #include "absl/strings/match.h"
@@ -70,47 +65,6 @@ TEST_F(TwoStacksTest, UdpOverIpv4ResolvesWithArpAndDelivers) {
   ASSERT_TRUE(back.has_value());
   EXPECT_EQ(back->payload, "world");
   EXPECT_EQ(b_->Counters().neighbor_probes, 0u);
-}
-
-size_t OpenDescriptors() {
-  return static_cast<size_t>(std::distance(std::filesystem::directory_iterator("/proc/self/fd"),
-                                           std::filesystem::directory_iterator()));
-}
-
-// A reader's wait takes a descriptor (an eventfd) and gives it back when the reader goes: a
-// socket between readers holds none. With no descriptor left (EMFILE), a wait fails at once,
-// RESOURCE_EXHAUSTED and counted, for its stream to end instead of spinning on it.
-TEST_F(TwoStacksTest, AReadersWaitGivesItsDescriptorBackAndFailsAtOnceWithoutOne) {
-  const SocketId s = b_->Open(net::Family::kV4).value();
-  ASSERT_TRUE(b_->Bind(s, Ep("0.0.0.0:4000")).ok());
-  const size_t before = OpenDescriptors();
-  ASSERT_EQ(b_->StartReading(s, absl::ZeroDuration()), absl::OkStatus());
-  EXPECT_EQ(b_->WaitForData(s, absl::Milliseconds(1)).value(), false);
-  EXPECT_EQ(OpenDescriptors(), before + 1);
-  b_->EndReading(s);
-  EXPECT_EQ(OpenDescriptors(), before);
-
-  // Every descriptor taken: a lower limit, and every number under it filled.
-  rlimit saved{};
-  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &saved), 0);
-  rlimit low = saved;
-  low.rlim_cur = OpenDescriptors() + 16;
-  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
-  std::vector<int> filler;
-  for (int fd; (fd = open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0;) filler.push_back(fd);
-  const int full = errno;
-  ASSERT_EQ(b_->StartReading(s, absl::ZeroDuration()), absl::OkStatus());
-  const absl::Time start = absl::Now();
-  absl::StatusOr<bool> ready = b_->WaitForData(s, absl::Seconds(30));
-  const absl::Duration took = absl::Now() - start;
-  for (int fd : filler) close(fd);
-  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &saved), 0);
-  b_->EndReading(s);
-  ASSERT_EQ(full, EMFILE);
-  EXPECT_EQ(ready.status().code(), absl::StatusCode::kResourceExhausted) << ready.status();
-  EXPECT_TRUE(absl::StrContains(ready.status().message(), "LimitNOFILE")) << ready.status();
-  EXPECT_LT(took, absl::Seconds(10)) << "it waited, without a descriptor to be woken by";
-  EXPECT_EQ(b_->Counters().wait_refused, 1u);
 }
 
 TEST_F(TwoStacksTest, UdpOverIpv6ResolvesWithNdp) {

@@ -1,5 +1,5 @@
 """Fair shares (root): attacks on a shared quadsockd by one tenant, each performed against the
-real daemon, and the other tenant shown unaffected (issue 32; README's "Security model").
+real daemon, and the other tenant shown unaffected (README's "Security model" lists each).
 
 Usage (Bazel passes it): fair_shares_e2e_test.py QUADSOCKD
 """
