@@ -141,7 +141,9 @@ TEST_F(TwoStacksTest, ASocketTakenOffItsChannelUsesItsQueueAgain) {
   ASSERT_TRUE(b_->Bind(s, Ep("0.0.0.0:4000")).ok());
   auto c = channel::Channel::Create({.rings = 1, .slots = 4}).value();
   ASSERT_EQ(b_->PutOnChannel(s, c, 1), absl::OkStatus());
-  ASSERT_EQ(b_->PutOnChannel(s, nullptr, 0), absl::OkStatus());
+  const SocketId ids[] = {s};
+  b_->TakeOffChannels(ids);
+  EXPECT_EQ(b_->PutOnChannel(s, nullptr, 0).code(), absl::StatusCode::kInvalidArgument);
   const SocketId from = a_->Open(net::Family::kV4).value();
   ASSERT_EQ(a_->Send(from, Bytes("queued"), Ep("10.1.0.2:4000")), absl::OkStatus());
   Pump();
@@ -206,7 +208,8 @@ TEST_F(TwoStacksTest, EveryDatagramIsAccountedForWhileSocketsAreRehashedReconnec
   EXPECT_EQ(c->counters().delivered, 25u);
   EXPECT_EQ(c->counters().ring_full, 0u);
   EXPECT_EQ(n.udp_no_socket, 15u);  // the old port, the old peer (5001), the closed socket
-  for (SocketId s : {moved, reconnected}) (void)b_->PutOnChannel(s, nullptr, 0);
+  const SocketId ids[] = {moved, reconnected};
+  b_->TakeOffChannels(ids);
   b_->RemoveChannel(c.get());
 }
 
@@ -310,7 +313,8 @@ TEST_F(TwoStacksTest, AChannelThatKeepsItsTxRingFullTakesItsShareOfATurnAndNoMor
     }
   }
   EXPECT_EQ(b_->Counters().tx_channel_bad_length, kSlots);
-  for (SocketId s : {flooder, other}) (void)b_->PutOnChannel(s, nullptr, 0);
+  const SocketId ids[] = {flooder, other};
+  b_->TakeOffChannels(ids);
   b_->RemoveChannel(flooding.get());
   b_->RemoveChannel(quiet.get());
 }
@@ -353,6 +357,44 @@ TEST_F(TwoStacksTest, AClosedSocketsIndexSendsNothing) {
   ASSERT_TRUE(r.Send(1, Bytes("after close"), Ep("10.1.0.1:5000")));
   Pump();
   EXPECT_EQ(b_->Counters().tx_channel_no_socket, 1u);
+  b_->RemoveChannel(c.get());
+}
+
+// Close racing PutOnChannel for the same socket: whichever wins, the channel's table never keeps
+// the closed socket (once it did when Close came between PutOnChannel's lookup and its binding,
+// and the index then sent from a port the socket no longer held).
+TEST_F(TwoStacksTest, ACloseRacingPutOnChannelLeavesNothingInTheChannel) {
+  constexpr int kRounds = 2000;
+  auto c = channel::Channel::Create({.rings = 1, .slots = 16}).value();
+  channel::ChannelReader r = ReaderOf(*c);
+  const SocketId peer = a_->Open(net::Family::kV4).value();
+  ASSERT_TRUE(a_->Bind(peer, Ep("0.0.0.0:5000")).ok());
+  int put_first = 0;
+  for (int i = 0; i < kRounds; ++i) {
+    const SocketId s = b_->Open(net::Family::kV4).value();
+    ASSERT_TRUE(b_->Bind(s, Ep("0.0.0.0:4000")).ok());
+    std::atomic<int> ready{0};
+    absl::Status put;
+    std::thread putter([&] {
+      ready.fetch_add(1);
+      while (ready.load() < 2) {
+      }
+      put = b_->PutOnChannel(s, c, 1);
+    });
+    ready.fetch_add(1);
+    while (ready.load() < 2) {
+    }
+    ASSERT_EQ(b_->Close(s), absl::OkStatus());
+    putter.join();
+    if (put.ok()) ++put_first;
+    ASSERT_TRUE(put.ok() || put.code() == absl::StatusCode::kNotFound) << put;
+    ASSERT_TRUE(r.Send(1, Bytes("from a closed socket"), Ep("10.1.0.1:5000")));
+    Pump();
+    ASSERT_FALSE(a_->Receive(peer).value().has_value())
+        << "round " << i << ": the closed socket's index still sent (PutOnChannel " << put << ")";
+  }
+  EXPECT_EQ(b_->Counters().tx_channel_no_socket, static_cast<uint64_t>(kRounds));
+  RecordProperty("put_before_close", put_first);
   b_->RemoveChannel(c.get());
 }
 

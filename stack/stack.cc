@@ -392,29 +392,33 @@ absl::Status Stack::SetReceiveCallback(SocketId id, ReceiveCallback callback) {
 
 absl::Status Stack::PutOnChannel(SocketId id, std::shared_ptr<channel::Channel> channel,
                                  uint32_t index) {
-  if (channel != nullptr && channel->rings() < engines_.size()) {
+  if (channel == nullptr) {
+    return absl::InvalidArgumentError("no channel (TakeOffChannels takes sockets off theirs)");
+  }
+  if (channel->rings() < engines_.size()) {
     return absl::InvalidArgumentError(absl::StrCat("the channel has ", channel->rings(),
                                                    " rings for ", engines_.size(),
                                                    " poll threads"));
   }
-  absl::StatusOr<std::shared_ptr<UdpSocket>> s = FindSocket(id);
-  if (!s.ok()) return s.status();
-  const channel::Channel* const now_on = channel.get();
-  if (channel != nullptr) {
-    // Its TX ring is drained by the first poll thread, woken by its eventfd.
-    if (udp_->AddChannel(channel)) engines_[0]->AddWaitFd(channel->tx_event_fd());
-    if (!udp_->SetChannelSocket(channel.get(), index, *s)) {
+  // Its TX ring is drained by the first poll thread, woken by its eventfd.
+  if (udp_->AddChannel(channel)) engines_[0]->AddWaitFd(channel->tx_event_fd());
+  UdpSocket::ChannelBinding old;
+  {
+    // The channel's table and the socket's binding change in one critical section with Close's
+    // removal of the socket: a Close before finds nothing here (NOT_FOUND), one after finds the
+    // binding and clears the table's entry. Never a closed socket left in a channel's table.
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = sockets_.find(id);
+    if (it == sockets_.end()) return absl::NotFoundError("no such socket");
+    if (!udp_->SetChannelSocket(channel.get(), index, it->second)) {
       return absl::ResourceExhaustedError(
           absl::StrCat("socket index ", index, " is over a channel's limit"));
     }
-  }
-  UdpSocket::ChannelBinding old;
-  {
-    std::lock_guard<std::mutex> lock(mu_);  // bindings change under the control-plane lock
-    old = (*s)->SwapChannel({std::move(channel), index});
-  }
-  if (old.channel != nullptr && (old.channel.get() != now_on || old.index != index)) {
-    (void)udp_->SetChannelSocket(old.channel.get(), old.index, nullptr);
+    const channel::Channel* const now_on = channel.get();
+    old = it->second->SwapChannel({std::move(channel), index});
+    if (old.channel != nullptr && (old.channel.get() != now_on || old.index != index)) {
+      (void)udp_->SetChannelSocket(old.channel.get(), old.index, nullptr);
+    }
   }
   // A poll thread may still be delivering to the old channel (and holds it until its next
   // quiescent state): let go of it after that.
@@ -429,17 +433,16 @@ void Stack::TakeOffChannels(std::span<const SocketId> ids) {
   // Each channel the sockets leave is held until the poll threads are past it: one wait for
   // all of them.
   std::vector<UdpSocket::ChannelBinding> left;
-  for (SocketId id : ids) {
-    absl::StatusOr<std::shared_ptr<UdpSocket>> s = FindSocket(id);
-    if (!s.ok()) continue;
-    UdpSocket::ChannelBinding old;
-    {
-      std::lock_guard<std::mutex> lock(mu_);  // bindings change under the control-plane lock
-      old = (*s)->SwapChannel({});
+  {
+    std::lock_guard<std::mutex> lock(mu_);  // as PutOnChannel: table and binding together
+    for (SocketId id : ids) {
+      auto it = sockets_.find(id);
+      if (it == sockets_.end()) continue;
+      UdpSocket::ChannelBinding old = it->second->SwapChannel({});
+      if (old.channel == nullptr) continue;
+      (void)udp_->SetChannelSocket(old.channel.get(), old.index, nullptr);
+      left.push_back(std::move(old));
     }
-    if (old.channel == nullptr) continue;
-    (void)udp_->SetChannelSocket(old.channel.get(), old.index, nullptr);
-    left.push_back(std::move(old));
   }
   if (left.empty()) return;
   table_->WaitForReaders();

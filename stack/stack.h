@@ -180,15 +180,16 @@ class Stack {
   absl::StatusOr<bool> WaitForData(SocketId id, absl::Duration timeout);
   absl::Status SetReceiveCallback(SocketId id, ReceiveCallback callback);
   // Puts the socket on a data channel (stack/channel): its datagrams go there, tagged `index`,
-  // instead of to its queue or callback-less Receive. Null takes it off. INVALID_ARGUMENT when
-  // the channel has fewer rings than the stack has poll threads; NOT_FOUND for no socket.
+  // instead of to its queue or callback-less Receive. INVALID_ARGUMENT for no channel or one with
+  // fewer rings than the stack has poll threads; NOT_FOUND for no socket (or one closed
+  // meanwhile: a Close racing this call leaves nothing in the channel's table).
   absl::Status PutOnChannel(SocketId id, std::shared_ptr<channel::Channel> channel,
                             uint32_t index);
   // Takes sockets off their channels, back to their queues, waiting for the poll threads once
-  // for them all (PutOnChannel(id, nullptr, 0) waits once each: a channel of 65,536 sockets
-  // would wait 65,536 grace periods). Sockets already gone are skipped.
+  // for them all (a channel of 65,536 sockets waits one grace period, not 65,536). Sockets
+  // already gone, or on no channel, are skipped.
   void TakeOffChannels(std::span<const SocketId> ids);
-  // Stops sending what the channel's application queues (after PutOnChannel(..., null) for its
+  // Stops sending what the channel's application queues (after TakeOffChannels for its
   // sockets), and lets go of it once the poll threads have.
   void RemoveChannel(const channel::Channel* channel);
   // How many poll threads (links) the stack has: a data channel needs a ring for each.

@@ -136,7 +136,7 @@ TEST(AfXdpChannelTest, TwoQueuesFeedOneChannelAndItsSendsReachTheKernel) {
   st.Stop();
   EXPECT_EQ(st.CheckFrameAccounting(), absl::OkStatus());
   for (int fd : kernel) close(fd);
-  for (SocketId s : sockets) (void)st.PutOnChannel(s, nullptr, 0);
+  st.TakeOffChannels(sockets);
   st.RemoveChannel(c.get());
 }
 

@@ -88,9 +88,9 @@ void Channel::WriteEventFd(Producer& p, uint32_t epoch) {
   Bump(p.wakeups);
 }
 
-std::optional<OutgoingDatagram> Channel::NextSend(size_t& budget) {
+std::optional<OutgoingDatagram> Channel::NextSend(SendTurn& turn) {
   if (broken_.load(std::memory_order_relaxed)) return std::nullopt;
-  for (; budget > 0; --budget) {
+  for (; turn.budget > 0; --turn.budget) {
     // Acquire: the application wrote the slots up to producer before it published them.
     const uint32_t producer = tx_.control->producer.load(std::memory_order_acquire);
     if (producer == tx_next_) return std::nullopt;
@@ -108,6 +108,7 @@ std::optional<OutgoingDatagram> Channel::NextSend(size_t& budget) {
     ++tx_next_;
     if (d.length > header_.buffer_bytes) {
       bad_sends_.store(bad_sends_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+      ++turn.refused;
       continue;
     }
     OutgoingDatagram out{d.socket, std::nullopt, {buffer, d.length}};
@@ -116,7 +117,7 @@ std::optional<OutgoingDatagram> Channel::NextSend(size_t& budget) {
       out.peer = net::Endpoint{(d.flags & kIpv4) != 0 ? a.Unmapped() : a, d.peer_port};
     }
     sends_.store(sends_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-    --budget;
+    --turn.budget;
     return out;
   }
   return std::nullopt;

@@ -67,6 +67,13 @@ struct OutgoingDatagram {
   std::span<const uint8_t> payload;
 };
 
+// A poll thread's turn on one channel's TX ring: what it may still read, and how many
+// descriptors it refused on the way (NextSend adds them; the caller counts them once a turn).
+struct SendTurn {
+  size_t budget;
+  size_t refused = 0;
+};
+
 class Channel {
  public:
   // Stage fetches the slot this many after the one it writes: a few datagrams' work ahead.
@@ -115,10 +122,10 @@ class Channel {
 
   // ---- The TX ring: one poll thread at a time ----
   // The next datagram the application queued, if any; its slot stays the application's until
-  // FinishSends. Every descriptor read is charged to `budget` (the poll thread's turn), one that
-  // is no datagram (a length over a buffer) too: it is skipped and counted (bad_sends). None
-  // when the ring is empty or the budget spent.
-  std::optional<OutgoingDatagram> NextSend(size_t& budget);
+  // FinishSends. Every descriptor read is charged to the turn's budget, one that is no datagram
+  // (a length over a buffer) too: it is skipped and counted (the turn's `refused`, and
+  // bad_sends). None when the ring is empty or the budget spent.
+  std::optional<OutgoingDatagram> NextSend(SendTurn& turn);
   // Gives the slots of the datagrams NextSend returned back to the application.
   void FinishSends();
   // Before the poll thread sleeps: marks the TX ring sleeping (so that the application's next

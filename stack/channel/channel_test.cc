@@ -16,8 +16,8 @@ namespace {
 
 // The next datagram, with a budget of its own (a poll thread's turn charges its own).
 std::optional<OutgoingDatagram> Next(Channel& c) {
-  size_t budget = size_t{1} << 20;
-  return c.NextSend(budget);
+  SendTurn turn{.budget = size_t{1} << 20};
+  return c.NextSend(turn);
 }
 
 const net::Endpoint kPeer = *net::Endpoint::Parse("10.1.0.1:5000");
@@ -343,17 +343,20 @@ TEST(ChannelTest, EveryTxDescriptorReadIsChargedToTheBudget) {
     const off_t length = tx_ring + sizeof(RingControl) + i * sizeof(ChannelDescriptor) + 4;
     ASSERT_EQ(pwrite(c->memfd(), &huge, 4, length), 4);
   }
-  size_t budget = 3;
-  EXPECT_FALSE(c->NextSend(budget).has_value());
-  EXPECT_EQ(budget, 0u);
+  SendTurn turn{.budget = 3};
+  EXPECT_FALSE(c->NextSend(turn).has_value());
+  EXPECT_EQ(turn.budget, 0u);
+  EXPECT_EQ(turn.refused, 3u);
   EXPECT_EQ(c->counters().bad_sends, 3u);
-  budget = 3;
-  ASSERT_TRUE(c->NextSend(budget).has_value());
-  EXPECT_EQ(budget, 0u);  // two refused, one datagram
+  turn = {.budget = 3};
+  ASSERT_TRUE(c->NextSend(turn).has_value());
+  EXPECT_EQ(turn.budget, 0u);  // two refused, one datagram
+  EXPECT_EQ(turn.refused, 2u);
   EXPECT_EQ(c->counters().bad_sends, 5u);
-  budget = 3;
-  EXPECT_FALSE(c->NextSend(budget).has_value());
-  EXPECT_EQ(budget, 3u);  // an empty ring costs nothing
+  turn = {.budget = 3};
+  EXPECT_FALSE(c->NextSend(turn).has_value());
+  EXPECT_EQ(turn.budget, 3u);  // an empty ring costs nothing
+  EXPECT_EQ(turn.refused, 0u);
 }
 
 TEST(ChannelTest, ABadTxDescriptorIsDroppedAndAnImpossibleProducerEndsTheChannel) {

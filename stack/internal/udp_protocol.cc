@@ -315,19 +315,17 @@ void UdpProtocol::SendFromChannels(PollEngine& engine, absl::Time now) {
 
 size_t UdpProtocol::DrainChannel(PollEngine& engine, ChannelEntry& entry, size_t budget,
                                  absl::Time now) {
-  const uint64_t refused_before = entry.channel->counters().bad_sends;
-  size_t left = budget;
+  channel::SendTurn turn{.budget = budget};
   bool took = false;
-  while (std::optional<channel::OutgoingDatagram> d = entry.channel->NextSend(left)) {
+  while (std::optional<channel::OutgoingDatagram> d = entry.channel->NextSend(turn)) {
     took = true;
     SendFromChannel(engine, entry, *d, now);
   }
-  const uint64_t refused = entry.channel->counters().bad_sends - refused_before;
-  if (refused > 0) engine.Bump(EngineCounter::tx_channel_bad_length, refused);
+  if (turn.refused > 0) engine.Bump(EngineCounter::tx_channel_bad_length, turn.refused);
   // Every payload taken is in a frame (or copied to wait for its neighbour): the slots can go
   // back to the application.
-  if (took || refused > 0) entry.channel->FinishSends();
-  return budget - left;
+  if (took || turn.refused > 0) entry.channel->FinishSends();
+  return budget - turn.budget;
 }
 
 void UdpProtocol::SendFromChannel(PollEngine& engine, ChannelEntry& entry,
