@@ -3,7 +3,9 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/descriptor.h"
+#include "service/channel_broker.h"
 #include "service/convert.h"
+#include "service/unix_listener.h"
 #include "common/status.h"
 
 namespace quadsock::service {
@@ -195,6 +197,17 @@ v1::Counters AdminServiceImpl::Collect() const {
   }
   out.set_sessions(c_.sessions.size());
   out.set_sockets(t.sockets);
+  uint64_t refused = 0, failures = 0;
+  if (c_.unix_peers != nullptr) {
+    refused += c_.unix_peers->refused();
+    failures += c_.unix_peers->accept_failures();
+  }
+  if (c_.channels != nullptr) {
+    refused += c_.channels->refused();
+    failures += c_.channels->accept_failures();
+  }
+  out.set_connections_refused(refused);
+  out.set_accept_failures(failures);
   return out;
 }
 

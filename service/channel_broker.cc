@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
 #include "service/service_context.h"
 #include "service/sessions.h"
 #include "service/unix_listener.h"
@@ -91,7 +92,7 @@ ChannelBroker::~ChannelBroker() {
     std::vector<std::string> sessions;
     for (const auto& [session, a] : attached_) sessions.push_back(session);
     for (const std::string& s : sessions) Detach(s, "quadsockd is stopping");
-    for (const auto& [fd, deadline] : unclaimed_) close(fd);
+    for (const auto& [fd, u] : unclaimed_) close(fd);
     unclaimed_.clear();
   }
   if (epoll_fd_ >= 0) close(epoll_fd_);
@@ -301,17 +302,57 @@ void ChannelBroker::Run() {
 
 void ChannelBroker::Accept() {
   for (;;) {
-    const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (fd < 0) return;
-    epoll_event e{};
-    e.events = EPOLLIN | EPOLLRDHUP;
-    e.data.fd = fd;
-    if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &e) != 0) {
-      close(fd);
+    UniqueFd fd(accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
+    if (fd.get() < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      // No descriptor or memory: the connection stays queued and the socket readable. Stop
+      // watching it until the next tick rather than spin on it.
+      accept_failures_.fetch_add(1, std::memory_order_relaxed);
+      LogThrottled(std::string(link::ErrnoStatus(errno, "cannot accept on " + path_).message()));
+      epoll_event e{};
+      e.data.fd = listen_fd_;
+      (void)epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, listen_fd_, &e);
+      accept_paused_until_ = absl::Now() + absl::Milliseconds(kTickMs);
+      return;
+    }
+    ucred cred{};
+    socklen_t len = sizeof(cred);
+    if (getsockopt(fd.get(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) continue;
+    if (const std::string why = OverLimit(cred.uid); !why.empty()) {
+      refused_.fetch_add(1, std::memory_order_relaxed);
+      (void)SendWithFds(fd.get(), absl::StrCat("error: ", why), {});
+      LogThrottled(absl::StrCat("refused a side connection: ", why));
       continue;
     }
-    unclaimed_[fd] = clock_() + kClaimDeadline;
+    epoll_event e{};
+    e.events = EPOLLIN | EPOLLRDHUP;
+    e.data.fd = fd.get();
+    if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd.get(), &e) != 0) continue;
+    unclaimed_[fd.release()] = Unclaimed{clock_() + kClaimDeadline, cred.uid};
   }
+}
+
+std::string ChannelBroker::OverLimit(uid_t uid) const {
+  if (unclaimed_.size() >= kMaxUnclaimed) {
+    return absl::StrCat(kMaxUnclaimed, " connections are waiting to claim an offer already");
+  }
+  size_t of_user = 0;
+  for (const auto& [fd, u] : unclaimed_) of_user += u.uid == uid;
+  if (of_user >= kMaxUnclaimedPerUser) {
+    return absl::StrCat("uid ", uid, " has ", of_user,
+                        " connections waiting to claim an offer already");
+  }
+  return "";
+}
+
+void ChannelBroker::LogThrottled(const std::string& message) {
+  ++unlogged_;
+  const absl::Time now = absl::Now();
+  if (now - last_throttled_log_ < absl::Seconds(1)) return;
+  Log(unlogged_ == 1 ? message : absl::StrCat(message, " (", unlogged_, " such since the last line)"));
+  last_throttled_log_ = now;
+  unlogged_ = 0;
 }
 
 void ChannelBroker::Drop(int fd) {
@@ -404,10 +445,17 @@ void ChannelBroker::Tick() {
   const absl::Time now = clock_();
   absl::erase_if(offers_, [now](const auto& o) { return o.second.expires < now; });
   std::vector<int> late;
-  for (const auto& [fd, deadline] : unclaimed_) {
-    if (deadline < now) late.push_back(fd);
+  for (const auto& [fd, u] : unclaimed_) {
+    if (u.deadline < now) late.push_back(fd);
   }
   for (int fd : late) Drop(fd);
+  if (accept_paused_until_.has_value() && absl::Now() >= *accept_paused_until_) {
+    epoll_event e{};  // Accept failed a tick ago: look at the socket again
+    e.events = EPOLLIN;
+    e.data.fd = listen_fd_;
+    (void)epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, listen_fd_, &e);
+    accept_paused_until_.reset();
+  }
   std::vector<std::pair<std::string, std::string>> broken;
   for (const auto& [session, a] : attached_) {
     if (a.channel->broken()) broken.emplace_back(session, a.channel->broken_reason());

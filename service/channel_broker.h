@@ -111,6 +111,14 @@ class ChannelBroker {
   // The session ended: its channel (or offer) ends.
   void SessionEnded(const std::string& session);
   const std::string& path() const { return path_; }
+  // Side connections closed at once (too many waiting to claim, in all or of one user), and
+  // accept()s that failed (no descriptor or memory: the broker stops accepting until its next
+  // tick, 100 ms, rather than spin on the readable socket).
+  uint64_t refused() const { return refused_.load(std::memory_order_relaxed); }
+  uint64_t accept_failures() const { return accept_failures_.load(std::memory_order_relaxed); }
+  // Connections waiting to claim an offer: at most this many, and this many of one user.
+  static constexpr size_t kMaxUnclaimed = 128;
+  static constexpr size_t kMaxUnclaimedPerUser = 16;
 
  private:
   struct Pending {  // an offer not yet claimed
@@ -155,6 +163,10 @@ class ChannelBroker {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Tick() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Drop(int fd) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Why a new side connection of `uid` may not wait to claim ("" when it may).
+  std::string OverLimit(uid_t uid) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The first of a run of failures or refusals, then at most a line a second.
+  void LogThrottled(const std::string& message) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Log(absl::string_view message) const {
     if (log_) log_(message);
   }
@@ -168,6 +180,8 @@ class ChannelBroker {
   int listen_fd_ = -1;
   int epoll_fd_ = -1;
   std::atomic<bool> stopping_{false};
+  std::atomic<uint64_t> refused_{0};
+  std::atomic<uint64_t> accept_failures_{0};
   std::thread thread_;
   // The bytes of every channel made and not yet freed: each is charged when NewChannel makes it
   // (under mu_) and given back when its last reference goes (on any thread).
@@ -180,7 +194,15 @@ class ChannelBroker {
   std::mutex mu_;
   absl::flat_hash_map<std::string, Pending> offers_ ABSL_GUARDED_BY(mu_);      // by token
   absl::flat_hash_map<std::string, Attached> attached_ ABSL_GUARDED_BY(mu_);   // by session
-  absl::flat_hash_map<int, absl::Time> unclaimed_ ABSL_GUARDED_BY(mu_);  // fd: deadline (clock_)
+  struct Unclaimed {
+    absl::Time deadline;  // on clock_
+    uid_t uid;
+  };
+  absl::flat_hash_map<int, Unclaimed> unclaimed_ ABSL_GUARDED_BY(mu_);  // by fd
+  // After a failed accept, the side socket is not watched until then (a tick: kTickMs).
+  std::optional<absl::Time> accept_paused_until_ ABSL_GUARDED_BY(mu_);
+  absl::Time last_throttled_log_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  uint64_t unlogged_ ABSL_GUARDED_BY(mu_) = 0;
   absl::flat_hash_map<int, std::string> sessions_by_fd_ ABSL_GUARDED_BY(mu_);  // attached fds
   absl::flat_hash_map<int, std::string> stream_events_ ABSL_GUARDED_BY(mu_);   // streams' eventfds
 };

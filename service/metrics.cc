@@ -56,6 +56,10 @@ const absl::flat_hash_map<std::string_view, std::string_view>& OtherHelp() {
        "Frames for the stack on an RX queue with no AF_XDP socket, left to the kernel."},
       {"Counters.sessions", "Client sessions."},
       {"Counters.sockets", "Sockets open."},
+      {"Counters.connections_refused",
+       "Connections to the Unix sockets closed at once for a cap (total, per user, unclaimed)."},
+      {"Counters.accept_failures",
+       "accept() failures on the Unix sockets (no descriptor or memory left)."},
   };
   return *help;
 }

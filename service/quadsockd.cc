@@ -38,6 +38,7 @@
 #include "absl/time/clock.h"
 #include "common/did_you_mean.h"
 #include "service/build_info.h"
+#include "service/channel_broker.h"
 #include "service/checksum_hint.h"
 #include "service/metrics.h"
 #include "service/metrics_http.h"
@@ -121,15 +122,18 @@ ABSL_FLAG(bool, busy_poll, false,
           "reports busy_poll_unavailable in `quadctl --json iface`.");
 ABSL_FLAG(uint32_t, max_sockets, 1 << 20, "Sockets in all, over every client.");
 ABSL_FLAG(uint32_t, max_sockets_per_client, 65536, "Sockets one client session may hold.");
-ABSL_FLAG(uint32_t, max_clients, 1024, "Client sessions at once.");
+ABSL_FLAG(uint32_t, max_clients, 1024,
+          "Client sessions at once, and connections to a Unix --listen socket at once (more are "
+          "closed on arrival, logged and counted: connections_refused).");
 ABSL_FLAG(uint32_t, max_streams_per_client, 16,
           "Session, Receive and Exchange streams one client session may have open at once; "
           "more are RESOURCE_EXHAUSTED.");
 ABSL_FLAG(uint32_t, max_sessions_per_peer, 0,
           "Client sessions one peer may hold at once: a peer is an mTLS identity; without mTLS "
           "a client's user (uid) on a Unix socket, or its host on TCP (IPv6: its /64); more are "
-          "RESOURCE_EXHAUSTED. 0: half of --max_clients. A session on a Unix socket is its "
-          "user's: another user's calls with its token are PERMISSION_DENIED (root's are not).");
+          "RESOURCE_EXHAUSTED. 0: half of --max_clients. On a Unix socket it caps a user's "
+          "connections too. A session on a Unix socket is its user's: another user's calls with "
+          "its token are PERMISSION_DENIED (root's are not).");
 ABSL_FLAG(uint32_t, max_streams_per_peer, 0,
           "Session, Receive and Exchange streams one peer (as --max_sessions_per_peer) may have "
           "open at once, over all its sessions; more are RESOURCE_EXHAUSTED. 0: half of "
@@ -454,7 +458,8 @@ absl::Status EnsureDescriptorLimit() {
   }
   const uint64_t clients = absl::GetFlag(FLAGS_max_clients);
   const uint64_t threads = absl::GetFlag(FLAGS_max_grpc_threads);
-  const uint64_t need = 64 + 4 * queues + clients * (queues + 4) + threads;
+  const uint64_t need =
+      64 + 4 * queues + clients * (queues + 4) + threads + service::ChannelBroker::kMaxUnclaimed;
   rlimit l{};
   if (getrlimit(RLIMIT_NOFILE, &l) != 0) return absl::OkStatus();  // cannot tell: go on
   if (l.rlim_cur == RLIM_INFINITY || l.rlim_cur >= need) return absl::OkStatus();

@@ -220,7 +220,9 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerOptions options, sta
   }
   if (!unix_path.empty()) {
     absl::StatusOr<std::unique_ptr<UnixListener>> listener =
-        UnixListener::Start(unix_path, s->server_.get(), o.log);
+        UnixListener::Start(unix_path, s->server_.get(), o.log,
+                            {.max_connections = o.sessions.max_sessions,
+                             .max_per_user = o.sessions.max_sessions_per_peer});
     if (!listener.ok()) {
       return absl::UnavailableError(
           absl::StrCat("--listen: ", listener.status().message()));

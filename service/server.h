@@ -111,6 +111,8 @@ class Server {
   const UnixListener* unix_listener() const { return unix_listener_.get(); }
   // The data channels' side socket; "" without one (a TCP listener).
   std::string channel_path() const { return channels_ ? channels_->path() : ""; }
+  // The data channels' broker (null only before Start finished).
+  const ChannelBroker* channels() const { return channels_.get(); }
 
  private:
   Server(ServerOptions options, stack::Stack& stack);

@@ -14,6 +14,7 @@
 #include "absl/strings/strip.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "stack/link/errno_status.h"
 
 namespace quadsock::service {
@@ -50,15 +51,18 @@ absl::StatusOr<UniqueFd> ListenUnix(const std::string& path, int type, int backl
 }
 
 UnixListener::UnixListener(std::string path, UniqueFd listen_fd, UniqueFd wake_fd,
-                           grpc::Server* server, std::function<void(absl::string_view)> log)
+                           grpc::Server* server, std::function<void(absl::string_view)> log,
+                           ConnectionLimits limits)
     : path_(std::move(path)),
       listen_fd_(std::move(listen_fd)),
       wake_fd_(std::move(wake_fd)),
       server_(server),
-      log_(std::move(log)) {}
+      log_(std::move(log)),
+      limits_(limits) {}
 
 absl::StatusOr<std::unique_ptr<UnixListener>> UnixListener::Start(
-    const std::string& path, grpc::Server* server, std::function<void(absl::string_view)> log) {
+    const std::string& path, grpc::Server* server, std::function<void(absl::string_view)> log,
+    ConnectionLimits limits) {
   absl::StatusOr<UniqueFd> fd = ListenUnix(path, SOCK_STREAM, SOMAXCONN);
   if (!fd.ok()) return fd.status();
   UniqueFd wake(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
@@ -67,7 +71,7 @@ absl::StatusOr<std::unique_ptr<UnixListener>> UnixListener::Start(
     return link::ErrnoStatus(errno, "eventfd");
   }
   std::unique_ptr<UnixListener> l(
-      new UnixListener(path, std::move(*fd), std::move(wake), server, std::move(log)));
+      new UnixListener(path, std::move(*fd), std::move(wake), server, std::move(log), limits));
   UnixListener* self = l.get();
   l->thread_ = std::thread([self] { self->Run(); });
   return l;
@@ -102,6 +106,7 @@ bool UnixListener::AcceptAll() {
     if (fd.get() < 0) {
       if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
       if (errno == EINTR || errno == ECONNABORTED) continue;
+      accept_failures_.fetch_add(1, std::memory_order_relaxed);
       if (log_) log_(link::ErrnoStatus(errno, "cannot accept on " + path_).message());
       return false;
     }
@@ -112,12 +117,26 @@ bool UnixListener::AcceptAll() {
         fstat(fd.get(), &st) != 0) {
       continue;  // closed: a client we cannot name is not served
     }
+    std::string over;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      // Keyed by fd number: a reused number replaces what it named. The rest are forgotten in
-      // batches, so that accepting stays O(1) amortized.
-      clients_[fd.get()] = Client{cred.uid, st.st_ino};
-      if (clients_.size() >= 2 * pruned_size_ + 64) Prune();
+      over = OverLimit(cred.uid);
+      if (over.empty()) {
+        // Keyed by fd number: a reused number replaces what it named. The rest are forgotten
+        // in batches, so that accepting stays O(1) amortized.
+        auto [it, added] = clients_.try_emplace(fd.get(), Client{cred.uid, st.st_ino});
+        if (!added) {
+          --per_user_[it->second.uid];
+          it->second = Client{cred.uid, st.st_ino};
+        }
+        ++per_user_[cred.uid];
+        if (clients_.size() >= 2 * pruned_size_ + 64) Prune();
+      }
+    }
+    if (!over.empty()) {
+      refused_.fetch_add(1, std::memory_order_relaxed);
+      LogRefusal(over);
+      continue;  // closed: the client sees its connection end before any answer
     }
     // gRPC owns the fd from here, and closes it when the connection ends.
     grpc::AddInsecureChannelFromFd(server_, fd.release());
@@ -131,7 +150,42 @@ bool UnixListener::Same(int fd, const Client& c) {
 
 void UnixListener::Prune() {
   absl::erase_if(clients_, [](const auto& entry) { return !Same(entry.first, entry.second); });
+  per_user_.clear();
+  for (const auto& [fd, c] : clients_) ++per_user_[c.uid];
   pruned_size_ = clients_.size();
+}
+
+std::string UnixListener::OverLimit(uid_t uid) {
+  auto over = [&] {
+    if (limits_.max_connections != 0 && clients_.size() >= limits_.max_connections) {
+      return absl::StrCat("quadsockd has its maximum of ", limits_.max_connections,
+                          " connections (--max_clients)");
+    }
+    auto it = per_user_.find(uid);
+    if (limits_.max_per_user != 0 && it != per_user_.end() && it->second >= limits_.max_per_user) {
+      return absl::StrCat("uid ", uid, " has its maximum of ", limits_.max_per_user,
+                          " connections (--max_sessions_per_peer)");
+    }
+    return std::string();
+  };
+  std::string why = over();
+  if (why.empty()) return why;
+  // Some of those counted may have ended since (gRPC closes them without a word to us).
+  const absl::Time now = absl::Now();
+  if (now - last_cap_prune_ < absl::Milliseconds(100)) return why;
+  last_cap_prune_ = now;
+  Prune();
+  return over();
+}
+
+void UnixListener::LogRefusal(const std::string& why) {
+  ++refused_unlogged_;
+  const absl::Time now = absl::Now();
+  if (!log_ || now - last_refusal_log_ < absl::Seconds(1)) return;
+  log_(absl::StrCat("refused ", refused_unlogged_, " connection", refused_unlogged_ == 1 ? "" : "s",
+                    " on ", path_, ": ", why));
+  last_refusal_log_ = now;
+  refused_unlogged_ = 0;
 }
 
 std::optional<uid_t> UnixListener::UidOf(absl::string_view peer) const {

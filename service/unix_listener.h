@@ -11,6 +11,10 @@
 // gRPC server (grpc::AddInsecureChannelFromFd), whose calls on it name their peer "fd:N".
 // PeerOf turns that back into "uid:N", for the per-peer limits and the sessions' owners.
 //
+// Connections are capped, in all and per user (ConnectionLimits: quadsockd passes --max_clients and
+// --max_sessions_per_peer): one user's connections cannot take the descriptors every other
+// user needs to connect. A connection over a cap is closed at once, logged and counted.
+//
 //   auto listener = UnixListener::Start("/run/quadsock/quadsock.sock", server.get()).value();
 //   std::optional<std::string> who = listener->PeerOf(ctx->peer());  // "uid:1000"
 //   listener->Stop();          // before server->Shutdown(): no connection arrives after it
@@ -33,6 +37,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 
 namespace quadsock::service {
 
@@ -67,13 +72,20 @@ class UniqueFd {
 // UNAVAILABLE when the socket cannot be made (no such folder, not permitted).
 absl::StatusOr<UniqueFd> ListenUnix(const std::string& path, int type, int backlog);
 
+// Connections a UnixListener keeps open at once.
+struct ConnectionLimits {
+  size_t max_connections = 0;  // all users; 0: no limit
+  size_t max_per_user = 0;     // one uid; 0: no limit
+};
+
 class UnixListener {
  public:
   // Listens on `path` (ListenUnix) and hands each connection to `server`, which must be
-  // started and outlive the listener's Stop. `log` hears what went wrong with accepting.
+  // started and outlive the listener's Stop. `log` hears what went wrong with accepting, and
+  // the connections refused.
   static absl::StatusOr<std::unique_ptr<UnixListener>> Start(
       const std::string& path, grpc::Server* server,
-      std::function<void(absl::string_view)> log = nullptr);
+      std::function<void(absl::string_view)> log = nullptr, ConnectionLimits limits = {});
   ~UnixListener();  // Stop()
 
   // Stops accepting and removes the socket file. Connections handed over stay the server's.
@@ -87,6 +99,10 @@ class UnixListener {
   std::optional<uid_t> UidOf(absl::string_view peer) const;
   // The open connections: fd -> uid (what PeerOf would answer for "fd:N").
   absl::flat_hash_map<int, uid_t> Connections() const;
+  // Connections closed at once for a cap (ConnectionLimits), and accept()s that failed (no descriptor or
+  // memory left: the listener backs off for 100 ms, never spins).
+  uint64_t refused() const { return refused_.load(std::memory_order_relaxed); }
+  uint64_t accept_failures() const { return accept_failures_.load(std::memory_order_relaxed); }
 
  private:
   struct Client {
@@ -94,7 +110,7 @@ class UnixListener {
     ino_t inode;  // of the accepted socket
   };
   UnixListener(std::string path, UniqueFd listen_fd, UniqueFd wake_fd, grpc::Server* server,
-               std::function<void(absl::string_view)> log);
+               std::function<void(absl::string_view)> log, ConnectionLimits limits);
   void Run();
   // Takes the connections waiting; false when accept failed for want of resources (try later).
   bool AcceptAll();
@@ -102,18 +118,31 @@ class UnixListener {
   static bool Same(int fd, const Client& c);
   // Forgets connections that gRPC has closed (mu_ held).
   void Prune();
+  // Why a new connection of `uid` is over a cap ("" when it is not); may Prune first (mu_ held).
+  std::string OverLimit(uid_t uid);
+  // Logs a refusal: the first, then at most one line a second with the count since.
+  void LogRefusal(const std::string& why);
 
   const std::string path_;
   UniqueFd listen_fd_;
   UniqueFd wake_fd_;  // an eventfd: Stop wakes the thread
   grpc::Server* const server_;
   const std::function<void(absl::string_view)> log_;
+  const ConnectionLimits limits_;
   std::atomic<bool> stopping_{false};
+  std::atomic<uint64_t> refused_{0};
+  std::atomic<uint64_t> accept_failures_{0};
+  absl::Time last_refusal_log_ = absl::InfinitePast();  // the listener's thread only
+  uint64_t refused_unlogged_ = 0;                       // the listener's thread only
   std::thread thread_;
   // std::mutex, not absl::Mutex: Debian's Abseil is not built for ThreadSanitizer.
   mutable std::mutex mu_;
   absl::flat_hash_map<int, Client> clients_;  // by fd; guarded by mu_
+  absl::flat_hash_map<uid_t, size_t> per_user_;  // clients_ counted by uid; mu_
   size_t pruned_size_ = 0;                    // clients_.size() after the last Prune; mu_
+  // When a cap last made it Prune: at most every 100 ms, so that a user at its cap who keeps
+  // connecting costs a check of its count, not a look at every connection each time. mu_
+  absl::Time last_cap_prune_ = absl::InfinitePast();
 };
 
 }  // namespace quadsock::service

@@ -7,6 +7,7 @@
 // root, no-sandbox).
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -94,6 +95,37 @@ class OtherUser {
   FILE* stdout_ = nullptr;
 };
 
+// The process's soft RLIMIT_NOFILE at what it has open now plus `spare`, until the end of the
+// scope: an attack that takes descriptors shows in a test's time.
+class FdLimit {
+ public:
+  explicit FdLimit(int spare) {
+    EXPECT_EQ(getrlimit(RLIMIT_NOFILE, &before_), 0);
+    int open = -1;  // the directory's own descriptor, closed after the count
+    for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) {
+      ++open;
+    }
+    rlimit l = before_;
+    l.rlim_cur = static_cast<rlim_t>(open + spare);
+    EXPECT_EQ(setrlimit(RLIMIT_NOFILE, &l), 0) << std::strerror(errno);
+  }
+  ~FdLimit() { EXPECT_EQ(setrlimit(RLIMIT_NOFILE, &before_), 0); }
+
+ private:
+  rlimit before_{};
+};
+
+// Waits up to 30 s for `done`; false when it never came.
+template <typename F>
+bool Eventually(F done) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (!done()) {
+    if (absl::Now() > deadline) return false;
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  return true;
+}
+
 class UnixPeerTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -153,6 +185,8 @@ class UnixPeerTest : public ::testing::Test {
   // The side socket's answer to `token` for root (this process): "ok" or "error: ...".
   static std::string ClaimAsRoot(const v1::AttachChannelResponse& offer) {
     const int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    const timeval patience{.tv_sec = 20, .tv_usec = 0};  // an answer, or a failed test
+    EXPECT_EQ(setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &patience, sizeof(patience)), 0);
     sockaddr_un a{};
     a.sun_family = AF_UNIX;
     std::strncpy(a.sun_path, offer.path().c_str(), sizeof(a.sun_path) - 1);
@@ -290,6 +324,97 @@ TEST_F(UnixPeerTest, ReusedFdNumberNamesNobody) {
   EXPECT_EQ(listener.UidOf(peer), std::nullopt);
   EXPECT_FALSE(listener.Connections().contains(fd));
   for (int t : taken) close(t);
+}
+
+// One user's bare connections to the clients' socket (300, with descriptors for 100 left) are
+// closed past its share (--max_sessions_per_peer, 2 here): the other user still connects,
+// creates a session and claims a data channel. Before the cap, the attacker's connections took
+// every descriptor and nobody else could connect.
+TEST_F(UnixPeerTest, OneUsersConnectionsLeaveTheOthersTheirs) {
+  constexpr int kAttack = 300;
+  const uint64_t refused_before = t_->server->admin().Collect().connections_refused();
+  const UnixListener& listener = *t_->server->unix_listener();
+  FdLimit limit(100);
+  OtherUser attacker(client_, {path_, "connect", std::to_string(kAttack)});
+  ASSERT_EQ(attacker.Line(), absl::StrCat("connected ", kAttack));
+  ASSERT_TRUE(Eventually([&] { return listener.refused() >= kAttack - 2; }))
+      << "refused " << listener.refused() << " of the attacker's " << kAttack;
+  int others = 0;
+  for (const auto& [fd, uid] : listener.Connections()) others += uid == kOther;
+  EXPECT_LE(others, 2);
+  // A connection of its own (no subchannel shared with stub_'s).
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  auto stub = v1::SocketService::NewStub(grpc::CreateCustomChannel(
+      t_->server->listening_on(), grpc::InsecureChannelCredentials(), args));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+  v1::CreateSessionResponse session;
+  ASSERT_TRUE(stub->CreateSession(&ctx, v1::CreateSessionRequest(), &session).ok());
+  EXPECT_EQ(ClaimAsRoot(OfferAsRoot()), "ok");
+  EXPECT_GE(t_->server->admin().Collect().connections_refused() - refused_before,
+            static_cast<uint64_t>(kAttack - 2));
+  int logged = 0;
+  for (const std::string& l : Log()) {
+    logged += absl::StrContains(l, absl::StrCat("uid ", kOther, " has its maximum of 2 "
+                                                "connections (--max_sessions_per_peer)"));
+  }
+  EXPECT_GE(logged, 1);
+}
+
+// The same on the side socket: a user's connections that never claim an offer wait at most
+// kMaxUnclaimedPerUser at a time, the rest are told so and closed, and the other user's claim
+// goes through.
+TEST_F(UnixPeerTest, OneUsersUnclaimedSideConnectionsLeaveTheOthersTheirs) {
+  constexpr int kAttack = 200;
+  const ChannelBroker& broker = *t_->server->channels();
+  const uint64_t refused_before = broker.refused();
+  FdLimit limit(100);
+  OtherUser attacker(client_, {t_->server->channel_path(), "connect-side",
+                               std::to_string(kAttack)});
+  ASSERT_EQ(attacker.Line(), absl::StrCat("connected ", kAttack));
+  constexpr uint64_t kHeld = ChannelBroker::kMaxUnclaimedPerUser;
+  ASSERT_TRUE(Eventually([&] { return broker.refused() - refused_before >= kAttack - kHeld; }))
+      << "refused " << broker.refused() - refused_before << " of the attacker's " << kAttack;
+  EXPECT_EQ(ClaimAsRoot(OfferAsRoot()), "ok");
+}
+
+// With no descriptor left, the side socket's accept fails: the broker says so, counts it, and
+// looks again at its next tick (it spun on the readable socket before); once descriptors are
+// free the waiting connection is accepted and its claim goes through.
+TEST_F(UnixPeerTest, AcceptWithoutDescriptorsWaitsForTheNextTick) {
+  const ChannelBroker& broker = *t_->server->channels();
+  const v1::AttachChannelResponse offer = OfferAsRoot();
+  const uint64_t failures_before = broker.accept_failures();
+  const int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  ASSERT_GE(fd, 0);
+  const timeval patience{.tv_sec = 20, .tv_usec = 0};
+  ASSERT_EQ(setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &patience, sizeof(patience)), 0);
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  std::strncpy(a.sun_path, offer.path().c_str(), sizeof(a.sun_path) - 1);
+  {
+    FdLimit limit(0);  // none to spare: the broker's accept fails
+    ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0) << std::strerror(errno);
+    ASSERT_TRUE(Eventually([&] { return broker.accept_failures() > failures_before; }));
+    const absl::Time start = absl::Now();
+    absl::SleepFor(absl::Seconds(1));
+    const absl::Duration starved = absl::Now() - start;
+    const uint64_t failures = broker.accept_failures() - failures_before;
+    // At most one a tick (100 ms), whatever the machine's load.
+    EXPECT_LE(failures, static_cast<uint64_t>(starved / absl::Milliseconds(100)) + 2)
+        << failures << " failed accepts in " << starved;
+  }
+  // Descriptors again: the connection that waited is accepted and answered.
+  ASSERT_EQ(send(fd, offer.token().data(), offer.token().size(), 0),
+            static_cast<ssize_t>(offer.token().size()));
+  char reply[64];
+  const ssize_t n = recv(fd, reply, sizeof(reply), 0);
+  close(fd);
+  EXPECT_EQ(std::string(reply, n > 0 ? static_cast<size_t>(n) : 0), "ok");
+  bool logged = false;
+  for (const std::string& l : Log()) logged |= absl::StrContains(l, "cannot accept on");
+  EXPECT_TRUE(logged);
 }
 
 }  // namespace

@@ -5,7 +5,11 @@
 //   peer_client unix:PATH keepalive TOKEN  a KeepAlive call in that session
 //   peer_client unix:PATH hold             a session, then keeps its connection until stdin ends
 //   peer_client PATH claim TOKEN           claims a data channel offer on the side socket PATH
+//   peer_client PATH connect N             N bare connections to the Unix socket PATH (the
+//   peer_client PATH connect-side N        clients' socket; the side socket), held until stdin
+//                                          ends: "connected N" once all are made
 #include <grpcpp/grpcpp.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -66,12 +70,38 @@ std::string Claim(const std::string& path, const std::string& token) {
                : std::string(reply, static_cast<size_t>(n));
 }
 
+// `n` connections to the Unix socket `path` of `type`, each closed when the process ends: how
+// many connect() made.
+int ConnectMany(const std::string& path, int type, int n) {
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  std::strncpy(a.sun_path, path.c_str(), sizeof(a.sun_path) - 1);
+  // The soft descriptor limit may be what a test lowered it to before starting us: up to the
+  // hard limit, as any process may.
+  rlimit l{};
+  if (getrlimit(RLIMIT_NOFILE, &l) == 0) {
+    l.rlim_cur = l.rlim_max;
+    (void)setrlimit(RLIMIT_NOFILE, &l);
+  }
+  int made = 0;
+  for (int i = 0; i < n; ++i) {
+    const int fd = socket(AF_UNIX, type | SOCK_CLOEXEC, 0);
+    if (fd < 0 || connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
+      std::fprintf(stderr, "peer_client: %s\n",
+                   std::string(quadsock::link::ErrnoStatus(errno, "connect").message()).c_str());
+      break;
+    }
+    ++made;
+  }
+  return made;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 3) {
     std::fprintf(stderr, "usage: peer_client unix:PATH create N|keepalive TOKEN|hold\n"
-                         "       peer_client PATH claim TOKEN\n");
+                         "       peer_client PATH claim TOKEN|connect N|connect-side N\n");
     return 2;
   }
   const std::string target = argv[1];
@@ -79,6 +109,16 @@ int main(int argc, char** argv) {
   const std::string arg = argc > 3 ? argv[3] : "";
   if (command == "claim") {
     std::printf("%s\n", Claim(target, arg).c_str());
+    return 0;
+  }
+  if (command == "connect" || command == "connect-side") {
+    const int made = ConnectMany(target, command == "connect" ? SOCK_STREAM : SOCK_SEQPACKET,
+                                 std::stoi(arg));
+    std::printf("connected %d\n", made);
+    std::fflush(stdout);
+    std::string line;
+    while (std::getline(std::cin, line)) {
+    }
     return 0;
   }
   std::unique_ptr<SocketService::Stub> stub =
