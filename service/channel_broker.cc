@@ -286,8 +286,7 @@ void ChannelBroker::Run() {
       } else if (unclaimed_.contains(fd)) {
         Claim(fd);
       } else if (auto ev = stream_events_.find(fd); ev != stream_events_.end()) {
-        uint64_t drain;
-        (void)!read(fd, &drain, sizeof(drain));
+        channel::DrainWakeups(fd);  // a stream's channel: its descriptors are ours alone
         auto a = attached_.find(ev->second);
         if (a != attached_.end() && a->second.hooks != nullptr) a->second.hooks->wake();
       } else if (auto it = sessions_by_fd_.find(fd); it != sessions_by_fd_.end()) {

@@ -459,14 +459,15 @@ absl::Status EnsureDescriptorLimit() {
   const uint64_t clients = absl::GetFlag(FLAGS_max_clients);
   const uint64_t threads = absl::GetFlag(FLAGS_max_grpc_threads);
   const uint64_t need =
-      64 + 4 * queues + clients * (queues + 4) + threads + service::ChannelBroker::kMaxUnclaimed;
+      64 + 4 * queues + clients * (2 * queues + 4) + threads + service::ChannelBroker::kMaxUnclaimed;
   rlimit l{};
   if (getrlimit(RLIMIT_NOFILE, &l) != 0) return absl::OkStatus();  // cannot tell: go on
   if (l.rlim_cur == RLIM_INFINITY || l.rlim_cur >= need) return absl::OkStatus();
   if (l.rlim_max != RLIM_INFINITY && l.rlim_max < need) {
     return absl::FailedPreconditionError(absl::StrFormat(
         "up to %u file descriptors may be needed (--max_clients=%u sessions with a connection "
-        "and a data channel each, --max_grpc_threads=%u streams waiting, %u RX queues), and "
+        "and a data channel each, two descriptors per RX queue; --max_grpc_threads=%u streams "
+        "waiting; %u RX queues), and "
         "RLIMIT_NOFILE allows %u: raise it (ulimit -n, systemd's LimitNOFILE, a container's "
         "--ulimit nofile) or lower --max_clients or --max_grpc_threads",
         need, clients, threads, queues, l.rlim_max));

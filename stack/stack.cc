@@ -401,7 +401,7 @@ absl::Status Stack::PutOnChannel(SocketId id, std::shared_ptr<channel::Channel> 
                                                    " poll threads"));
   }
   // Its TX ring is drained by the first poll thread, woken by its eventfd.
-  if (udp_->AddChannel(channel)) engines_[0]->AddWaitFd(channel->tx_event_fd());
+  if (udp_->AddChannel(channel)) engines_[0]->WatchSharedFd(channel->tx_event_fd());
   UdpSocket::ChannelBinding old;
   {
     // The channel's table and the socket's binding change in one critical section with Close's
@@ -451,7 +451,7 @@ void Stack::TakeOffChannels(std::span<const SocketId> ids) {
 
 void Stack::RemoveChannel(const channel::Channel* channel) {
   udp_->RemoveChannel(channel);
-  engines_[0]->RemoveWaitFd(channel->tx_event_fd());
+  engines_[0]->UnwatchSharedFd(channel->tx_event_fd());
 }
 
 absl::Status Stack::StartReading(SocketId id, absl::Duration grace) {

@@ -45,6 +45,7 @@ class SharedMemoryChannel final : public DataChannel {
   ChannelTransport transport() const override { return ChannelTransport::kSharedMemory; }
   uint32_t max_payload() const override { return reader_.buffer_bytes(); }
   int memfd() const override { return reader_.memfd(); }
+  std::vector<int> event_fds() const override { return reader_.event_fds(); }
   absl::Status ended() const override {
     // quadsockd closes the side connection when it ends the channel.
     pollfd p{side_fd_, POLLIN | POLLRDHUP, 0};

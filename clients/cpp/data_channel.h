@@ -86,6 +86,9 @@ class DataChannel {
   // Shared memory only: the memfd (e.g. to hand to another process of the application); -1 on
   // the stream.
   virtual int memfd() const { return -1; }
+  // Shared memory only: the descriptors that came with the memfd (stack/channel/layout.h: the
+  // RX rings' wake-ups, then the TX ring's eventfd); none on the stream.
+  virtual std::vector<int> event_fds() const { return {}; }
   // The stream only: the last SendResult the server reported for a request that did not all go.
   virtual absl::Status last_send_error() const { return absl::OkStatus(); }
 

@@ -47,12 +47,20 @@ absl::StatusOr<std::shared_ptr<Channel>> Channel::Create(const ChannelOptions& o
   std::memcpy(c->base_, &h, sizeof(h));
   c->producers_ = std::make_unique<Producer[]>(h.rings);
   for (uint32_t r = 0; r < h.rings; ++r) {
-    const int fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (fd < 0) return link::ErrnoStatus(errno, "eventfd for a channel ring");
-    c->event_fds_.push_back(fd);
+    // A pipe, not an eventfd: the application gets the read end, and the write end is ours
+    // alone, so its O_NONBLOCK is ours too (an eventfd's flags and counter are shared with the
+    // application, which could make our write wait forever).
+    int ends[2];
+    if (pipe2(ends, O_NONBLOCK | O_CLOEXEC) != 0) {
+      return link::ErrnoStatus(errno, "pipe for a channel ring's wake-ups");
+    }
+    c->event_fds_.push_back(ends[0]);
+    c->wake_writers_.push_back(ends[1]);
+    // A page (the least a pipe holds): a full pipe is a pending wake-up, never a wait.
+    (void)fcntl(ends[1], F_SETPIPE_SZ, static_cast<int>(kWakePipeBytes));
     Producer& p = c->producers_[r];
     p.ring = RingAt(c->base_, h, r);
-    p.event_fd = fd;
+    p.wake_fd = ends[1];
   }
   const int tx_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (tx_fd < 0) return link::ErrnoStatus(errno, "eventfd for a channel's TX ring");
@@ -64,6 +72,7 @@ absl::StatusOr<std::shared_ptr<Channel>> Channel::Create(const ChannelOptions& o
 Channel::~Channel() {
   if (base_ != nullptr) munmap(base_, header_.total_bytes);
   for (int fd : event_fds_) close(fd);
+  for (int fd : wake_writers_) close(fd);
   if (memfd_ >= 0) close(memfd_);
 }
 
@@ -81,10 +90,10 @@ bool Channel::ReadConsumer(uint32_t ring, Producer& p) {
   return true;
 }
 
-void Channel::WriteEventFd(Producer& p, uint32_t epoch) {
+void Channel::WriteWakeup(Producer& p, uint32_t epoch) {
   p.woken_epoch = epoch;
-  const uint64_t one = 1;
-  (void)!write(p.event_fd, &one, sizeof(one));
+  const char one = 1;
+  (void)!write(p.wake_fd, &one, 1);  // EAGAIN: the pipe is full, a wake-up is pending
   Bump(p.wakeups);
 }
 

@@ -6,7 +6,7 @@
 //
 // A poll thread works in batches: Stage writes a datagram into the ring without showing it,
 // Publish shows all the staged ones with one store of the producer index (once per RX batch,
-// however many datagrams), and Wake writes the eventfd if the application sleeps. Wake may come
+// however many datagrams), and Wake writes a wake-up if the application sleeps. Wake may come
 // turns later (the poll engine wakes at its idle turn, or every few busy turns: an application
 // woken less often takes more per wake-up), but it must come: Publish wakes at once only when
 // the ring is past a quarter full. Push is the three at once, for a single datagram.
@@ -53,7 +53,7 @@ struct ChannelOptions {
 struct ChannelCounters {
   uint64_t delivered = 0;   // datagrams put into an RX ring
   uint64_t ring_full = 0;   // dropped: the application had not made room
-  uint64_t wakeups = 0;     // eventfd writes
+  uint64_t wakeups = 0;     // wake-ups written
   uint64_t publishes = 0;   // stores of an RX ring's producer index (a batch each)
   uint64_t sends = 0;       // datagrams taken from the TX ring
   uint64_t bad_sends = 0;   // TX descriptors that were no datagram (dropped)
@@ -80,14 +80,16 @@ class Channel {
   static constexpr uint32_t kPrefetchSlots = 8;
 
   // INVALID_ARGUMENT for sizes the layout cannot take; the system's error when the memfd, its
-  // mapping or the eventfds cannot be made.
+  // mapping or the wake-up descriptors cannot be made.
   static absl::StatusOr<std::shared_ptr<Channel>> Create(const ChannelOptions& options);
   ~Channel();
   Channel(const Channel&) = delete;
   Channel& operator=(const Channel&) = delete;
 
   int memfd() const { return memfd_; }
-  // The RX rings' eventfds (quadsockd writes them), then the TX ring's (the application does).
+  // What the application gets beside the memfd (layout.h): the read ends of the RX rings'
+  // wake-up pipes (quadsockd keeps the write ends), then the TX ring's eventfd (the application
+  // writes it; the poll thread watches it edge-triggered and never reads it).
   const std::vector<int>& event_fds() const { return event_fds_; }
   int tx_event_fd() const { return event_fds_.back(); }
   size_t bytes() const { return header_.total_bytes; }
@@ -107,7 +109,7 @@ class Channel {
   // False when the application's consumer index, checked here once a batch, broke the channel:
   // the staged datagrams are never shown.
   bool Publish(uint32_t ring);
-  // Writes the ring's eventfd if the application sleeps, once per sleep.
+  // Writes the ring's wake-up if the application sleeps, once per sleep.
   void Wake(uint32_t ring);
   // Stage, Publish and Wake: one datagram, the application woken at once if it sleeps.
   bool Push(uint32_t ring, uint32_t socket, const net::Endpoint& source,
@@ -146,8 +148,8 @@ class Channel {
     uint32_t next = 0;       // the next index to write (Stage)
     uint32_t published = 0;  // the producer index the application was shown last (Publish)
     uint32_t consumer = 0;   // the consumer index seen last, checked: it only moves forward
-    int event_fd = -1;
-    uint32_t woken_epoch = 0;  // the application's sleep we wrote the eventfd for last
+    int wake_fd = -1;          // the write end of the ring's wake-up pipe (ours alone)
+    uint32_t woken_epoch = 0;  // the application's sleep we wrote a wake-up for last
     // The arrival time Stage converted last: a batch's datagrams share one.
     absl::Time arrival = absl::InfinitePast();
     int64_t arrival_ns = 0;
@@ -160,14 +162,15 @@ class Channel {
   // Reads the application's consumer index again into p.consumer; false (and the channel
   // broken) when it is one the application could not have written.
   bool ReadConsumer(uint32_t ring, Producer& p);
-  void WriteEventFd(Producer& p, uint32_t epoch);
+  void WriteWakeup(Producer& p, uint32_t epoch);
   Channel() = default;
   void Break(std::string reason);
 
   ChannelHeader header_{};
   int memfd_ = -1;
   uint8_t* base_ = nullptr;
-  std::vector<int> event_fds_;
+  std::vector<int> event_fds_;     // what the application gets (event_fds())
+  std::vector<int> wake_writers_;  // the RX rings' wake-up pipes' write ends
   std::unique_ptr<Producer[]> producers_;
   // The TX ring's consumer: our index, and the ring as computed at Create.
   RingView tx_{};
@@ -246,7 +249,7 @@ inline void Channel::Wake(uint32_t ring) {
   // that looks empty: the application gives slots back (consumer) after it has taken them, so
   // it may be asleep while the consumer index still counts them.
   const uint32_t epoch = p.ring.control->sleeping.load(std::memory_order_seq_cst);
-  if (epoch != 0 && epoch != p.woken_epoch) WriteEventFd(p, epoch);
+  if (epoch != 0 && epoch != p.woken_epoch) WriteWakeup(p, epoch);
 }
 
 }  // namespace quadsock::channel

@@ -13,34 +13,40 @@
 // each), `slots` ChannelDescriptors, then `slots` buffers of `buffer_bytes`. Slot i's buffer is
 // buffer i, always: a descriptor names no buffer, so there is no buffer index to check.
 //
-// The eventfds that come with the memfd: one per RX ring (quadsockd writes it to wake the
-// application), then one for the TX ring (the application writes it to wake the poll thread,
-// under the same rule with the roles turned round).
+// The descriptors that come with the memfd: one per RX ring, the read end of a pipe whose write
+// end only quadsockd holds (it writes a byte to wake the application: the pipe holds a page, and
+// a full one means a wake-up is pending anyway; whatever the application does to its end, its
+// flags or its reading, cannot make that write wait), then an eventfd for the TX ring (the
+// application writes it to wake the poll thread, under the same rule with the roles turned
+// round; quadsockd only watches it, edge-triggered, and never reads or writes it). Nothing an
+// application can do to a descriptor it shares with quadsockd blocks a thread of quadsockd's.
 //
 // Indexes run freely (uint32, wrapping); slot = index & (slots - 1). The producer writes slots
 // in [consumer + (producer - consumer) ...) and publishes them by a release store of producer;
 // the consumer reads slots up to producer (acquire) and gives them back by a release store of
 // consumer. Wakeups: a consumer that wants to sleep sets `sleeping` to a new non-zero epoch (a
 // counter of its sleeps), then looks at producer once more, and only then waits on the ring's
-// eventfd, and clears `sleeping` once awake; a producer publishes a batch of datagrams and then
+// wake-up descriptor, and clears `sleeping` once awake; a producer publishes a batch of datagrams and then
 // (at once, or a few of its turns later, but before it sleeps) looks at `sleeping`, and writes
-// the eventfd if it holds an epoch it has not woken yet (not only into a ring that looks empty:
+// the wake-up if it holds an epoch it has not woken yet (not only into a ring that looks empty:
 // the consumer gives slots back after taking them, so it may be going to sleep on a ring whose
 // consumer index still counts them). Those four accesses are sequentially consistent: one side
-// always sees the other's. So the eventfd is written once per sleep of the consumer at most,
+// always sees the other's. So a wake-up is written once per sleep of the consumer at most,
 // never per datagram.
 //
 // Everything the application can write (RX consumer and sleeping, the TX ring's producer,
 // descriptors and buffers) is untrusted input to quadsockd: an index it could not have written
 // ends the channel; a TX descriptor is copied before it is checked (socket index, length,
-// destination), and a bad one is dropped and counted; `sleeping` only decides whether an
-// eventfd is written.
+// destination), and a bad one is dropped and counted; `sleeping` only decides whether a
+// wake-up is written.
 //
 //   const ChannelHeader& h = *reinterpret_cast<const ChannelHeader*>(base);
 //   if (absl::Status s = CheckHeader(h, memfd_size); !s.ok()) ...
 //   RingView ring = RingAt(base, h, 0);
 #ifndef QUADSOCK_STACK_CHANNEL_LAYOUT_H_
 #define QUADSOCK_STACK_CHANNEL_LAYOUT_H_
+
+#include <unistd.h>
 
 #include <atomic>
 #include <cstddef>
@@ -55,6 +61,16 @@ inline constexpr uint64_t kMagic = 0x314e4148434b5351;  // "QSKCHAN1", little-en
 inline constexpr uint32_t kVersion = 1;
 inline constexpr uint32_t kMaxRings = 64;
 inline constexpr size_t kLine = 64;
+// What an RX ring's wake-up pipe holds: one read of this many bytes empties it.
+inline constexpr size_t kWakePipeBytes = 4096;
+
+// Empties an RX ring's wake-up descriptor after it was readable (a pipe, or an eventfd: it
+// takes 8 bytes of the buffer). Never blocks a reader that was told it is readable and is its
+// only reader.
+inline void DrainWakeups(int fd) {
+  char drain[kWakePipeBytes];
+  (void)!read(fd, drain, sizeof(drain));
+}
 
 struct ChannelHeader {
   uint64_t magic;

@@ -151,10 +151,7 @@ size_t ChannelReader::Receive(std::span<ReceivedView> out, absl::Duration timeou
     epoll_event events[kMaxRings];
     const int ready = epoll_wait(epoll_fd_, events, kMaxRings,
                                  static_cast<int>(absl::ToInt64Milliseconds(timeout)));
-    for (int i = 0; i < ready; ++i) {
-      uint64_t drain;
-      (void)!read(event_fds_[events[i].data.u32], &drain, sizeof(drain));
-    }
+    for (int i = 0; i < ready; ++i) DrainWakeups(event_fds_[events[i].data.u32]);
   }
   for (const RingView& ring : rings_) ring.control->sleeping.store(0, std::memory_order_relaxed);
   return n > 0 ? n : Take(out);

@@ -92,6 +92,8 @@ class ChannelReader {
   uint32_t rings() const { return header_.rings; }
   // The channel's memory, as mapped here.
   int memfd() const { return memfd_; }
+  // The descriptors that came with it (layout.h): the RX rings' wake-ups, then the TX ring's.
+  const std::vector<int>& event_fds() const { return event_fds_; }
 
  private:
   ChannelReader() = default;

@@ -19,7 +19,11 @@ constexpr int kIdleWaitMs = 10;
 // A busy-polling link is polled this long after its last frame before the thread sleeps.
 constexpr absl::Duration kBusyPollLinger = absl::Milliseconds(1);
 // The epoll tag of the link's own fd (every other tag is an eventfd of ours).
+// What woke the idle thread (epoll_event.data): the link, our own eventfd (drained), or a
+// descriptor an application shares (never touched: WatchSharedFd).
 constexpr uint64_t kLinkTag = uint64_t{1} << 32;
+constexpr uint64_t kWakeTag = uint64_t{2} << 32;
+constexpr uint64_t kSharedTag = uint64_t{3} << 32;
 // How long CheckFrameAccounting waits for a running poll thread to answer.
 constexpr auto kCheckTimeout = std::chrono::seconds(2);
 
@@ -47,12 +51,13 @@ PollEngine::PollEngine(uint32_t index, std::unique_ptr<link::Link> link, Protoco
       wake_fd_(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)),
       epoll_fd_(epoll_create1(EPOLL_CLOEXEC)),
       reassembly_(p_.reassembly, [this](EngineCounter c, uint64_t n) { Bump(c, n); }) {
-  // Tagged: the link's fd is not ours to read; the eventfds are drained on wakeup.
+  // Tagged: the link's fd is not ours to read; our eventfd is drained on wakeup.
   epoll_event e{};
   e.events = EPOLLIN;
   e.data.u64 = kLinkTag;
   epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, link_->wait_fd(), &e);
-  AddWaitFd(wake_fd_);
+  e.data.u64 = kWakeTag;
+  epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &e);
   ReadWallClock();
 }
 
@@ -62,14 +67,17 @@ PollEngine::~PollEngine() {
   close(wake_fd_);
 }
 
-void PollEngine::AddWaitFd(int fd) {
+void PollEngine::WatchSharedFd(int fd) {
+  // Edge-triggered: each write of the application's is a new edge, so the counter need never
+  // be read (a read could wait forever: the application may clear O_NONBLOCK on the shared
+  // description and empty the counter first).
   epoll_event e{};
-  e.events = EPOLLIN;
-  e.data.u64 = static_cast<uint32_t>(fd);
+  e.events = EPOLLIN | EPOLLET;
+  e.data.u64 = kSharedTag;
   epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &e);
 }
 
-void PollEngine::RemoveWaitFd(int fd) { epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr); }
+void PollEngine::UnwatchSharedFd(int fd) { epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr); }
 
 // ---- The loop -------------------------------------------------------------------------------
 
@@ -121,12 +129,12 @@ void PollEngine::Run(const std::atomic<bool>& running) {
       epoll_event events[8];
       const int ready = epoll_wait(epoll_fd_, events, 8, kIdleWaitMs);
       reader.Online();
-      // A sender or an application woke us: drain its eventfd. (Only then: a read of an empty
-      // eventfd is a system call per wakeup for nothing.)
+      // A sender woke us: drain our eventfd. (Only then: a read of an empty eventfd is a
+      // system call per wakeup for nothing.) The link's and the applications' are not ours.
       for (int i = 0; i < ready; ++i) {
-        if (events[i].data.u64 == kLinkTag) continue;
+        if (events[i].data.u64 != kWakeTag) continue;
         uint64_t drain;
-        (void)!read(static_cast<int>(events[i].data.u64), &drain, sizeof(drain));
+        (void)!read(wake_fd_, &drain, sizeof(drain));
       }
     }
     sleeping_.store(0, std::memory_order_relaxed);

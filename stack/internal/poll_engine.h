@@ -124,9 +124,11 @@ class PollEngine {
   // send queue is full (counted as tx_queue_full; the request is freed).
   bool QueueSend(std::unique_ptr<SendRequest> request);
   size_t send_queue_capacity() const { return sends_.capacity(); }
-  // More fds the idle poll thread wakes for (a data channel's TX eventfd); any thread.
-  void AddWaitFd(int fd);
-  void RemoveWaitFd(int fd);
+  // A descriptor an application shares with us (a data channel's TX eventfd) whose writes wake
+  // the idle poll thread: watched edge-triggered and never read or written, so that nothing
+  // the application does to it (its flags, its counter) can make this thread wait. Any thread.
+  void WatchSharedFd(int fd);
+  void UnwatchSharedFd(int fd);
   // The link's frame accounting: checked between two turns by the poll thread when it runs.
   absl::Status CheckFrameAccounting();
   // Adds this engine's counters to `c`.
@@ -184,7 +186,7 @@ class PollEngine {
   BoundedQueue<SendRequest*> sends_;
   StagedChannels staged_;  // data channels this engine published in but has not woken yet
   const int wake_fd_;
-  const int epoll_fd_;  // the link's wait fd, wake_fd_, and AddWaitFd's
+  const int epoll_fd_;  // the link's wait fd, wake_fd_, and WatchSharedFd's
   std::atomic<uint32_t> sleeping_{0};  // 1 while the poll thread sleeps (see QueueSend)
   std::thread thread_;
   std::unique_ptr<demux::LookupContext> manual_lookup_;
