@@ -6,6 +6,7 @@
 // and an fd number that gRPC closed and something else reused names nobody. Needs root (tags:
 // root, no-sandbox).
 #include <fcntl.h>
+#include <poll.h>
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -282,6 +283,25 @@ TEST_F(UnixPeerTest, AnOfferExpiresOnTheServersClock) {
   const v1::AttachChannelResponse offer = OfferAsRoot();
   clock_offset_ = 11;  // past the offer's 10 s
   EXPECT_TRUE(absl::StartsWith(ClaimAsRoot(offer), "error: no such offer")) << "claimed";
+}
+
+// A side connection that never presents its token is closed at the claim deadline (5 s on the
+// server's clock), and the side socket serves the next claim.
+TEST_F(UnixPeerTest, ASideConnectionThatSaysNothingIsClosedAtTheClaimDeadline) {
+  const v1::AttachChannelResponse offer = OfferAsRoot();
+  const int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  std::strncpy(a.sun_path, offer.path().c_str(), sizeof(a.sun_path) - 1);
+  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0) << std::strerror(errno);
+  clock_offset_ = 6;  // past the deadline (of a connection accepted before this: else 5 s on)
+  pollfd p{fd, POLLIN, 0};
+  ASSERT_EQ(poll(&p, 1, 30'000), 1) << "still open 30 s after its deadline";
+  char reply[64];
+  EXPECT_EQ(recv(fd, reply, sizeof(reply), MSG_DONTWAIT), 0) << "closed without a word";
+  close(fd);
+  EXPECT_EQ(ClaimAsRoot(OfferAsRoot()), "ok");
 }
 
 TEST_F(UnixPeerTest, SocketsAreMode0660) {
