@@ -182,13 +182,7 @@ absl::StatusOr<std::shared_ptr<channel::Channel>> ChannelBroker::NewChannel(
   std::shared_ptr<std::atomic<size_t>> peer;
   if (limits_.max_bytes_per_peer != 0 && limits_.peer_of) {
     if (const std::string who = limits_.peer_of(session); !who.empty()) {
-      std::weak_ptr<std::atomic<size_t>>& slot = peer_bytes_[who];
-      peer = slot.lock();
-      if (peer == nullptr) {
-        peer = std::make_shared<std::atomic<size_t>>(0);
-        slot = peer;
-      }
-      absl::erase_if(peer_bytes_, [](const auto& e) { return e.second.expired(); });
+      peer = peer_bytes_.Get(who, [] { return std::make_shared<std::atomic<size_t>>(0); });
     }
   }
   absl::StatusOr<channel::ChannelOptions> o = Size(slots, peer.get());

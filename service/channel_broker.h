@@ -41,6 +41,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "service/peer_shares.h"
 #include "stack/channel/channel.h"
 #include "stack/monotonic_clock.h"
 #include "stack/stack.h"
@@ -187,9 +188,8 @@ class ChannelBroker {
   // (under mu_) and given back when its last reference goes (on any thread).
   const std::shared_ptr<std::atomic<size_t>> channel_bytes_ =
       std::make_shared<std::atomic<size_t>>(0);
-  // The same per peer, while a channel of the peer's lives (the entry outlives it, emptied).
-  absl::flat_hash_map<std::string, std::weak_ptr<std::atomic<size_t>>> peer_bytes_
-      ABSL_GUARDED_BY(mu_);
+  // The same per peer, while a channel of the peer's lives.
+  PeerShares<std::atomic<size_t>> peer_bytes_;
   // std::mutex, not absl::Mutex: Debian's Abseil is not built for ThreadSanitizer.
   std::mutex mu_;
   absl::flat_hash_map<std::string, Pending> offers_ ABSL_GUARDED_BY(mu_);      // by token

@@ -60,19 +60,7 @@ std::string ServiceContext::TcpPeerKey(absl::string_view grpc_peer) {
 
 std::shared_ptr<stack::ReceiveBudget> ServiceContext::ReceiveShare(const std::string& peer) {
   if (peer.empty() || receive_share_bytes == 0) return nullptr;
-  std::lock_guard<std::mutex> lock(shares_mu_);
-  std::weak_ptr<stack::ReceiveBudget>& slot = shares_[peer];
-  std::shared_ptr<stack::ReceiveBudget> share = slot.lock();
-  if (share == nullptr) {
-    // The last of the peer's sockets took its share with it: a new one holds nothing.
-    share = stack.NewReceiveShare(receive_share_bytes);
-    slot = share;
-  }
-  if (shares_.size() >= next_sweep_) {
-    absl::erase_if(shares_, [](const auto& entry) { return entry.second.expired(); });
-    next_sweep_ = 2 * shares_.size() + 16;
-  }
-  return share;
+  return shares_.Get(peer, [&] { return stack.NewReceiveShare(receive_share_bytes); });
 }
 
 std::optional<uid_t> ServiceContext::LocalUid(grpc::ServerContextBase* ctx) const {

@@ -26,6 +26,7 @@
 #include "absl/time/time.h"
 #include "google/protobuf/repeated_ptr_field.h"
 #include "service/channel_broker.h"
+#include "service/peer_shares.h"
 #include "service/sessions.h"
 #include "service/unix_listener.h"
 #include "stack/stack.h"
@@ -114,9 +115,7 @@ struct ServiceContext {
   void EndReading(SocketId id);
 
  private:
-  std::mutex shares_mu_;
-  absl::flat_hash_map<std::string, std::weak_ptr<stack::ReceiveBudget>> shares_;  // by peer
-  size_t next_sweep_ = 16;  // shares_'s size at which the gone ones are swept out
+  PeerShares<stack::ReceiveBudget> shares_;
 };
 
 }  // namespace quadsock::service
