@@ -5,9 +5,12 @@
 #include <gtest/gtest.h>
 
 #include <optional>
+#include <random>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "stack/net/frame.h"
 #include "stack/net/frame_builder.h"
 #include "stack/stack.h"
@@ -184,6 +187,41 @@ TEST_F(NeighborWireTest, OneSessionCannotExhaustTheNeighbourTable) {
   ASSERT_EQ(sent.size(), 1u);
   EXPECT_EQ(sent[0].l3, net::L3::kArp);
   EXPECT_EQ(sent[0].arp.target_ip, Ip("10.1.0.77"));
+}
+
+// A flood of solicitations for us from made-up senders in our /64, 200,000 a second on the
+// stack's clock: every one is answered, no more of them are learned than the learning bucket
+// allows (each a place in the table, an XDP map update and a look-up again for every poll
+// thread), and the datagrams of a live flow between them all arrive.
+TEST_F(NeighborWireTest, AFloodOfSolicitationsFromMadeUpSendersIsLearnedOnlyAtTheLearningRate) {
+  const SocketId live = stack_->Open(net::Family::kV4).value();
+  ASSERT_TRUE(stack_->Bind(live, Ep("0.0.0.0:4000")).ok());
+  constexpr int kFrames = 20000;  // a tenth of a second
+  constexpr int kEvery = 100;     // a datagram of the live flow after this many solicitations
+  std::mt19937_64 random(1);
+  for (int i = 0; i < kFrames; ++i) {
+    clock_.now += absl::Microseconds(5);
+    const std::string src = absl::StrFormat("fd00:1::%x:%x:%x:%x", random() & 0xffff,
+                                            random() & 0xffff, random() & 0xffff,
+                                            random() & 0xffff);
+    Solicit(src.c_str(), "fd00:1::2");
+    if (i % kEvery == 0) {
+      const std::vector<uint8_t> d = Udp("10.1.0.1:5000", "10.1.0.2:4000", absl::StrCat(i));
+      ASSERT_TRUE(wire_->Inject(d));
+      stack_->PollOnce();
+    }
+    if (i % 1000 == 0) wire_->TakeSent();
+  }
+  wire_->TakeSent();
+  int arrived = 0;
+  while (stack_->Receive(live).value().has_value()) ++arrived;
+  EXPECT_EQ(arrived, kFrames / kEvery);
+  const StackCounters c = stack_->Counters();
+  EXPECT_EQ(c.ndp_advertisements, static_cast<uint64_t>(kFrames));
+  // The bucket's burst (1,024) and a tenth of a second at 1,024 a second.
+  const uint64_t learnable = 1024 + 103;
+  EXPECT_LE(stack_->Neighbors().size(), learnable);
+  EXPECT_GE(c.neighbor_learn_rate_limited, kFrames - learnable);
 }
 
 }  // namespace

@@ -75,20 +75,19 @@ void NeighborTable::Erase(Iterator it) {
   Dropped(e.pending);
   const net::IpAddress ip = it->first;
   entries_.erase(it);
+  ++changes_;
   if (options_.on_entry) options_.on_entry(ip, /*present=*/false);
 }
 
-bool NeighborTable::MakeRoom(absl::Time now, bool for_next_hop) {
+bool NeighborTable::MakeRoom(absl::Time now) {
   if (entries_.size() < options_.max_entries) return true;
   // The cheapest entry to lose first: an unresolved one (a made-up next hop costs a sender
   // nothing; a resolved one took an answer), then a stale (or expired) one, then a reachable
-  // one; the one updated longest ago of its kind. A neighbour from the wire may take a stale
-  // one's place only. Permanent entries and the gateways' stay.
+  // one; the one updated longest ago of its kind. Permanent entries and the gateways' stay.
   const auto rank = [&](const Entry& e) -> int {
     if (e.state == NeighborState::kPermanent || e.gateway) return -1;
-    if (e.state == NeighborState::kIncomplete) return for_next_hop ? 0 : -1;
-    if (Expired(e, now)) return 1;
-    return for_next_hop ? 2 : -1;
+    if (e.state == NeighborState::kIncomplete) return 0;
+    return Expired(e, now) ? 1 : 2;
   };
   auto victim = entries_.end();
   int victim_rank = -1;
@@ -110,16 +109,39 @@ bool NeighborTable::MakeRoom(absl::Time now, bool for_next_hop) {
   return true;
 }
 
-bool NeighborTable::TakeProbeToken(absl::Time now) {
-  if (probe_refill_ != absl::InfinitePast() && now > probe_refill_) {
-    probe_tokens_ = std::min<double>(
-        options_.probe_burst,
-        probe_tokens_ + absl::ToDoubleSeconds(now - probe_refill_) * options_.probes_per_second);
+bool NeighborTable::Bucket::Take(absl::Time now, double per_second, double burst) {
+  if (refill != absl::InfinitePast() && now > refill) {
+    tokens = std::min(burst, tokens + absl::ToDoubleSeconds(now - refill) * per_second);
   }
-  if (probe_refill_ == absl::InfinitePast() || now > probe_refill_) probe_refill_ = now;
-  if (probe_tokens_ < 1) return false;
-  probe_tokens_ -= 1;
+  if (refill == absl::InfinitePast() || now > refill) refill = now;
+  if (tokens < 1) return false;
+  tokens -= 1;
   return true;
+}
+
+bool NeighborTable::MakeRoomForLearned(absl::Time now) {
+  if (entries_.size() < options_.max_entries) return true;
+  while (!learned_.empty()) {
+    const auto [ip, learned] = learned_.front();
+    auto it = entries_.find(ip);
+    if (it == entries_.end() || it->second.learned != learned) {
+      learned_.pop_front();  // gone, or made again since (it has a later place)
+      continue;
+    }
+    Entry& e = it->second;
+    if (e.state == NeighborState::kPermanent || e.gateway || !Expired(e, now)) {
+      // In use as a fresh next hop, or the administration's: the wire's no more.
+      e.learned = 0;
+      learned_.pop_front();
+      continue;
+    }
+    learned_.pop_front();
+    ++counters_.evicted;
+    Erase(it);
+    return true;
+  }
+  ++counters_.table_full;
+  return false;
 }
 
 bool NeighborTable::MayResolve(const PendingDatagram& d, bool gateway, absl::Time now) {
@@ -138,7 +160,7 @@ bool NeighborTable::MayResolve(const PendingDatagram& d, bool gateway, absl::Tim
       refused = &counters_.probes_rate_limited;
     }
   }
-  if (refused == nullptr && !MakeRoom(now, /*for_next_hop=*/true)) {
+  if (refused == nullptr && !MakeRoom(now)) {
     refused = &counters_.dropped_unresolved;
   }
   if (refused == nullptr) return true;
@@ -188,12 +210,25 @@ std::vector<PendingDatagram> NeighborTable::Learn(const net::IpAddress& ip,
     // RFC 4861 7.2.3 (and Linux's ARP): only a request or solicitation for us makes an entry,
     // STALE, and it takes only a stale entry's place: a flood of made-up senders must not push
     // out the next hops we send to.
-    if (!a.create || !a.mac.has_value() || !MakeRoom(now, /*for_next_hop=*/false)) return {};
+    if (!a.create || !a.mac.has_value()) return {};
+    if (!learning_.Take(now, options_.learned_per_second, options_.learn_burst)) {
+      ++counters_.learn_rate_limited;
+      return {};
+    }
+    if (!MakeRoomForLearned(now)) return {};
     Entry& e = Insert(ip)->second;
     e.mac = a.mac;
     e.state = NeighborState::kStale;
     e.updated = now;
     e.gateway = std::find(gateways_.begin(), gateways_.end(), ip) != gateways_.end();
+    e.learned = next_learned_++;
+    learned_.emplace_back(ip, e.learned);
+    if (learned_.size() > 2 * options_.max_entries + 16) {
+      std::erase_if(learned_, [this](const auto& l) {
+        auto it = entries_.find(l.first);
+        return it == entries_.end() || it->second.learned != l.second;
+      });
+    }
     return {};
   }
   Entry& e = it->second;
@@ -215,10 +250,16 @@ std::vector<PendingDatagram> NeighborTable::Learn(const net::IpAddress& ip,
   const bool differs = a.mac.has_value() && a.mac != e.mac;
   if (differs && !a.override) {
     // 7.2.5 I: the MAC stays; a reachable entry is doubted (STALE, probed on next use).
-    if (e.state == NeighborState::kReachable) e.state = NeighborState::kStale;
+    if (e.state == NeighborState::kReachable) {
+      e.state = NeighborState::kStale;
+      ++changes_;
+    }
     return {};
   }
-  if (differs) e.mac = a.mac;
+  if (differs) {
+    e.mac = a.mac;
+    ++changes_;
+  }
   if (a.solicited) {
     e.state = NeighborState::kReachable;
     e.updated = now;
@@ -306,7 +347,7 @@ absl::Status NeighborTable::SetPermanent(const net::IpAddress& ip, const net::Ma
     }
   }
   if (it == entries_.end()) {
-    if (!MakeRoom(now, /*for_next_hop=*/true)) {
+    if (!MakeRoom(now)) {
       return absl::ResourceExhaustedError(
           absl::StrCat("neighbour table full (", options_.max_entries, " entries)"));
     }

@@ -18,7 +18,12 @@
 //     solicitation; a new resolution without a token is refused, a retransmission put off;
 //   - entries: `max_entries`. When full, a next hop we send to takes the place of the oldest
 //     INCOMPLETE entry, else the stale (or expired) one updated longest ago, else the oldest
-//     reachable one; a neighbour learned from the wire takes only a stale one's place.
+//     reachable one; a neighbour learned from the wire takes only the place of the oldest
+//     other neighbour learned from the wire that is stale (or expired), found in O(1) (a flood
+//     of solicitations from made-up sources costs a frame no scan of the table);
+//   - neighbours learned from the wire: a token bucket (`learned_per_second`, `learn_burst`);
+//     past it a sender is answered but not learned (counted), so a flood makes at most so many
+//     entries (and tells on_entry, and makes the poll threads look up again) a second.
 // The gateways' entries are never evicted nor refused (by a cap or the bucket), and permanent
 // entries, set by the administration, are neither evicted nor changed by the wire: they are
 // the protection against a forged ARP or NDP message.
@@ -102,6 +107,7 @@ struct NeighborCounters {
   // dropped), or a retransmission put off to a later tick.
   uint64_t probes_rate_limited = 0;
   uint64_t evicted = 0;  // entries pushed out to make room
+  uint64_t learn_rate_limited = 0;  // senders on the wire not learned for the learning bucket
 };
 
 // Why no neighbour can have this address (unspecified, multicast, loopback, the IPv4 broadcast
@@ -127,6 +133,8 @@ class NeighborTable {
     size_t max_unresolved_per_group = 128;  // INCOMPLETE entries one group's owners made
     uint32_t probes_per_second = 256;      // ARP requests and solicitations, all together
     uint32_t probe_burst = 256;
+    uint32_t learned_per_second = 1024;    // new entries from requests for us, all together
+    uint32_t learn_burst = 1024;
     // Told of every entry the table makes (present) and drops (not present), as it does: the
     // AF_XDP stack steers the announcements about its neighbours to itself so (afxdp_stack.cc).
     std::function<void(const net::IpAddress& ip, bool present)> on_entry;
@@ -135,7 +143,10 @@ class NeighborTable {
   // `gateways`: the next hops of the default routes, whose entries are never evicted nor
   // refused.
   explicit NeighborTable(Options options, std::vector<net::IpAddress> gateways = {})
-      : options_(options), gateways_(std::move(gateways)), probe_tokens_(options.probe_burst) {}
+      : options_(options),
+        gateways_(std::move(gateways)),
+        probes_{static_cast<double>(options.probe_burst)},
+        learning_{static_cast<double>(options.learn_burst)} {}
 
   // The MAC to send to, if known. A stale entry is marked for a refreshing probe.
   std::optional<net::MacAddress> Lookup(const net::IpAddress& ip, absl::Time now);
@@ -168,6 +179,10 @@ class NeighborTable {
   absl::Status Remove(const net::IpAddress& ip);
   std::vector<NeighborInfo> List() const;
   const NeighborCounters& counters() const { return counters_; }
+  // Counts the changes that may make a MAC looked up before wrong or stale (an entry erased,
+  // its MAC or state changed); not new entries. Callers that keep lookups (the poll threads'
+  // shortcuts) need to look again only when it moved.
+  uint64_t changes() const { return changes_; }
 
  private:
   struct Entry {
@@ -180,19 +195,31 @@ class NeighborTable {
     bool gateway = false;  // never evicted nor refused
     uint64_t owner = 0;    // whose datagram made it, while INCOMPLETE
     uint64_t group = 0;    // and the owner's group
+    uint64_t learned = 0;  // its place in learned_ when the wire made it (0: not the wire's)
     std::deque<PendingDatagram> pending;
   };
   using Iterator = absl::flat_hash_map<net::IpAddress, Entry>::iterator;
 
   bool Expired(const Entry& e, absl::Time now) const;
-  // Room for one more entry: false (counted) when the table is full of what may not go. A
-  // next hop (`for_next_hop`) may push out an INCOMPLETE, stale or reachable entry; a
-  // neighbour from the wire a stale one only.
-  bool MakeRoom(absl::Time now, bool for_next_hop);
+  // Room for one more next hop: false (counted) when the table is full of what may not go. It
+  // may push out an INCOMPLETE, stale or reachable entry (a scan: next hops are bounded by the
+  // unresolved caps and the probe bucket, not by what the wire sends).
+  bool MakeRoom(absl::Time now);
+  // Room for a neighbour from the wire: the oldest one the wire made that is still there,
+  // still the wire's and stale (or expired) goes; false (counted) when there is none. O(1)
+  // amortized: each entry the wire made is looked at once here.
+  bool MakeRoomForLearned(absl::Time now);
+  // A token bucket: takes a token, refilling first; false when there is none.
+  struct Bucket {
+    double tokens;
+    absl::Time refill = absl::InfinitePast();
+    bool Take(absl::Time now, double per_second, double burst);
+  };
   // A new resolution for `d`: false (counted, `d` dropped) past a cap or the probe bucket.
   bool MayResolve(const PendingDatagram& d, bool gateway, absl::Time now);
-  // Takes a probe token, refilling the bucket first; false when there is none.
-  bool TakeProbeToken(absl::Time now);
+  bool TakeProbeToken(absl::Time now) {
+    return probes_.Take(now, options_.probes_per_second, options_.probe_burst);
+  }
   // An entry leaves INCOMPLETE (resolved, made permanent or erased): the caps count it no more.
   void Resolved(Entry& e);
   // Makes an entry (state INCOMPLETE, nothing else set) and tells on_entry.
@@ -206,8 +233,14 @@ class NeighborTable {
   size_t unresolved_ = 0;                                  // INCOMPLETE entries
   absl::flat_hash_map<uint64_t, size_t> unresolved_by_owner_;  // of them, by owner
   absl::flat_hash_map<uint64_t, size_t> unresolved_by_group_;  // of them, by group (not 0)
-  double probe_tokens_;
-  absl::Time probe_refill_ = absl::InfinitePast();
+  Bucket probes_;
+  Bucket learning_;
+  // The entries the wire made, oldest first: (address, Entry::learned). One that was erased,
+  // or made again since, is skipped when it comes to the front; compacted past twice the
+  // table's size.
+  std::deque<std::pair<net::IpAddress, uint64_t>> learned_;
+  uint64_t next_learned_ = 1;
+  uint64_t changes_ = 0;
   NeighborCounters counters_;
 };
 

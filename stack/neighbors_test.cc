@@ -372,5 +372,52 @@ TEST(NeighborTableTest, TheGatewayIsNeverEvictedNorRefused) {
   EXPECT_EQ(n.Lookup(gw, kT0 + absl::Seconds(200)), kMac);
 }
 
+// Senders on the wire are learned at most at the learning rate (a flood of made-up ones makes
+// no more entries than that), replace only what the wire made, oldest first, and never a next
+// hop we send to; a new entry changes nothing looked up before (changes() stays), an erased
+// or moved one does.
+TEST(NeighborTableTest, AFloodOfMadeUpSendersIsLearnedAtTheLearningRateOnly) {
+  NeighborTable n({.max_entries = 64, .learned_per_second = 100, .learn_burst = 10});
+  for (uint32_t i = 0; i < 8; ++i) {  // next hops we send to, answered
+    const net::IpAddress hop = net::IpAddress::V4(0x0a010010 + i);
+    ASSERT_TRUE(n.Queue({{}, {}, hop, "x"}, kT0));
+    n.Learn(hop, {.mac = kMac, .solicited = true}, kT0);
+  }
+  const uint64_t changes = n.changes();
+  // 100,000 made-up senders over 10 seconds.
+  for (uint32_t i = 0; i < 100000; ++i) {
+    n.Learn(net::IpAddress::V4(0x0a020000 + i), {.mac = kMac, .create = true},
+            kT0 + absl::Microseconds(100) * i);
+  }
+  const uint64_t learned = 10 + 100 * 10;  // the burst, and 100 a second
+  EXPECT_GE(n.counters().learn_rate_limited, 100000 - learned);
+  EXPECT_EQ(n.List().size(), 64u);
+  // Every next hop stayed; the wire's entries replaced each other (an erased entry is a change).
+  for (uint32_t i = 0; i < 8; ++i) {
+    EXPECT_EQ(n.Lookup(net::IpAddress::V4(0x0a010010 + i), kT0 + absl::Seconds(10)), kMac) << i;
+  }
+  EXPECT_LE(n.counters().evicted, learned);
+  EXPECT_LE(n.changes() - changes, learned);
+  // A new entry leaves what was looked up right; a moved MAC does not.
+  const uint64_t before = n.changes();
+  n.Learn(net::IpAddress::V4(0x0a030001), {.mac = kMac, .create = true}, kT0 + absl::Seconds(60));
+  EXPECT_EQ(n.changes(), before + 1) << "the new one took the oldest learned one's place";
+  const uint64_t after = n.changes();
+  n.Learn(net::IpAddress::V4(0x0a030001), {.mac = kMac}, kT0 + absl::Seconds(60));
+  EXPECT_EQ(n.changes(), after) << "nothing changed";
+  n.Learn(net::IpAddress::V4(0x0a030001),
+          {.mac = *net::MacAddress::Parse("02:00:00:00:00:55"), .override = true},
+          kT0 + absl::Seconds(60));
+  EXPECT_EQ(n.changes(), after + 1);
+}
+
+// New entries alone do not count as changes: a table with room learns without one.
+TEST(NeighborTableTest, ANewNeighbourIsNoChange) {
+  NeighborTable n({});
+  n.Learn(kPeer, {.mac = kMac, .create = true}, kT0);
+  ASSERT_TRUE(n.Lookup(kPeer, kT0).has_value());
+  EXPECT_EQ(n.changes(), 0u);
+}
+
 }  // namespace
 }  // namespace quadsock::stack

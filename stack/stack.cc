@@ -496,6 +496,7 @@ StackCounters Stack::Counters() const {
   c.neighbor_unresolved_full = n.refused_unresolved;
   c.neighbor_probes_rate_limited = n.probes_rate_limited;
   c.neighbor_evicted = n.evicted;
+  c.neighbor_learn_rate_limited = n.learn_rate_limited;
   return c;
 }
 

@@ -126,7 +126,9 @@ namespace quadsock::stack {
   X(neighbor_probes_rate_limited, "ARP requests and solicitations not sent for the probe "   \
                                   "rate limit: a new resolution refused (its datagram "      \
                                   "dropped) or a retransmission put off.")                   \
-  X(neighbor_evicted, "Neighbour entries pushed out of a full table (unresolved ones first).")
+  X(neighbor_evicted, "Neighbour entries pushed out of a full table (unresolved ones first).") \
+  X(neighbor_learn_rate_limited, "Senders of requests for us answered but not learned: past "  \
+                                 "the rate of new neighbours learned from the wire.")
 
 // Gauges: values now, not totals.
 #define QUADSOCK_STACK_GAUGES(X)                                                             \

@@ -127,11 +127,17 @@ void NeighborResolution::Learn(PollEngine& engine, const net::IpAddress& ip,
     return;
   }
   std::vector<PendingDatagram> ready;
+  bool changed;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    const uint64_t before = table_.changes();
     ready = table_.Learn(ip, advert, now);
+    changed = table_.changes() != before;
   }
-  Changed();
+  // The poll threads' shortcuts hold MACs looked up before: only a changed or erased entry
+  // makes them look again (a new neighbour leaves what they hold right; a flood of made-up
+  // senders must not send every thread to the table's lock).
+  if (changed) Changed();
   if (ready.empty()) return;
   // They all waited for the neighbour that just answered with its MAC (Learn releases them
   // only when the message carried one).
