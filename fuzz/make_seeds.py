@@ -69,8 +69,37 @@ def reassembly():
     yield "tiny", op(1, 6, 0, 4, 1) + op(1, 6, 8, 100, 0)
 
 
+def receive(frame_seeds):
+    """A socket set, then frames (fuzz/receive_fuzzer.cc): sockets of 8 bytes (flags: 1 IPv6,
+    2 v6only, 4 reuseport, 8 connect; local address and port picks; remote address and port
+    picks; 3 spare), frames of a kind byte: even, built (source, source port, destination,
+    destination port picks, payload length, 3 spare); odd, raw (length, little-endian 2 bytes,
+    and the bytes). Address picks: 0 10.1.0.2, 1 10.1.0.1, 2 10.1.0.9, 3 fd00:1::2,
+    4 fd00:1::1, 5 fd00:1::9, 6 0.0.0.0, 7 ::, 8 ::ffff:10.1.0.2; ports 4000+pick, peers' 5000+pick."""
+    def sock(flags, local, lport, remote=0, rport=0):
+        return bytes([flags, local, lport, remote, rport, 0, 0, 0])
+
+    def built(src, sport, dst, dport, length=5):
+        return bytes([0, src, sport, dst, dport, length, 0, 0, 0])
+
+    def raw(frame):
+        return bytes([1]) + struct.pack("<H", len(frame)) + frame
+
+    sockets = (sock(0, 0, 0) + sock(8, 6, 1, 1, 0) + sock(1 | 4, 7, 2) + sock(1 | 4, 7, 2) +
+               sock(1 | 2, 3, 3))
+    yield "mixed", (bytes([5]) + sockets + built(1, 0, 0, 0) + built(1, 0, 0, 1) +
+                    built(1, 1, 0, 1) + built(1, 2, 0, 2) + built(4, 0, 3, 2) +
+                    built(1, 3, 0, 3) + built(4, 1, 3, 3) + built(1, 0, 2, 0))
+    yield "raw_frames", bytes([2]) + sock(0, 6, 0) + sock(1, 7, 0) + b"".join(
+        raw(bytes(f)) for _, f in frame_seeds)
+
+
 def main():
-    for name, f in frames():
+    frame_seeds = list(frames())
+    for name, b in receive(frame_seeds):
+        with open(os.path.join(HERE, "corpus", "receive", name), "wb") as out:
+            out.write(b)
+    for name, f in frame_seeds:
         with open(os.path.join(HERE, "corpus", "frame", name), "wb") as out:
             out.write(bytes(f))
     for name, b in reassembly():

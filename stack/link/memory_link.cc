@@ -111,7 +111,7 @@ size_t MemoryLink::Receive(std::span<FrameBuffer> out) {
     ledger_.Move(index, FramePlace::kFree, FramePlace::kHeld);
     const uint32_t length = static_cast<uint32_t>(std::min<size_t>(frame.size(), frame_size_));
     out[n] = Buffer(index, length);
-    std::memcpy(out[n].data, frame.data(), length);
+    if (length > 0) std::memcpy(out[n].data, frame.data(), length);  // an empty frame: no data()
     ++n;
   }
   counters_.Add(&LinkCounters::rx_frames, n);

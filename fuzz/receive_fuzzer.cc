@@ -1,0 +1,171 @@
+// Fuzz target: the whole receive path. A Stack over a MemoryLink (one poll thread, polled here)
+// gets a set of sockets the input chooses (IPv4 and IPv6, bound to our addresses or the
+// wildcard, connected, in reuseport groups, v6only), then the input's frames, raw or built as
+// well-formed UDP from fuzzed fields (so that datagrams get past the checksum and reach the
+// sockets). After each input:
+//   - the frame ledger holds (Stack::CheckFrameAccounting: every frame the link lent came back);
+//   - every datagram a socket received was for it: to its port, to its address (or any, for a
+//     wildcard bind; IPv4 to an IPv6 socket only when it is not v6only, v4-mapped), and from its
+//     peer when it is connected;
+//   - everything the stack sent is a frame ParseFrame takes.
+//
+// Input: a byte of socket count, 8 bytes per socket, then frames, each a byte of kind (even:
+// built, odd: raw), and a built frame's 8 bytes of fields, or a raw frame's 2-byte length and
+// bytes.
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "fuzz/check.h"
+#include "stack/link/memory_link.h"
+#include "stack/net/frame.h"
+#include "stack/net/frame_builder.h"
+#include "stack/stack.h"
+
+namespace {
+
+using namespace quadsock;  // NOLINT: a fuzz target's few names
+
+const net::MacAddress kOurMac = *net::MacAddress::Parse("02:00:00:00:00:0b");
+const net::MacAddress kPeerMac = *net::MacAddress::Parse("02:00:00:00:00:0a");
+
+// The addresses an input picks from: ours, the peer's, another host's, per family.
+const net::IpAddress& Address(uint8_t pick) {
+  static const auto* all = new std::vector<net::IpAddress>{
+      *net::IpAddress::Parse("10.1.0.2"),   *net::IpAddress::Parse("10.1.0.1"),
+      *net::IpAddress::Parse("10.1.0.9"),   *net::IpAddress::Parse("fd00:1::2"),
+      *net::IpAddress::Parse("fd00:1::1"),  *net::IpAddress::Parse("fd00:1::9"),
+      *net::IpAddress::Parse("0.0.0.0"),    *net::IpAddress::Parse("::"),
+      *net::IpAddress::Parse("::ffff:10.1.0.2")};
+  return (*all)[pick % all->size()];
+}
+uint16_t Port(uint8_t pick) { return static_cast<uint16_t>(4000 + pick % 4); }
+
+struct Harness {
+  Harness() {
+    link::MemoryLink::Pair p = link::MemoryLink::CreateWithTestEnd({.name = "fz", .mac = kOurMac});
+    wire = std::move(p.test_end);
+    std::vector<std::unique_ptr<link::Link>> links;
+    links.push_back(std::move(p.link));
+    stack::StackOptions o;
+    o.addresses = {*net::IpPrefix::Parse("10.1.0.2/24"), *net::IpPrefix::Parse("fd00:1::2/64")};
+    o.clock = [this] { return now; };
+    o.wall_clock = [this] { return now; };
+    o.receive_queue_depth = 64;
+    s = stack::Stack::Create(std::move(o), std::move(links)).value();
+  }
+  absl::Time now = absl::FromUnixSeconds(1'000'000);
+  std::unique_ptr<link::MemoryLink::TestEnd> wire;
+  std::unique_ptr<stack::Stack> s;
+};
+
+// Reads what the input has left, a byte at a time (zeros past its end).
+struct Reader {
+  std::span<const uint8_t> in;
+  bool more() const { return !in.empty(); }
+  uint8_t Byte() {
+    if (in.empty()) return 0;
+    const uint8_t b = in[0];
+    in = in.subspan(1);
+    return b;
+  }
+  std::span<const uint8_t> Bytes(size_t n) {
+    n = std::min(n, in.size());
+    std::span<const uint8_t> out = in.first(n);
+    in = in.subspan(n);
+    return out;
+  }
+};
+
+void OpenSockets(Reader& r, stack::Stack& s) {
+  const int count = r.Byte() % 9;
+  for (int i = 0; i < count; ++i) {
+    const uint8_t flags = r.Byte();
+    const uint8_t local = r.Byte(), local_port = r.Byte(), remote = r.Byte(),
+                  remote_port = r.Byte();
+    (void)r.Bytes(3);
+    stack::OpenOptions o;
+    o.v6only = (flags & 2) != 0;
+    o.reuse_port = (flags & 4) != 0;
+    absl::StatusOr<stack::SocketId> id =
+        s.Open((flags & 1) != 0 ? net::Family::kV6 : net::Family::kV4, o);
+    if (!id.ok()) continue;
+    // Refusals (a family or address that does not fit, a port in use) are part of the game.
+    (void)s.Bind(*id, {Address(local), Port(local_port)});
+    if ((flags & 8) != 0) (void)s.Connect(*id, {Address(remote), static_cast<uint16_t>(5000 + remote_port % 4)});
+  }
+}
+
+void Inject(Reader& r, Harness& h) {
+  while (r.more()) {
+    const uint8_t kind = r.Byte();
+    std::vector<uint8_t> frame(2048);
+    size_t n = 0;
+    if (kind % 2 == 0) {
+      const uint8_t src = r.Byte(), sport = r.Byte(), dst = r.Byte(), dport = r.Byte(),
+                    length = r.Byte();
+      (void)r.Bytes(3);
+      const net::IpAddress from = Address(src), to = Address(dst);
+      if (from.is_v4() != to.is_v4()) continue;
+      const std::string payload(length, 'p');
+      const std::optional<size_t> built = net::BuildUdp(
+          {kPeerMac, kOurMac, std::nullopt},
+          {{from, static_cast<uint16_t>(5000 + sport % 4)}, {to, Port(dport)}},
+          {reinterpret_cast<const uint8_t*>(payload.data()), payload.size()}, frame);
+      if (!built.has_value()) continue;
+      n = *built;
+    } else {
+      const size_t length = r.Byte() | (size_t{r.Byte()} << 8);
+      std::span<const uint8_t> raw = r.Bytes(std::min<size_t>(length, frame.size()));
+      std::copy(raw.begin(), raw.end(), frame.begin());
+      n = raw.size();
+    }
+    (void)h.wire->Inject({frame.data(), n});
+    h.now += absl::Microseconds(100);
+    h.s->PollOnce();
+  }
+}
+
+// What a datagram must be to be the socket's (the socket's state as it is now).
+void CheckDelivery(const demux::SocketInfo& info, const stack::ReceivedDatagram& d) {
+  FUZZ_CHECK(info.state != demux::SocketState::kOpen, "an unbound socket received a datagram");
+  FUZZ_CHECK(d.destination.port == info.local.port, "a datagram for another port");
+  const bool v6 = info.options.family == net::Family::kV6;
+  FUZZ_CHECK(v6 != d.destination.address.is_v4(), "a datagram of the other family as it came");
+  if (v6 && d.destination.address.Unmapped().is_v4()) {
+    FUZZ_CHECK(!info.options.v6only, "IPv4 reached a v6only socket");
+  }
+  if (!info.local.address.IsUnspecified()) {
+    FUZZ_CHECK(d.destination.address == info.local.address, "a datagram for another address");
+  }
+  if (info.state == demux::SocketState::kConnected) {
+    FUZZ_CHECK(d.source == info.remote, "a connected socket received from another peer");
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  static Harness* h = new Harness();
+  stack::Stack& s = *h->s;
+  for (stack::SocketId id : s.List()) (void)s.Close(id);
+  Reader r{{data, size}};
+  OpenSockets(r, s);
+  Inject(r, *h);
+  for (const std::vector<uint8_t>& sent : h->wire->TakeSent()) {
+    net::ParsedFrame p;
+    FUZZ_CHECK(net::ParseFrame(sent, p) == net::ParseError::kOk, "the stack sent a bad frame");
+  }
+  for (stack::SocketId id : s.List()) {
+    absl::StatusOr<stack::SocketStatus> st = s.Get(id);
+    FUZZ_CHECK(st.ok(), "a listed socket has no status");
+    while (std::optional<stack::ReceivedDatagram> d = s.Receive(id).value()) {
+      CheckDelivery(st->info, *d);
+    }
+  }
+  FUZZ_CHECK(s.CheckFrameAccounting().ok(), "the frame ledger does not hold");
+  return 0;
+}
