@@ -94,7 +94,25 @@ def receive(frame_seeds):
         raw(bytes(f)) for _, f in frame_seeds)
 
 
+def socket_table():
+    """Calls on a socket table (fuzz/socket_table_fuzzer.cc): a byte (0: hash4 on, 1: off),
+    then 3 bytes a call: the call (0,1 open; 2 bind; 3 connect; 4 disconnect; 5 rehash; 6 bind
+    to device; 7 close), which socket, and its argument (open: 1 IPv6, 2 v6only, 4 reuseport,
+    8 the second owner, bits 4-5 the device; bind: address pick + 8 * port pick; connect: peer
+    pick + 8 * port pick)."""
+    mixed = bytes([0, 0, 0, 2, 0, 0, 0, 2, 1, 2, 0, 1, 0, 3, 1, 0, 0, 0, 1, 2, 2, 13,
+                   3, 2, 2, 0, 0, 3, 2, 3, 3, 4, 1, 0, 6, 0, 1, 5, 0, 17, 7, 1, 0])
+    yield "mixed", mixed
+    yield "mixed_no_hash4", bytes([1]) + mixed[1:]
+    group = bytes([0, 0, 0, 4, 2, 0, 2, 0, 0, 4, 2, 1, 2, 0, 0, 4, 2, 2, 2, 3, 1, 0,
+                   0, 0, 12, 2, 3, 2, 4, 1, 0, 7, 0, 0])
+    yield "reuseport", group
+
+
 def main():
+    for name, b in socket_table():
+        with open(os.path.join(HERE, "corpus", "socket_table", name), "wb") as out:
+            out.write(b)
     frame_seeds = list(frames())
     for name, b in receive(frame_seeds):
         with open(os.path.join(HERE, "corpus", "receive", name), "wb") as out:
