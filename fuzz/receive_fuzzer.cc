@@ -20,6 +20,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "fuzz/check.h"
+#include "fuzz/input.h"
 #include "stack/link/memory_link.h"
 #include "stack/net/frame.h"
 #include "stack/net/frame_builder.h"
@@ -62,25 +63,8 @@ struct Harness {
   std::unique_ptr<stack::Stack> s;
 };
 
-// Reads what the input has left, a byte at a time (zeros past its end).
-struct Reader {
-  std::span<const uint8_t> in;
-  bool more() const { return !in.empty(); }
-  uint8_t Byte() {
-    if (in.empty()) return 0;
-    const uint8_t b = in[0];
-    in = in.subspan(1);
-    return b;
-  }
-  std::span<const uint8_t> Bytes(size_t n) {
-    n = std::min(n, in.size());
-    std::span<const uint8_t> out = in.first(n);
-    in = in.subspan(n);
-    return out;
-  }
-};
 
-void OpenSockets(Reader& r, stack::Stack& s) {
+void OpenSockets(fuzz::Input& r, stack::Stack& s) {
   const int count = r.Byte() % 9;
   for (int i = 0; i < count; ++i) {
     const uint8_t flags = r.Byte();
@@ -99,7 +83,7 @@ void OpenSockets(Reader& r, stack::Stack& s) {
   }
 }
 
-void Inject(Reader& r, Harness& h) {
+void Inject(fuzz::Input& r, Harness& h) {
   while (r.more()) {
     const uint8_t kind = r.Byte();
     std::vector<uint8_t> frame(2048);
@@ -152,7 +136,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static Harness* h = new Harness();
   stack::Stack& s = *h->s;
   for (stack::SocketId id : s.List()) (void)s.Close(id);
-  Reader r{{data, size}};
+  fuzz::Input r(data, size);
   OpenSockets(r, s);
   Inject(r, *h);
   for (const std::vector<uint8_t>& sent : h->wire->TakeSent()) {

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "fuzz/check.h"
+#include "fuzz/input.h"
 #include "stack/demux/rcu.h"
 #include "stack/demux/socket_table.h"
 
@@ -125,23 +126,13 @@ bool SameGroup(const SocketInfo& a, const SocketInfo& b) {
          a.options.bound_device == b.options.bound_device && b.state == SocketState::kBound;
 }
 
-struct Reader {
-  std::span<const uint8_t> in;
-  bool more() const { return !in.empty(); }
-  uint8_t Byte() {
-    if (in.empty()) return 0;
-    const uint8_t b = in[0];
-    in = in.subspan(1);
-    return b;
-  }
-};
 
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static demux::RcuReaderThread* reader = new demux::RcuReaderThread();
   (void)reader;
-  Reader r{{data, size}};
+  fuzz::Input r(data, size);
   const bool hash4 = (r.Byte() & 1) == 0;
   demux::SocketTable::Options o;
   o.hash4 = hash4;
