@@ -110,8 +110,12 @@ MetricsHttp::~MetricsHttp() {
 void MetricsHttp::Serve() {
   std::vector<Connection> conns;
   std::vector<pollfd> fds;
+  // After a failed accept (EMFILE, ENOMEM), the listening socket stays readable: not watched
+  // until then, or the loop would spin on it.
+  absl::Time accept_paused_until = absl::InfinitePast();
   while (!stop_.load()) {
-    const bool accepting = conns.size() < static_cast<size_t>(options_.max_connections);
+    const bool accepting = conns.size() < static_cast<size_t>(options_.max_connections) &&
+                           options_.clock() >= accept_paused_until;
     fds.assign(1, pollfd{listen_fd_, static_cast<short>(accepting ? POLLIN : 0), 0});
     absl::Time wake = options_.clock() + absl::Milliseconds(100);  // to notice stop_
     for (const Connection& c : conns) {
@@ -166,7 +170,13 @@ void MetricsHttp::Serve() {
       socklen_t from_len = sizeof(from);
       const int fd = accept4(listen_fd_, reinterpret_cast<sockaddr*>(&from), &from_len,
                              SOCK_CLOEXEC | SOCK_NONBLOCK);
-      if (fd < 0) break;
+      if (fd < 0) {
+        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && errno != ECONNABORTED) {
+          accept_failures_.fetch_add(1, std::memory_order_relaxed);
+          accept_paused_until = now + absl::Milliseconds(100);
+        }
+        break;
+      }
       Connection c;
       c.address = ClientAddress(from);
       if (std::count_if(conns.begin(), conns.end(), [&](const Connection& other) {

@@ -43,6 +43,9 @@ class MetricsHttp {
   uint16_t port() const { return port_; }
   // Connections closed at once: their address had max_connections_per_address already.
   uint64_t refused_connections() const { return refused_.load(std::memory_order_relaxed); }
+  // accept() failures (no descriptor or memory left): the endpoint then stops accepting for
+  // 100 ms rather than spin on its readable socket.
+  uint64_t accept_failures() const { return accept_failures_.load(std::memory_order_relaxed); }
 
  private:
   struct Connection;
@@ -58,6 +61,7 @@ class MetricsHttp {
   MetricsHttpOptions options_;
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> refused_{0};
+  std::atomic<uint64_t> accept_failures_{0};
   std::thread thread_;
 };
 

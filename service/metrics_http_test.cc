@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <set>
@@ -23,6 +24,7 @@
 #include "absl/time/clock.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/message.h"
+#include "service/testing/fd_limit.h"
 #include "stack/net/parse_error.h"
 
 namespace quadsock::service {
@@ -296,6 +298,45 @@ TEST(MetricsHttpTest, ServesGetMetricsAndNothingElse) {
 
 // Clients that connect and send nothing (a port scanner, a stuck scraper) hold their
 // connections for the whole timeout; a scrape beside them is answered at once, not after them.
+// With no descriptor left, accept fails: the endpoint stops watching its socket for 100 ms
+// instead of spinning on it (it went round its loop as fast as it could), and once descriptors
+// are free the connection that waited is served.
+TEST(MetricsHttpTest, AcceptWithoutDescriptorsPausesInsteadOfSpinning) {
+  absl::StatusOr<std::unique_ptr<MetricsHttp>> m =
+      MetricsHttp::Start("127.0.0.1:0", [] { return std::string("quadsock_x 1\n"); });
+  ASSERT_TRUE(m.ok()) << m.status();
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons((*m)->port());
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  {
+    testing::FdLimit limit(0);
+    ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0) << std::strerror(errno);
+    ASSERT_TRUE(testing::Eventually([&] { return (*m)->accept_failures() > 0; }));
+    const uint64_t before = (*m)->accept_failures();
+    const absl::Time start = absl::Now();
+    absl::SleepFor(absl::Seconds(1));
+    const absl::Duration starved = absl::Now() - start;
+    const uint64_t failures = (*m)->accept_failures() - before;
+    EXPECT_LE(failures, static_cast<uint64_t>(starved / absl::Milliseconds(100)) + 2)
+        << failures << " failed accepts in " << starved;
+  }
+  ASSERT_EQ(send(fd, kScrape, std::strlen(kScrape), MSG_NOSIGNAL),
+            static_cast<ssize_t>(std::strlen(kScrape)));
+  std::string answer;
+  char buf[4096];
+  pollfd p{fd, POLLIN, 0};
+  while (poll(&p, 1, 30'000) == 1) {
+    const ssize_t n = recv(fd, buf, sizeof(buf), 0);
+    if (n <= 0) break;
+    answer.append(buf, static_cast<size_t>(n));
+  }
+  close(fd);
+  EXPECT_EQ(answer.rfind("HTTP/1.0 200 OK\r\n", 0), 0u) << answer;
+}
+
 TEST(MetricsHttpTest, IdleConnectionsDoNotStallAScrape) {
   absl::StatusOr<std::unique_ptr<MetricsHttp>> m =
       MetricsHttp::Start("127.0.0.1:0", [] { return std::string("quadsock_x 1\n"); },

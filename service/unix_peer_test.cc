@@ -32,6 +32,7 @@
 #include "common/protocol.h"
 #include "quadsock/v1/socket.grpc.pb.h"
 #include "service/server.h"
+#include "service/testing/fd_limit.h"
 #include "service/testing/two_stacks.h"
 
 namespace quadsock::service {
@@ -96,36 +97,8 @@ class OtherUser {
   FILE* stdout_ = nullptr;
 };
 
-// The process's soft RLIMIT_NOFILE at what it has open now plus `spare`, until the end of the
-// scope: an attack that takes descriptors shows in a test's time.
-class FdLimit {
- public:
-  explicit FdLimit(int spare) {
-    EXPECT_EQ(getrlimit(RLIMIT_NOFILE, &before_), 0);
-    int open = -1;  // the directory's own descriptor, closed after the count
-    for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) {
-      ++open;
-    }
-    rlimit l = before_;
-    l.rlim_cur = static_cast<rlim_t>(open + spare);
-    EXPECT_EQ(setrlimit(RLIMIT_NOFILE, &l), 0) << std::strerror(errno);
-  }
-  ~FdLimit() { EXPECT_EQ(setrlimit(RLIMIT_NOFILE, &before_), 0); }
-
- private:
-  rlimit before_{};
-};
-
-// Waits up to 30 s for `done`; false when it never came.
-template <typename F>
-bool Eventually(F done) {
-  const absl::Time deadline = absl::Now() + absl::Seconds(30);
-  while (!done()) {
-    if (absl::Now() > deadline) return false;
-    absl::SleepFor(absl::Milliseconds(10));
-  }
-  return true;
-}
+using testing::Eventually;
+using testing::FdLimit;
 
 class UnixPeerTest : public ::testing::Test {
  protected:
