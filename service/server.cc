@@ -194,6 +194,35 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerOptions options, sta
     address = o.listen;
   }
 
+  // Everything the handlers read is in place before the server starts: a call may come the
+  // moment it does (on TCP, or in process), and nothing may change under it then.
+  if (!unix_path.empty()) {
+    absl::StatusOr<std::unique_ptr<UnixListener>> listener =
+        UnixListener::Listen(unix_path, o.log,
+                             {.max_connections = o.sessions.max_sessions,
+                              .max_per_user = o.sessions.max_sessions_per_peer});
+    if (!listener.ok()) {
+      return absl::UnavailableError(
+          absl::StrCat("--listen: ", listener.status().message()));
+    }
+    s->unix_listener_ = std::move(*listener);
+    s->context_.unix_peers = s->unix_listener_.get();
+  }
+  // Data channels: in shared memory beside a Unix listener, on gRPC streams on any.
+  Sessions* sessions = &s->sessions_;
+  ChannelLimits channel_limits = o.channels;
+  if (!channel_limits.peer_of) {
+    channel_limits.peer_of = [sessions](const std::string& session) {
+      return sessions->Peer(session);
+    };
+  }
+  absl::StatusOr<std::unique_ptr<ChannelBroker>> broker = ChannelBroker::Start(
+      unix_path.empty() ? "" : unix_path + ".channel", stack, channel_limits, o.log,
+      [sessions](const std::string& session) { sessions->Renew(session); }, o.clock);
+  if (!broker.ok()) return broker.status();
+  s->channels_ = std::move(*broker);
+  s->context_.channels = s->channels_.get();
+
   s->sockets_ = std::make_unique<SocketServiceImpl>(s->context_);
   s->admin_ = std::make_unique<AdminServiceImpl>(
       s->context_, o.data_plane,
@@ -218,32 +247,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerOptions options, sta
     return absl::UnavailableError(absl::StrCat(
         "cannot listen on \"", o.listen, "\" (address in use, or not permitted)"));
   }
-  if (!unix_path.empty()) {
-    absl::StatusOr<std::unique_ptr<UnixListener>> listener =
-        UnixListener::Start(unix_path, s->server_.get(), o.log,
-                            {.max_connections = o.sessions.max_sessions,
-                             .max_per_user = o.sessions.max_sessions_per_peer});
-    if (!listener.ok()) {
-      return absl::UnavailableError(
-          absl::StrCat("--listen: ", listener.status().message()));
-    }
-    s->unix_listener_ = std::move(*listener);
-    s->context_.unix_peers = s->unix_listener_.get();
-  }
-  // Data channels: in shared memory beside a Unix listener, on gRPC streams on any.
-  Sessions* sessions = &s->sessions_;
-  ChannelLimits channel_limits = o.channels;
-  if (!channel_limits.peer_of) {
-    channel_limits.peer_of = [sessions](const std::string& session) {
-      return sessions->Peer(session);
-    };
-  }
-  absl::StatusOr<std::unique_ptr<ChannelBroker>> broker = ChannelBroker::Start(
-      unix_path.empty() ? "" : unix_path + ".channel", stack, channel_limits, o.log,
-      [sessions](const std::string& session) { sessions->Renew(session); }, o.clock);
-  if (!broker.ok()) return broker.status();
-  s->channels_ = std::move(*broker);
-  s->context_.channels = s->channels_.get();
+  if (s->unix_listener_ != nullptr) s->unix_listener_->Serve(s->server_.get());
   // With port 0 the kernel chose one: say which.
   s->listening_on_ = unix_path.empty()
                          ? absl::StrCat(o.listen.substr(0, o.listen.rfind(':')), ":", port)

@@ -51,17 +51,15 @@ absl::StatusOr<UniqueFd> ListenUnix(const std::string& path, int type, int backl
 }
 
 UnixListener::UnixListener(std::string path, UniqueFd listen_fd, UniqueFd wake_fd,
-                           grpc::Server* server, std::function<void(absl::string_view)> log,
-                           ConnectionLimits limits)
+                           std::function<void(absl::string_view)> log, ConnectionLimits limits)
     : path_(std::move(path)),
       listen_fd_(std::move(listen_fd)),
       wake_fd_(std::move(wake_fd)),
-      server_(server),
       log_(std::move(log)),
       limits_(limits) {}
 
-absl::StatusOr<std::unique_ptr<UnixListener>> UnixListener::Start(
-    const std::string& path, grpc::Server* server, std::function<void(absl::string_view)> log,
+absl::StatusOr<std::unique_ptr<UnixListener>> UnixListener::Listen(
+    const std::string& path, std::function<void(absl::string_view)> log,
     ConnectionLimits limits) {
   absl::StatusOr<UniqueFd> fd = ListenUnix(path, SOCK_STREAM, SOMAXCONN);
   if (!fd.ok()) return fd.status();
@@ -70,11 +68,14 @@ absl::StatusOr<std::unique_ptr<UnixListener>> UnixListener::Start(
     unlink(path.c_str());
     return link::ErrnoStatus(errno, "eventfd");
   }
-  std::unique_ptr<UnixListener> l(
-      new UnixListener(path, std::move(*fd), std::move(wake), server, std::move(log), limits));
-  UnixListener* self = l.get();
-  l->thread_ = std::thread([self] { self->Run(); });
-  return l;
+  return std::unique_ptr<UnixListener>(
+      new UnixListener(path, std::move(*fd), std::move(wake), std::move(log), limits));
+}
+
+void UnixListener::Serve(grpc::Server* server) {
+  if (thread_.joinable() || stopping_.load()) return;
+  server_ = server;
+  thread_ = std::thread([this] { Run(); });
 }
 
 UnixListener::~UnixListener() { Stop(); }

@@ -15,7 +15,8 @@
 // --max_sessions_per_peer): one user's connections cannot take the descriptors every other
 // user needs to connect. A connection over a cap is closed at once, logged and counted.
 //
-//   auto listener = UnixListener::Start("/run/quadsock/quadsock.sock", server.get()).value();
+//   auto listener = UnixListener::Listen("/run/quadsock/quadsock.sock").value();
+//   ... server = builder.BuildAndStart(); listener->Serve(server.get());
 //   std::optional<std::string> who = listener->PeerOf(ctx->peer());  // "uid:1000"
 //   listener->Stop();          // before server->Shutdown(): no connection arrives after it
 #ifndef QUADSOCK_SERVICE_UNIX_LISTENER_H_
@@ -80,12 +81,14 @@ struct ConnectionLimits {
 
 class UnixListener {
  public:
-  // Listens on `path` (ListenUnix) and hands each connection to `server`, which must be
-  // started and outlive the listener's Stop. `log` hears what went wrong with accepting, and
-  // the connections refused.
-  static absl::StatusOr<std::unique_ptr<UnixListener>> Start(
-      const std::string& path, grpc::Server* server,
-      std::function<void(absl::string_view)> log = nullptr, ConnectionLimits limits = {});
+  // Listens on `path` (ListenUnix); connections wait in the backlog until Serve. `log` hears
+  // what went wrong with accepting, and the connections refused.
+  static absl::StatusOr<std::unique_ptr<UnixListener>> Listen(
+      const std::string& path, std::function<void(absl::string_view)> log = nullptr,
+      ConnectionLimits limits = {});
+  // Accepts from now on, handing each connection to `server`, which must be started and
+  // outlive the listener's Stop. Once.
+  void Serve(grpc::Server* server);
   ~UnixListener();  // Stop()
 
   // Stops accepting and removes the socket file. Connections handed over stay the server's.
@@ -109,7 +112,7 @@ class UnixListener {
     uid_t uid;
     ino_t inode;  // of the accepted socket
   };
-  UnixListener(std::string path, UniqueFd listen_fd, UniqueFd wake_fd, grpc::Server* server,
+  UnixListener(std::string path, UniqueFd listen_fd, UniqueFd wake_fd,
                std::function<void(absl::string_view)> log, ConnectionLimits limits);
   void Run();
   // Takes the connections waiting; false when accept failed for want of resources (try later).
@@ -126,7 +129,7 @@ class UnixListener {
   const std::string path_;
   UniqueFd listen_fd_;
   UniqueFd wake_fd_;  // an eventfd: Stop wakes the thread
-  grpc::Server* const server_;
+  grpc::Server* server_ = nullptr;  // Serve's; before the thread starts
   const std::function<void(absl::string_view)> log_;
   const ConnectionLimits limits_;
   std::atomic<bool> stopping_{false};
