@@ -502,6 +502,10 @@ std::optional<FrameBuffer> XskLink::AllocateTx(uint32_t length) {
 }
 
 size_t XskLink::Transmit(std::span<const FrameBuffer> frames) {
+  if (std::none_of(frames.begin(), frames.end(),
+                   [this](const FrameBuffer& f) { return IsLarge(f.handle); })) {
+    return TransmitFrames(frames);
+  }
   size_t taken = 0;
   uint32_t descriptors = 0;
   for (const FrameBuffer& f : frames) {
@@ -536,6 +540,25 @@ size_t XskLink::Transmit(std::span<const FrameBuffer> frames) {
   tx_pending_kick_ += descriptors;
   counters_.Add(&LinkCounters::tx_frames, taken);
   return taken;
+}
+
+size_t XskLink::TransmitFrames(std::span<const FrameBuffer> frames) {
+  const auto want = static_cast<uint32_t>(frames.size());
+  uint32_t n = std::min(xsk_prod_nb_free(tx_.get(), want), want);
+  if (n < want) counters_.Add(&LinkCounters::tx_ring_full);
+  uint32_t idx = 0;
+  if (n > 0 && xsk_ring_prod__reserve(tx_.get(), n, &idx) != n) n = 0;  // nb_free said room
+  for (uint32_t i = 0; i < n; ++i) {
+    xdp_desc* d = xsk_ring_prod__tx_desc(tx_.get(), idx + i);
+    d->addr = frames[i].handle;
+    d->len = frames[i].length;
+    d->options = 0;
+    ledger_.Move(IndexOf(frames[i].handle), FramePlace::kHeld, FramePlace::kKernelTx);
+  }
+  if (n > 0) xsk_ring_prod__submit(tx_.get(), n);
+  tx_pending_kick_ += n;
+  counters_.Add(&LinkCounters::tx_frames, n);
+  return n;
 }
 
 void XskLink::Scatter(const FrameBuffer& frame, uint32_t idx, uint32_t chunks) {

@@ -155,6 +155,9 @@ class XskLink : public Link {
   // Puts `frame` (a large buffer) on the TX ring as a chain of `chunks` UMEM frames from
   // ring index `idx`, and frees the large buffer.
   void Scatter(const FrameBuffer& frame, uint32_t idx, uint32_t chunks);
+  // Transmit for a batch of UMEM frames only (no jumbo frame to scatter, the common case): one
+  // reservation of the TX ring for them all.
+  size_t TransmitFrames(std::span<const FrameBuffer> frames);
   void Refill();
   void ReapCompletions();
   void Kick();
