@@ -18,6 +18,16 @@ namespace {
 const ::testing::Environment* const kPrivateNamespace =
     ::testing::AddGlobalTestEnvironment(new testing::PrivateNamespaceEnvironment);
 
+// A minimal frame the peer's kernel drops: broadcast, an EtherType for local experiments.
+void FillDiscarded(link::FrameBuffer& f) {
+  std::memset(f.data, 0xff, 6);
+  std::memset(f.data + 6, 0x02, 6);
+  f.data[12] = 0x88;
+  f.data[13] = 0xb5;
+  std::memset(f.data + 14, 0, 46);
+  f.length = 60;
+}
+
 // A turn may send more frames than the free pool holds (the rest of the UMEM waits in the fill
 // ring): in copy mode a sent frame comes back only once the kernel is kicked, so AllocateTx
 // kicks what waits in the TX ring before it gives up. Here a burst four times the free frames,
@@ -35,13 +45,7 @@ TEST(AfXdpTxTest, ABurstLargerThanTheFreeFramesLeavesWithoutAPoll) {
     for (int i = 0; i < kBurst; ++i) {
       std::optional<link::FrameBuffer> f = q->AllocateTx(64);
       ASSERT_TRUE(f.has_value()) << "no frame for the burst's frame " << i;
-      // Broadcast, an EtherType for local experiments: the peer's kernel drops it.
-      std::memset(f->data, 0xff, 6);
-      std::memset(f->data + 6, 0x02, 6);
-      f->data[12] = 0x88;
-      f->data[13] = 0xb5;
-      std::memset(f->data + 14, 0, 46);
-      f->length = 60;
+      FillDiscarded(*f);
       batch.push_back(*f);
       if (batch.size() == 64 || i == kBurst - 1) {
         ASSERT_EQ(q->Transmit(batch), batch.size()) << "at frame " << i;
@@ -71,12 +75,7 @@ TEST(AfXdpTxTest, ABatchPastTheTxRingsRoomLeavesTheRestWithTheCaller) {
     for (int i = 0; i < 100; ++i) {
       std::optional<link::FrameBuffer> f = q->AllocateTx(64);
       ASSERT_TRUE(f.has_value()) << i;
-      std::memset(f->data, 0xff, 6);
-      std::memset(f->data + 6, 0x02, 6);
-      f->data[12] = 0x88;
-      f->data[13] = 0xb5;
-      std::memset(f->data + 14, 0, 46);
-      f->length = 60;
+      FillDiscarded(*f);
       batch.push_back(*f);
     }
     const size_t taken = q->Transmit(batch);
