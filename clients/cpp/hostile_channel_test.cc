@@ -273,5 +273,29 @@ TEST_F(HostileChannelTest, AMemfdPunchedAndScribbledOverHurtsOnlyItsOwnChannel) 
   munmap(m.base, m.bytes);
 }
 
+// The TX ring: the hostile keeps its ring of sends full without pause (the peer drops them),
+// and the victim's answers still leave in their turn: channels are served round robin, a share
+// a turn each (the stack-level test counts the turn; this one is the whole path, end to end).
+TEST_F(HostileChannelTest, AChannelThatFloodsItsSendsLeavesTheOthersTheirTurn) {
+  const absl::Duration quiet = Echo(50);
+  std::atomic<bool> attacking{true};
+  std::atomic<uint64_t> queued{0};
+  std::thread flooder([&] {
+    const std::string payload(512, 'f');
+    std::vector<channel::SendView> batch(
+        64, {hostile_socket_->index(),
+             {reinterpret_cast<const uint8_t*>(payload.data()), payload.size()},
+             *net::Endpoint::Parse("10.1.0.1:5001")});
+    while (attacking.load()) queued += hostile_ch_->SendBatch(batch);
+  });
+  const absl::Duration flooded = Echo(100);
+  attacking = false;
+  flooder.join();
+  EXPECT_GT(queued.load(), 10000u) << "the flood never filled the ring";
+  EXPECT_LT(flooded, kSlowRound) << "slowest round without the flood: " << quiet;
+  RecordProperty("slowest_round_quiet_us", static_cast<int>(quiet / absl::Microseconds(1)));
+  RecordProperty("slowest_round_flooded_us", static_cast<int>(flooded / absl::Microseconds(1)));
+}
+
 }  // namespace
 }  // namespace quadsock
