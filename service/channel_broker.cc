@@ -302,7 +302,7 @@ void ChannelBroker::Accept() {
       // No descriptor or memory: the connection stays queued and the socket readable. Stop
       // watching it until the next tick rather than spin on it.
       accept_failures_.fetch_add(1, std::memory_order_relaxed);
-      LogThrottled(std::string(link::ErrnoStatus(errno, "cannot accept on " + path_).message()));
+      throttled_log_(std::string(link::ErrnoStatus(errno, "cannot accept on " + path_).message()));
       epoll_event e{};
       e.data.fd = listen_fd_;
       (void)epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, listen_fd_, &e);
@@ -315,7 +315,7 @@ void ChannelBroker::Accept() {
     if (const std::string why = OverLimit(cred.uid); !why.empty()) {
       refused_.fetch_add(1, std::memory_order_relaxed);
       (void)SendWithFds(fd.get(), absl::StrCat("error: ", why), {});
-      LogThrottled(absl::StrCat("refused a side connection: ", why));
+      throttled_log_(absl::StrCat("refused a side connection: ", why));
       continue;
     }
     epoll_event e{};
@@ -337,15 +337,6 @@ std::string ChannelBroker::OverLimit(uid_t uid) const {
                         " connections waiting to claim an offer already");
   }
   return "";
-}
-
-void ChannelBroker::LogThrottled(const std::string& message) {
-  ++unlogged_;
-  const absl::Time now = absl::Now();
-  if (now - last_throttled_log_ < absl::Seconds(1)) return;
-  Log(unlogged_ == 1 ? message : absl::StrCat(message, " (", unlogged_, " such since the last line)"));
-  last_throttled_log_ = now;
-  unlogged_ = 0;
 }
 
 void ChannelBroker::Drop(int fd) {

@@ -42,6 +42,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "service/peer_shares.h"
+#include "service/throttled_log.h"
 #include "stack/channel/channel.h"
 #include "stack/monotonic_clock.h"
 #include "stack/stack.h"
@@ -166,8 +167,6 @@ class ChannelBroker {
   void Drop(int fd) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Why a new side connection of `uid` may not wait to claim ("" when it may).
   std::string OverLimit(uid_t uid) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The first of a run of failures or refusals, then at most a line a second.
-  void LogThrottled(const std::string& message) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Log(absl::string_view message) const {
     if (log_) log_(message);
   }
@@ -201,8 +200,8 @@ class ChannelBroker {
   absl::flat_hash_map<int, Unclaimed> unclaimed_ ABSL_GUARDED_BY(mu_);  // by fd
   // After a failed accept, the side socket is not watched until then (a tick: kTickMs).
   std::optional<absl::Time> accept_paused_until_ ABSL_GUARDED_BY(mu_);
-  absl::Time last_throttled_log_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
-  uint64_t unlogged_ ABSL_GUARDED_BY(mu_) = 0;
+  // Failed accepts and refused side connections: a line a second at most.
+  ThrottledLog throttled_log_ ABSL_GUARDED_BY(mu_){log_};
   absl::flat_hash_map<int, std::string> sessions_by_fd_ ABSL_GUARDED_BY(mu_);  // attached fds
   absl::flat_hash_map<int, std::string> stream_events_ ABSL_GUARDED_BY(mu_);   // streams' eventfds
 };

@@ -136,7 +136,7 @@ bool UnixListener::AcceptAll() {
     }
     if (!over.empty()) {
       refused_.fetch_add(1, std::memory_order_relaxed);
-      LogRefusal(over);
+      refusals_(absl::StrCat("refused a connection on ", path_, ": ", over));
       continue;  // closed: the client sees its connection end before any answer
     }
     // gRPC owns the fd from here, and closes it when the connection ends.
@@ -177,16 +177,6 @@ std::string UnixListener::OverLimit(uid_t uid) {
   last_cap_prune_ = now;
   Prune();
   return over();
-}
-
-void UnixListener::LogRefusal(const std::string& why) {
-  ++refused_unlogged_;
-  const absl::Time now = absl::Now();
-  if (!log_ || now - last_refusal_log_ < absl::Seconds(1)) return;
-  log_(absl::StrCat("refused ", refused_unlogged_, " connection", refused_unlogged_ == 1 ? "" : "s",
-                    " on ", path_, ": ", why));
-  last_refusal_log_ = now;
-  refused_unlogged_ = 0;
 }
 
 std::optional<uid_t> UnixListener::UidOf(absl::string_view peer) const {

@@ -39,6 +39,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "service/throttled_log.h"
 
 namespace quadsock::service {
 
@@ -123,8 +124,6 @@ class UnixListener {
   void Prune();
   // Why a new connection of `uid` is over a cap ("" when it is not); may Prune first (mu_ held).
   std::string OverLimit(uid_t uid);
-  // Logs a refusal: the first, then at most one line a second with the count since.
-  void LogRefusal(const std::string& why);
 
   const std::string path_;
   UniqueFd listen_fd_;
@@ -135,8 +134,7 @@ class UnixListener {
   std::atomic<bool> stopping_{false};
   std::atomic<uint64_t> refused_{0};
   std::atomic<uint64_t> accept_failures_{0};
-  absl::Time last_refusal_log_ = absl::InfinitePast();  // the listener's thread only
-  uint64_t refused_unlogged_ = 0;                       // the listener's thread only
+  ThrottledLog refusals_{log_};  // the listener's thread only
   std::thread thread_;
   // std::mutex, not absl::Mutex: Debian's Abseil is not built for ThreadSanitizer.
   mutable std::mutex mu_;

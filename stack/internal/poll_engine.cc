@@ -18,7 +18,6 @@ constexpr absl::Duration kTimerPeriod = absl::Milliseconds(100);
 constexpr int kIdleWaitMs = 10;
 // A busy-polling link is polled this long after its last frame before the thread sleeps.
 constexpr absl::Duration kBusyPollLinger = absl::Milliseconds(1);
-// The epoll tag of the link's own fd (every other tag is an eventfd of ours).
 // What woke the idle thread (epoll_event.data): the link, our own eventfd (drained), or a
 // descriptor an application shares (never touched: WatchSharedFd).
 constexpr uint64_t kLinkTag = uint64_t{1} << 32;

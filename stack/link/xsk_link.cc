@@ -527,11 +527,7 @@ size_t XskLink::Transmit(std::span<const FrameBuffer> frames) {
     if (large) {
       Scatter(f, idx, chunks);
     } else {
-      xdp_desc* d = xsk_ring_prod__tx_desc(tx_.get(), idx);
-      d->addr = f.handle;
-      d->len = f.length;
-      d->options = 0;
-      ledger_.Move(IndexOf(f.handle), FramePlace::kHeld, FramePlace::kKernelTx);
+      PutTxDescriptor(f, idx);
     }
     descriptors += chunks;
     ++taken;
@@ -548,17 +544,19 @@ size_t XskLink::TransmitFrames(std::span<const FrameBuffer> frames) {
   if (n < want) counters_.Add(&LinkCounters::tx_ring_full);
   uint32_t idx = 0;
   if (n > 0 && xsk_ring_prod__reserve(tx_.get(), n, &idx) != n) n = 0;  // nb_free said room
-  for (uint32_t i = 0; i < n; ++i) {
-    xdp_desc* d = xsk_ring_prod__tx_desc(tx_.get(), idx + i);
-    d->addr = frames[i].handle;
-    d->len = frames[i].length;
-    d->options = 0;
-    ledger_.Move(IndexOf(frames[i].handle), FramePlace::kHeld, FramePlace::kKernelTx);
-  }
+  for (uint32_t i = 0; i < n; ++i) PutTxDescriptor(frames[i], idx + i);
   if (n > 0) xsk_ring_prod__submit(tx_.get(), n);
   tx_pending_kick_ += n;
   counters_.Add(&LinkCounters::tx_frames, n);
   return n;
+}
+
+void XskLink::PutTxDescriptor(const FrameBuffer& frame, uint32_t idx) {
+  xdp_desc* d = xsk_ring_prod__tx_desc(tx_.get(), idx);
+  d->addr = frame.handle;
+  d->len = frame.length;
+  d->options = 0;
+  ledger_.Move(IndexOf(frame.handle), FramePlace::kHeld, FramePlace::kKernelTx);
 }
 
 void XskLink::Scatter(const FrameBuffer& frame, uint32_t idx, uint32_t chunks) {

@@ -154,6 +154,8 @@ class XskLink : public Link {
   void ReturnChunk(uint64_t addr);
   // Puts `frame` (a large buffer) on the TX ring as a chain of `chunks` UMEM frames from
   // ring index `idx`, and frees the large buffer.
+  // A UMEM frame the caller holds into TX ring slot `idx` (reserved): the kernel's now.
+  void PutTxDescriptor(const FrameBuffer& frame, uint32_t idx);
   void Scatter(const FrameBuffer& frame, uint32_t idx, uint32_t chunks);
   // Transmit for a batch of UMEM frames only (no jumbo frame to scatter, the common case): one
   // reservation of the TX ring for them all.
