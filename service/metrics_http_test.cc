@@ -4,6 +4,9 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -14,6 +17,7 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -416,6 +420,57 @@ TEST(MetricsHttpTest, ConnectionsBeyondTheLimitWaitForOne) {
   EXPECT_TRUE(absl::StartsWith(buf, "HTTP/1.0 200 OK")) << buf;
   close(third);
   close(idle2);
+}
+
+// A client that takes its answer and then sends without pause (sendfile: 1 MiB a call) is
+// closed at its deadline while it still sends, and a scrape beside it is answered. Reads are bounded per turn (16) so that the thread cannot stay in one draining
+// client's read loop while bytes keep coming. That unbounded loop never failed this test here:
+// the endpoint's reads caught up with the flood each time (64 KiB sends and 1 MiB sendfile
+// tried), so the bound is a defence, and this test the witness that the deadline holds.
+TEST(MetricsHttpTest, AClientThatNeverStopsSendingIsClosedAtItsDeadline) {
+  absl::StatusOr<std::unique_ptr<MetricsHttp>> m =
+      MetricsHttp::Start("127.0.0.1:0", [] { return std::string("quadsock_x 1\n"); },
+                         {.max_connections = 8, .timeout = absl::Seconds(1)});
+  ASSERT_TRUE(m.ok()) << m.status();
+  const int flooder = Connect((*m)->port());
+  ASSERT_EQ(send(flooder, kScrape, std::strlen(kScrape), MSG_NOSIGNAL),
+            static_cast<ssize_t>(std::strlen(kScrape)));
+  char first[16] = {};
+  pollfd p{flooder, POLLIN, 0};
+  ASSERT_EQ(poll(&p, 1, 30'000), 1) << "no answer to the flooder's scrape";
+  ASSERT_GT(recv(flooder, first, sizeof(first) - 1, 0), 0);
+  ASSERT_TRUE(absl::StartsWith(first, "HTTP/1.0 200")) << first;
+
+  // From here the flooder only sends; it stops when the endpoint closes it, or after 60 s.
+  std::atomic<int64_t> flooded_bytes{0};
+  int flood_errno = 0;
+  // sendfile from a memory file: the flooder's kernel passes pages, the endpoint copies them.
+  signal(SIGPIPE, SIG_IGN);  // sendfile has no MSG_NOSIGNAL
+  const int file = memfd_create("flood", MFD_CLOEXEC);
+  ASSERT_EQ(ftruncate(file, 1 << 20), 0);
+  std::thread flood([&] {
+    const absl::Time give_up = absl::Now() + absl::Seconds(60);
+    while (absl::Now() < give_up) {
+      off_t from = 0;
+      const ssize_t n = sendfile(flooder, file, &from, 1 << 20);
+      if (n < 0) {
+        flood_errno = errno;
+        break;
+      }
+      flooded_bytes.fetch_add(n);
+    }
+  });
+  ASSERT_TRUE(testing::Eventually([&] { return flooded_bytes.load() > (1 << 20); }));
+  // A scrape while the flood goes on (if the flood has already ended, this proves less; the
+  // flood's end is checked below either way).
+  const std::string beside = Get((*m)->port(), kScrape);
+  EXPECT_EQ(beside.rfind("HTTP/1.0 200 OK\r\n", 0), 0u) << beside;
+  flood.join();
+  close(flooder);
+  close(file);
+  EXPECT_TRUE(flood_errno == ECONNRESET || flood_errno == EPIPE)
+      << "the flooder was never closed (" << flooded_bytes.load() << " bytes sent, errno "
+      << flood_errno << ")";
 }
 
 TEST(MetricsHttpTest, AnIdleConnectionIsClosedAtItsTimeout) {
