@@ -66,7 +66,7 @@ absl::StatusOr<std::unique_ptr<ChannelBroker>> ChannelBroker::Start(
   if (b->epoll_fd_ < 0) return link::ErrnoStatus(errno, "epoll_create1");
   if (!b->path_.empty()) {
     // Mode 0660, as the Unix listener: whoever may call may attach.
-    absl::StatusOr<UniqueFd> fd = ListenUnix(b->path_, SOCK_SEQPACKET, 64);
+    absl::StatusOr<UniqueFd> fd = ListenUnix(b->path_, SOCK_SEQPACKET, 64, b->log_);
     if (!fd.ok()) {
       return absl::Status(fd.status().code(), absl::StrCat("the data channel's side socket: ",
                                                            fd.status().message()));

@@ -19,7 +19,15 @@
 
 namespace quadsock::service {
 
-absl::StatusOr<UniqueFd> ListenUnix(const std::string& path, int type, int backlog) {
+namespace {
+// Linux 6.16's SO_PASSRIGHTS (asm-generic/socket.h), which Debian 12's headers lack.
+#ifndef SO_PASSRIGHTS
+constexpr int SO_PASSRIGHTS = 83;
+#endif
+}  // namespace
+
+absl::StatusOr<UniqueFd> ListenUnix(const std::string& path, int type, int backlog,
+                                    const std::function<void(absl::string_view)>& log) {
   sockaddr_un a{};
   a.sun_family = AF_UNIX;
   if (path.empty() || path.size() >= sizeof(a.sun_path)) {
@@ -30,6 +38,14 @@ absl::StatusOr<UniqueFd> ListenUnix(const std::string& path, int type, int backl
   UniqueFd fd(socket(AF_UNIX, type | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
   if (fd.get() < 0) {
     return link::ErrnoStatus(errno, "socket(AF_UNIX)");
+  }
+  // Set before listen(): a connection takes its listener's setting when it is made, so no
+  // client can pass a descriptor before accept() either.
+  const int off = 0;
+  if (setsockopt(fd.get(), SOL_SOCKET, SO_PASSRIGHTS, &off, sizeof(off)) != 0 && log) {
+    log(absl::StrCat(link::ErrnoStatus(errno, "SO_PASSRIGHTS").message(), ": this kernel "
+                     "(before Linux 6.16) lets a client of \"", path, "\" pass descriptors, "
+                     "and one whose close blocks would hold the quadsockd thread that reads it"));
   }
   unlink(path.c_str());  // a stale one from an earlier run
   // bind() makes the socket file: under umask 0177 it is born 0600, so nobody but the owner
@@ -61,7 +77,7 @@ UnixListener::UnixListener(std::string path, UniqueFd listen_fd, UniqueFd wake_f
 absl::StatusOr<std::unique_ptr<UnixListener>> UnixListener::Listen(
     const std::string& path, std::function<void(absl::string_view)> log,
     ConnectionLimits limits) {
-  absl::StatusOr<UniqueFd> fd = ListenUnix(path, SOCK_STREAM, SOMAXCONN);
+  absl::StatusOr<UniqueFd> fd = ListenUnix(path, SOCK_STREAM, SOMAXCONN, log);
   if (!fd.ok()) return fd.status();
   UniqueFd wake(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (wake.get() < 0) {

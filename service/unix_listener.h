@@ -72,7 +72,15 @@ class UniqueFd {
 // on `path`, whose file has mode 0660. A file left at `path` is removed first (the caller checks
 // that nobody listens there). INVALID_ARGUMENT for a path too long for a socket address,
 // UNAVAILABLE when the socket cannot be made (no such folder, not permitted).
-absl::StatusOr<UniqueFd> ListenUnix(const std::string& path, int type, int backlog);
+//
+// Its connections refuse passed file descriptors (SO_PASSRIGHTS off; a client's SCM_RIGHTS
+// message fails with EPERM in the client). quadsockd never asks a client for a descriptor, and
+// one it received would be closed by the thread that read it (or closed the connection), and a
+// close can block: a TCP socket with SO_LINGER whose peer's window is shut blocks its last
+// close for the linger time, so any client could hold the broker's or a gRPC thread for as
+// long as it liked. A kernel before Linux 6.16 has no such option: `log` says so, once a socket.
+absl::StatusOr<UniqueFd> ListenUnix(const std::string& path, int type, int backlog,
+                                    const std::function<void(absl::string_view)>& log);
 
 // Connections a UnixListener keeps open at once.
 struct ConnectionLimits {

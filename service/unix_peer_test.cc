@@ -19,6 +19,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <future>
 #include <atomic>
 #include <memory>
 #include <mutex>
@@ -408,6 +409,58 @@ TEST_F(UnixPeerTest, AcceptWithoutDescriptorsWaitsForTheNextTick) {
   bool logged = false;
   for (const std::string& l : Log()) logged |= absl::StrContains(l, "cannot accept on");
   EXPECT_TRUE(logged);
+}
+
+// A client that passes a descriptor (SCM_RIGHTS) makes the thread that reads or closes its
+// connection close that descriptor, and a close can block: peer_client's is a TCP connection
+// that lingers 600 s behind a shut window. The other user passes one on the clients' socket
+// (gRPC reads it), on the side socket in place of a token (the broker reads it), and on its
+// attached channel's side connection just before closing it (the broker closes it). Each is
+// refused in the sender (SO_PASSRIGHTS off on quadsockd's sockets), and root's session, channel
+// offer and claim are answered meanwhile. Before, the broker's thread sat in the close: the
+// claim was not answered while the attacker lived.
+TEST_F(UnixPeerTest, ADescriptorWhoseCloseBlocksCannotBePassed) {
+  const std::vector<std::vector<std::string>> attacks = {
+      {path_, "pass-blocking"},
+      {t_->server->channel_path(), "pass-blocking-side"},
+      {"unix:" + path_, "attach-then-pass"},
+  };
+  for (const std::vector<std::string>& attack : attacks) {
+    SCOPED_TRACE(attack[1]);
+    OtherUser attacker(client_, attack);
+    const std::string said = attacker.Line();
+    EXPECT_TRUE(absl::StartsWith(said, "refused: ")) << said;
+    EXPECT_TRUE(absl::StrContains(said, "not permitted")) << said;
+    // Root's calls, on a thread of their own: while a thread of quadsockd sits in the close,
+    // they may wait for it (here the server and this client share gRPC's threads).
+    std::future<std::string> victim = std::async(std::launch::async, [&]() -> std::string {
+      const auto patience = std::chrono::system_clock::now() + std::chrono::seconds(20);
+      grpc::ClientContext create;
+      create.set_deadline(patience);
+      v1::CreateSessionResponse session;
+      grpc::Status s = stub_->CreateSession(&create, v1::CreateSessionRequest(), &session);
+      if (!s.ok()) return "CreateSession: " + s.error_message();
+      grpc::ClientContext attach;
+      attach.set_deadline(patience);
+      attach.AddMetadata(kSessionHeader, session.session());
+      v1::AttachChannelResponse offer;
+      s = stub_->AttachChannel(&attach, v1::AttachChannelRequest(), &offer);
+      if (!s.ok()) return "AttachChannel: " + s.error_message();
+      if (const std::string claimed = ClaimAsRoot(offer); claimed != "ok") {
+        return "claim: \"" + claimed + "\"";
+      }
+      grpc::ClientContext end;
+      end.AddMetadata(kSessionHeader, session.session());
+      v1::EndSessionResponse ended;
+      s = stub_->EndSession(&end, v1::EndSessionRequest(), &ended);
+      return s.ok() ? "" : "EndSession: " + s.error_message();
+    });
+    if (victim.wait_for(std::chrono::seconds(40)) != std::future_status::ready) {
+      ADD_FAILURE() << "root's session, offer and claim were not answered in 40 s";
+      attacker.EndInput();  // its exit resets the descriptor: the close that waits returns
+    }
+    EXPECT_EQ(victim.get(), "");
+  }
 }
 
 }  // namespace

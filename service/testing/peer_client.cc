@@ -8,7 +8,20 @@
 //   peer_client PATH connect N             N bare connections to the Unix socket PATH (the
 //   peer_client PATH connect-side N        clients' socket; the side socket), held until stdin
 //                                          ends: "connected N" once all are made
+//   peer_client PATH pass-blocking         a descriptor whose close blocks (below), passed on
+//   peer_client PATH pass-blocking-side    a connection to the clients' socket; to the side
+//                                          socket with a made-up token. "passed" or "refused:
+//                                          ...", then the connection is held until stdin ends
+//   peer_client unix:PATH attach-then-pass a session and a data channel, claimed on the side
+//                                          socket; then the blocking descriptor passed on that
+//                                          connection, closed, and held until stdin ends
+//
+// The blocking descriptor is a TCP connection on loopback to a listener of this process that
+// never accepts: its send queue is full behind the listener's shut window and it lingers
+// (SO_LINGER 600 s), so its last close blocks until this process exits (its listener's close
+// resets it) or the linger ends.
 #include <grpcpp/grpcpp.h>
+#include <netinet/in.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -96,6 +109,62 @@ int ConnectMany(const std::string& path, int type, int n) {
   return made;
 }
 
+// A descriptor whose last close blocks while this process lives (the file's comment).
+int BlockingDescriptor() {
+  const int listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  if (bind(listener, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 || listen(listener, 1) != 0 ||
+      getsockname(listener, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    return -1;
+  }
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) return -1;
+  const std::string chunk(64 * 1024, 'x');
+  while (send(fd, chunk.data(), chunk.size(), MSG_DONTWAIT | MSG_NOSIGNAL) > 0) {
+  }
+  const linger l{.l_onoff = 1, .l_linger = 600};
+  if (setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, sizeof(l)) != 0) return -1;
+  return fd;  // the listener stays open until the process ends
+}
+
+// Sends `text` on `conn` with `fd` alongside (SCM_RIGHTS): "passed" or "refused: <errno>".
+std::string Pass(int conn, const std::string& text, int fd) {
+  iovec v{const_cast<char*>(text.data()), text.size()};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr m{};
+  m.msg_iov = &v;
+  m.msg_iovlen = 1;
+  m.msg_control = control;
+  m.msg_controllen = sizeof(control);
+  cmsghdr* c = CMSG_FIRSTHDR(&m);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int));
+  std::memcpy(CMSG_DATA(c), &fd, sizeof(int));
+  if (sendmsg(conn, &m, MSG_NOSIGNAL) < 0) {
+    return "refused: " + std::string(quadsock::link::ErrnoStatus(errno, "sendmsg").message());
+  }
+  return "passed";
+}
+
+int ConnectUnix(const std::string& path, int type) {
+  const int fd = socket(AF_UNIX, type | SOCK_CLOEXEC, 0);
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  std::strncpy(a.sun_path, path.c_str(), sizeof(a.sun_path) - 1);
+  if (fd < 0 || connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) return -1;
+  return fd;
+}
+
+void WaitForStdinToEnd() {
+  std::string line;
+  while (std::getline(std::cin, line)) {
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -111,14 +180,32 @@ int main(int argc, char** argv) {
     std::printf("%s\n", Claim(target, arg).c_str());
     return 0;
   }
+  if (command == "pass-blocking" || command == "pass-blocking-side") {
+    const bool side = command == "pass-blocking-side";
+    const int conn = ConnectUnix(target, side ? SOCK_SEQPACKET : SOCK_STREAM);
+    const int blocking = BlockingDescriptor();
+    if (conn < 0 || blocking < 0) {
+      std::printf("%s\n", std::string(quadsock::link::ErrnoStatus(errno, "set-up").message()).c_str());
+      return 1;
+    }
+    // The side socket reads a token; the clients' socket an HTTP/2 preface.
+    const std::string said =
+        Pass(conn, side ? "not-a-token" : "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", blocking);
+    std::printf("%s\n", said.c_str());
+    std::fflush(stdout);
+    // Passed, the copy in flight is the last once this one is closed. Refused, this copy is
+    // the last: its close would block here, so it is left to the exit (a lingering close
+    // waits only in a living process).
+    if (said == "passed") close(blocking);
+    WaitForStdinToEnd();
+    return 0;
+  }
   if (command == "connect" || command == "connect-side") {
     const int made = ConnectMany(target, command == "connect" ? SOCK_STREAM : SOCK_SEQPACKET,
                                  std::stoi(arg));
     std::printf("connected %d\n", made);
     std::fflush(stdout);
-    std::string line;
-    while (std::getline(std::cin, line)) {
-    }
+    WaitForStdinToEnd();
     return 0;
   }
   std::unique_ptr<SocketService::Stub> stub =
@@ -137,9 +224,29 @@ int main(int argc, char** argv) {
   } else if (command == "hold") {
     const grpc::Status s = Create(*stub, token);
     Say(s, token);
-    std::string line;
-    while (std::getline(std::cin, line)) {
+    WaitForStdinToEnd();
+  } else if (command == "attach-then-pass") {
+    const grpc::Status s = Create(*stub, token);
+    grpc::ClientContext ctx;
+    ctx.AddMetadata(quadsock::kSessionHeader, token);
+    quadsock::v1::AttachChannelResponse offer;
+    const grpc::Status attached =
+        s.ok() ? stub->AttachChannel(&ctx, quadsock::v1::AttachChannelRequest(), &offer) : s;
+    const int conn = ConnectUnix(offer.path(), SOCK_SEQPACKET);
+    char reply[16] = {};
+    if (!attached.ok() || conn < 0 ||
+        send(conn, offer.token().data(), offer.token().size(), 0) < 0 ||
+        recv(conn, reply, sizeof(reply) - 1, 0) != 2 || std::string(reply) != "ok") {
+      std::printf("not attached: %s %s\n", attached.error_message().c_str(), reply);
+      return 1;
     }
+    const int blocking = BlockingDescriptor();
+    const std::string said = Pass(conn, "x", blocking);
+    std::printf("%s\n", said.c_str());
+    std::fflush(stdout);
+    if (said == "passed") close(blocking);  // as pass-blocking
+    close(conn);  // quadsockd detaches the channel: its close of the connection is the last
+    WaitForStdinToEnd();
   } else {
     std::fprintf(stderr, "peer_client: unknown command \"%s\"\n", command.c_str());
     return 2;
