@@ -2,8 +2,11 @@
 // remote host is a second stack on the same in-memory wire).
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <map>
+#include <thread>
 
+#include "service/testing/fd_limit.h"
 #include "service/testing/service_fixture.h"
 #include "stack/channel/packed.h"
 
@@ -228,6 +231,100 @@ TEST_F(ChannelStreamTest, AChannelThatEndsTakesItsSocketsOffWithOneWait) {
   }
   for (const std::string& h : handles) EXPECT_FALSE(Get(h).on_channel());
   EXPECT_EQ(stack_->Counters().channel_waits, before + 1);
+}
+
+// The same at the size the issue named: a channel of 65,536 sockets ends (its client cancels)
+// while another session opens sockets and echoes datagrams through a channel of its own. One
+// wait for all (before, one grace period per socket under the broker's lock: the other
+// session's Opens and wake-ups waited for every one), every socket off the channel, and every
+// call of the other session answered.
+class ManySocketsChannelTest : public ChannelStreamTest {
+ protected:
+  void Configure(ServerOptions& o) override { o.sessions.max_sockets_per_session = 65536 + 8; }
+};
+
+TEST_F(ManySocketsChannelTest, AChannelOf65536SocketsEndsWithOneWaitWhileAnotherSessionWorks) {
+  constexpr int kSockets = 65536;
+  std::vector<std::string> handles;
+  for (int opened = 0; opened < kSockets;) {
+    v1::BatchRequest batch;
+    for (int i = 0; i < 1024 && opened + i < kSockets; ++i) {
+      batch.add_ops()->mutable_open()->set_family(v1::FAMILY_IPV4);
+    }
+    v1::BatchResponse done;
+    ASSERT_TRUE(Call(&v1::SocketService::Stub::Batch, batch, &done).ok());
+    for (const v1::SocketOpResult& r : done.results()) {
+      ASSERT_EQ(r.code(), 0) << r.message();
+      handles.push_back(r.socket());
+    }
+    opened += done.results_size();
+  }
+  std::unique_ptr<ClientContext> ctx;
+  auto s = Open(ctx, session_, {}, 10);
+  ASSERT_TRUE(OnChannel(handles.back()));
+
+  // The other session: a socket echoed through its own channel, and Opens, until told to stop.
+  const std::string other = NewSession("other");
+  const std::string echo = OpenBound(other, "10.1.0.2", 4000);
+  std::unique_ptr<ClientContext> other_ctx;
+  auto other_stream = Open(other_ctx, other, {echo}, 1 << 20);
+  ASSERT_TRUE(testing::Eventually([&] {
+    ClientContext c;
+    Auth(c, other);
+    v1::GetRequest req;
+    req.set_socket(echo);
+    v1::Socket got;
+    return sockets_->Get(&c, req, &got).ok() && got.on_channel();
+  }));
+  const stack::SocketId peer = PeerSocket(5000);
+  std::atomic<bool> stop{false};
+  std::atomic<int> rounds{0}, opens{0}, failures{0};
+  std::thread worker([&] {
+    while (!stop.load()) {
+      PeerSend(peer, "ping", 4000);
+      if (ReadN(*other_stream, 1).size() != 1) {
+        ++failures;
+        return;
+      }
+      ++rounds;
+      ClientContext c;
+      c.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(20)));
+      Auth(c, other);
+      v1::OpenRequest req;
+      req.set_family(v1::FAMILY_IPV4);
+      v1::OpenResponse opened;
+      if (!sockets_->Open(&c, req, &opened).ok()) ++failures;
+      ClientContext c2;
+      Auth(c2, other);
+      v1::CloseRequest close;
+      close.set_socket(opened.socket());
+      v1::CloseResponse closed;
+      if (!sockets_->Close(&c2, close, &closed).ok()) ++failures;
+      ++opens;
+    }
+  });
+  ASSERT_TRUE(testing::Eventually([&] { return rounds.load() > 0 || failures.load() > 0; }));
+
+  const uint64_t before = stack_->Counters().channel_waits;
+  const int rounds_before = rounds.load();
+  ctx->TryCancel();  // the client ends the big channel's stream
+  s->Finish();
+  const absl::Time deadline = absl::Now() + absl::Seconds(60);
+  while (Get(handles.back()).on_channel() && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  // The other session went on meanwhile, and goes on after.
+  ASSERT_TRUE(testing::Eventually([&] {
+    return rounds.load() >= rounds_before + 10 || failures.load() > 0;
+  }));
+  stop = true;
+  worker.join();
+  EXPECT_EQ(failures.load(), 0);
+  for (int i = 0; i < kSockets; i += 4099) EXPECT_FALSE(Get(handles[i]).on_channel()) << i;
+  EXPECT_FALSE(Get(handles.back()).on_channel());
+  EXPECT_EQ(stack_->Counters().channel_waits, before + 1);
+  other_ctx->TryCancel();
+  other_stream->Finish();
 }
 
 TEST_F(ChannelStreamTest, AnotherSessionsSocketIsNotOurs) {
