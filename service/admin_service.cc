@@ -195,6 +195,10 @@ v1::Counters AdminServiceImpl::Collect() const {
   if (info_.xdp_counters) {
     if (std::optional<v1::XdpCounters> x = info_.xdp_counters()) *out.mutable_xdp() = *x;
   }
+  if (info_.interface != nullptr) {
+    out.set_interface_down(info_.interface->down());
+    out.set_interface_mtu_changes(info_.interface->mtu_changes());
+  }
   out.set_sessions(c_.sessions.size());
   out.set_sockets(t.sockets);
   uint64_t refused = 0, failures = 0;

@@ -24,6 +24,7 @@
 #include "absl/strings/string_view.h"
 
 #include "quadsock/v1/admin.grpc.pb.h"
+#include "stack/link/interface_watch.h"
 #include "service/socket_service.h"
 
 namespace quadsock::service {
@@ -31,6 +32,8 @@ namespace quadsock::service {
 struct DataPlaneInfo {
   std::string xdp_mode = "none";  // "native", "generic"; "none" without an XDP program
   std::function<std::optional<v1::XdpCounters>()> xdp_counters;
+  // The served interface's watch (quadsockd's, outliving the server); none in tests.
+  const link::InterfaceWatch* interface = nullptr;
 };
 
 struct AdminAccess {

@@ -45,6 +45,7 @@
 #include "service/server.h"
 #include "stack/afxdp_stack.h"
 #include "stack/link/errno_status.h"
+#include "stack/link/interface_watch.h"
 #include "stack/link/kernel_addresses.h"
 #include "stack/link/nic_features.h"
 #include "stack/neighbors.h"
@@ -626,6 +627,11 @@ int Main(int argc, char** argv) {
     out.set_redirect_no_xsk(c->redirect_no_xsk);
     return out;
   };
+  // What may happen to the interface under us (down, up, MTU, deleted): looked at each second.
+  absl::StatusOr<std::unique_ptr<link::InterfaceWatch>> watch =
+      link::InterfaceWatch::Start(o.interface);
+  if (!watch.ok()) return Fail("cannot watch the interface", watch.status());
+  so.data_plane.interface = watch->get();
   absl::StatusOr<std::unique_ptr<service::Server>> server = service::Server::Start(so, dp->stack());
   if (!server.ok()) return Fail("cannot serve gRPC", server.status());
   std::unique_ptr<service::MetricsHttp> metrics;
@@ -652,21 +658,39 @@ int Main(int argc, char** argv) {
                        ? "; no administration listener"
                        : absl::StrCat("; administration on ", (*server)->admin_listening_on())));
 
-  // Until SIGTERM or SIGINT; meanwhile, once a second, what the counters tell of the peers.
+  // Until SIGTERM or SIGINT, or until the interface is gone or its MTU fell below ours (exit
+  // 1: a supervisor starts quadsockd again, on the interface as it is then); meanwhile, once a
+  // second, what the counters tell of the peers, and what changed on the interface.
   service::ChecksumHint checksum_hint(Log);
   const timespec second = {.tv_sec = 1, .tv_nsec = 0};
   int signal = 0;
-  while ((signal = sigtimedwait(&stop_signals, nullptr, &second)) < 0) {
+  std::string lost;  // why the interface can no longer be served
+  while (lost.empty() && (signal = sigtimedwait(&stop_signals, nullptr, &second)) < 0) {
     checksum_hint.Check(dp->stack().Counters(), absl::Now());
+    for (const link::InterfaceWatch::Change& c : (*watch)->Check()) {
+      using Kind = link::InterfaceWatch::Change::Kind;
+      if (c.kind == Kind::kGone) {
+        lost = c.text;
+      } else if (c.kind == Kind::kMtu && c.new_mtu < (*watch)->mtu()) {
+        lost = absl::StrCat(c.text, ", below the ", (*watch)->mtu(), " quadsockd runs with");
+      } else if (c.kind == Kind::kMtu) {
+        Log(absl::StrCat(c.text, ": quadsockd keeps to ", (*watch)->mtu(),
+                         " until it is started again"));
+      } else {
+        Log(c.text);
+      }
+    }
   }
   const absl::Time stopping = absl::Now();
-  Log(absl::StrCat("got ", strsignal(signal), ": stopping"));
+  Log(lost.empty() ? absl::StrCat("got ", strsignal(signal), ": stopping")
+                   : absl::StrCat(lost, ": stopping (exit 1; start quadsockd again to serve "
+                                        "the interface as it is now)"));
   (*server)->Shutdown(absl::Seconds(3));
   metrics.reset();
   server->reset();
   afxdp->reset();  // stops the poll threads, closes the AF_XDP sockets, detaches the program
   Log(absl::StrCat("stopped in ", absl::FormatDuration(absl::Now() - stopping)));
-  return 0;
+  return lost.empty() ? 0 : 1;
 }
 
 }  // namespace
