@@ -25,6 +25,7 @@ void ToProto(const link::LinkCounters& c, v1::QueueCounters* out) {
   out->set_rx_chained(c.rx_chained);
   out->set_tx_chained(c.tx_chained);
   out->set_rx_chains_dropped(c.rx_chains_dropped);
+  out->set_tx_kicks_failed(c.tx_kicks_failed);
 }
 
 }  // namespace

@@ -48,6 +48,8 @@ const absl::flat_hash_map<std::string_view, std::string_view>& OtherHelp() {
       {"QueueCounters.tx_chained", "Jumbo frames sent as chains of UMEM frames."},
       {"QueueCounters.rx_chains_dropped",
        "Received chains dropped: no large buffer free, or longer than the MTU allows."},
+      {"QueueCounters.tx_kicks_failed",
+       "TX wake-ups the kernel refused (interface down, no buffer): the frames wait on the ring."},
       {"XdpCounters.redirect", "Frames the XDP program redirected to the stack's sockets."},
       {"XdpCounters.pass_not_owned", "Frames left to the kernel: not to an address we own."},
       {"XdpCounters.pass_other", "Frames left to the kernel: a protocol the stack leaves."},
@@ -60,6 +62,8 @@ const absl::flat_hash_map<std::string_view, std::string_view>& OtherHelp() {
        "Connections to the Unix sockets closed at once for a cap (total, per user, unclaimed)."},
       {"Counters.accept_failures",
        "accept() failures on the Unix sockets (no descriptor or memory left)."},
+      {"Counters.interface_down", "Times the interface was seen to go down (checked each second)."},
+      {"Counters.interface_mtu_changes", "Times the interface's MTU was seen to change."},
   };
   return *help;
 }

@@ -332,6 +332,15 @@ class QuadsockdTest(E2eTestCase):
                 self.net.peer_shell("ip link set qs1 down")
             wait_until(lambda: "qs0 is down (%s)" % why in self.daemon.output(), 10,
                        "quadsockd says qs0 is down (%s)" % why)
+            if down:
+                # What quadsockd sends meanwhile (the first datagram to the peer: its ARP
+                # request goes at once): the kernel refuses the TX wake-up and drops the frame,
+                # whose UMEM frame comes back (finish() checks the accounting).
+                with self.client.open("ipv4") as s:
+                    s.send(b"into a link that is down", "%s:5000" % PEER4)
+                wait_until(lambda: sum(q.counters.tx_kicks_failed
+                                       for q in self.admin_counters().queues) > 0, 10,
+                           "a refused TX wake-up is counted: %s" % self.admin_counters())
             if up:
                 subprocess.run(up.split(), check=True)
             else:

@@ -68,6 +68,7 @@ struct LinkCounters {
   uint64_t rx_chained = 0;
   uint64_t tx_chained = 0;
   uint64_t rx_chains_dropped = 0;
+  uint64_t tx_kicks_failed = 0;  // sendto() kicks refused (ENETDOWN, ENOBUFS): frames wait
 };
 
 // LinkCounters as a link keeps them: written by its poll thread alone, read by any thread
@@ -99,7 +100,8 @@ class LiveLinkCounters {
       &LinkCounters::no_tx_buffer,    &LinkCounters::fill_ring_empty, &LinkCounters::rx_dropped,
       &LinkCounters::wakeups,         &LinkCounters::busy_polls,
       &LinkCounters::busy_poll_unavailable, &LinkCounters::rx_ring_fill,
-      &LinkCounters::rx_chained,      &LinkCounters::tx_chained,  &LinkCounters::rx_chains_dropped};
+      &LinkCounters::rx_chained,      &LinkCounters::tx_chained,  &LinkCounters::rx_chains_dropped,
+      &LinkCounters::tx_kicks_failed};
   static constexpr size_t kFields = std::size(kMembers);
   static_assert(kFields * sizeof(uint64_t) == sizeof(LinkCounters), "every field, once");
 

@@ -606,6 +606,7 @@ void XskLink::Kick() {
       return;
     }
     if (errno == ENOBUFS || errno == ENETDOWN) {
+      counters_.Add(&LinkCounters::tx_kicks_failed);
       tx_pending_kick_ = 0;  // as the kernel's own sockets: the frames wait for the next kick
       return;
     }
