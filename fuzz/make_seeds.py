@@ -1,7 +1,8 @@
 """Writes the fuzz targets' seed corpora (fuzz/corpus/): frames of every kind the stack parses,
 built with scapy (the same kinds the scapy cross-check and the wire tests send: UDP over IPv4
 and IPv6, fragments, VLAN tags, IPv4 options, IPv6 extension headers, ICMP errors quoting a
-datagram, echo, ARP, NDP, TCP), and fragment sequences for the reassembly target. Run it with
+datagram, echo, ARP, NDP, TCP), fragment sequences for the reassembly target, and steps on
+a data channel. Run it with
 Debian's python3 (scapy) after changing what the targets take:
 
     /usr/bin/python3 fuzz/make_seeds.py
@@ -109,7 +110,39 @@ def socket_table():
     yield "reuseport", group
 
 
+def channel():
+    """Steps on a data channel (fuzz/channel_fuzzer.cc): a shape byte (bit 0: a thread scribbles
+    over the TX ring; bit 1: two RX rings; bits 2-3: 2 << n slots; bit 4: 128-byte buffers),
+    then steps, each an op byte (op % 12; bit 5: the last RX ring) and its arguments."""
+    peer = bytes(10) + bytes([0xff, 0xff, 10, 1, 0, 1])  # ::ffff:10.1.0.1
+
+    def send(length, flags=3):  # op 0: socket, length (even byte: the next byte), flags, peer
+        return bytes([0, 1, 0, length, flags]) + peer + bytes([0x13, 0x88])
+
+    def stage(payload, ring_bit=0):  # op 5: length, payload, socket
+        return bytes([5 | ring_bit, len(payload)]) + payload + bytes([1])
+
+    turn, finish, publish, wake = bytes([9, 8]), bytes([10]), bytes([7]), bytes([8])
+    consume = bytes([2, 0, 2])  # the consumer index moved on by two
+    yield "sends", bytes([0x04]) + send(5) + send(0) + send(64) + turn + finish + send(7) + \
+        turn + finish + bytes([11 | 16]) + send(1) + bytes([11])
+    yield "sends_too_long", bytes([0x04]) + send(5) + bytes([0, 1, 1, 0xff, 0xff, 0, 0]) + \
+        bytes(19) + send(3) + turn + finish
+    yield "rx", bytes([0x06]) + stage(b"hello") + stage(b"again") + publish + wake + consume + \
+        stage(b"x" * 60, 32) + bytes([7 | 32, 8 | 32]) + stage(b"more") + publish
+    yield "rx_full", bytes([0x00]) + stage(b"a") + stage(b"b") + stage(b"c") + publish + \
+        consume + stage(b"d") + publish
+    yield "rx_consumer_garbage", bytes([0x04]) + stage(b"a") + publish + \
+        bytes([2, 1, 0x10, 0, 0, 0]) + stage(b"b") + publish + turn
+    yield "scribbled", bytes([0x05]) + (send(9) + turn + finish) * 8
+    yield "raw", bytes([0x14, 4, 0x00, 0x10, 0, 0, 8]) + b"garbage!" + send(4) + turn + finish
+
+
 def main():
+    os.makedirs(os.path.join(HERE, "corpus", "channel"), exist_ok=True)
+    for name, b in channel():
+        with open(os.path.join(HERE, "corpus", "channel", name), "wb") as out:
+            out.write(b)
     for name, b in socket_table():
         with open(os.path.join(HERE, "corpus", "socket_table", name), "wb") as out:
             out.write(b)

@@ -95,6 +95,9 @@ class Channel {
   size_t bytes() const { return header_.total_bytes; }
   uint32_t rings() const { return header_.rings; }
   uint32_t buffer_bytes() const { return header_.buffer_bytes; }
+  // The producer's own mapping of the memfd (fuzz/channel_fuzzer checks that what NextSend
+  // returns lies where it should in it).
+  const uint8_t* memory() const { return base_; }
 
   // ---- The RX rings: poll thread `ring` only (each ring has one producer) ----
   // Writes one datagram of the socket whose session index is `socket` into the ring, not yet
@@ -106,8 +109,8 @@ class Channel {
   // Shows the application what Stage wrote since the last Publish, with one store; wakes it at
   // once if it sleeps and the ring is past a quarter full (it has a quarter of a ring to take
   // before datagrams drop). Otherwise call Wake before the thread sleeps, or a few turns later.
-  // False when the application's consumer index, checked here once a batch, broke the channel:
-  // the staged datagrams are never shown.
+  // False when the channel is broken (the application's consumer index, checked here once a
+  // batch, or anything else it wrote): the staged datagrams are never shown.
   bool Publish(uint32_t ring);
   // Writes the ring's wake-up if the application sleeps, once per sleep.
   void Wake(uint32_t ring);
@@ -226,6 +229,9 @@ inline bool Channel::Stage(uint32_t ring, uint32_t socket, const net::Endpoint& 
 
 inline bool Channel::Publish(uint32_t ring) {
   Producer& p = producers_[ring];
+  // Broken since these were staged (by another ring's consumer index, or the TX ring's
+  // producer index): they are never shown either.
+  if (broken_.load(std::memory_order_relaxed)) return false;
   if (p.next == p.published) return true;
   // Once a batch, so that garbage there ends the channel at the next datagram, and the ring's
   // fill is known.
