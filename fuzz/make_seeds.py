@@ -2,7 +2,7 @@
 built with scapy (the same kinds the scapy cross-check and the wire tests send: UDP over IPv4
 and IPv6, fragments, VLAN tags, IPv4 options, IPv6 extension headers, ICMP errors quoting a
 datagram, echo, ARP, NDP, TCP), fragment sequences for the reassembly target, and steps on
-a data channel. Run it with
+a data channel, and calls on quadsockd's services. Run it with
 Debian's python3 (scapy) after changing what the targets take:
 
     /usr/bin/python3 fuzz/make_seeds.py
@@ -138,7 +138,34 @@ def channel():
     yield "raw", bytes([0x14, 4, 0x00, 0x10, 0, 0, 8]) + b"garbage!" + send(4) + turn + finish
 
 
+def service():
+    """Calls on quadsockd's services in one session (fuzz/service_fuzzer.cc): an op byte each
+    (op % 16: 0,1 Open, 2 Bind, 3 Connect, 4 Rehash, 5 Disconnect, 6 Close, 7 Get, 8 List, 9
+    Batch, 10 Send, 11 SendBatch, 12 AttachChannel, 13 KeepAlive, 14 SetNeighbor, 15
+    GetCounters) and its arguments: a handle pick (< 200: one this input opened), an address
+    pick (< 38: a listed one: 0 10.1.0.2, 1 10.1.0.1, 3 fd00:1::2, 4 fd00:1::1), a port pick
+    (< 128: 4000 + n % 4; < 192: 5000 + n % 2; < 224: 0)."""
+    v4, v6 = bytes([0, 0, 0]), bytes([0, 1, 0])  # Open: family pick, flags
+    bind = lambda address: bytes([2, 0, address, 0])
+    connect = lambda address: bytes([3, 0, address, 128])
+    send = bytes([10, 0, 5]) + b"hello" + bytes([0, 0])
+    get, close = bytes([7, 0]), bytes([6, 0])
+    yield "lifecycle4", v4 + bind(0) + connect(1) + send + get + bytes([8, 0, 0, 0, 0]) + \
+        bytes([4, 0, 0, 1, 1]) + bytes([5, 0]) + close + get
+    yield "lifecycle6", v6 + bind(3) + connect(4) + send + get + close
+    yield "batch", bytes([9, 3, 0, 0, 1, 0, 0, 0, 5, 0])
+    yield "attach", v4 + bind(0) + bytes([12, 1, 0, 0]) + bytes([12, 0, 1, 0, 1, 0, 0])
+    yield "strangers", bytes([7, 230, 4]) + b"nope" + bytes([7, 210]) + bytes([6, 210]) + \
+        bytes([2, 210, 0, 0])
+    yield "admin", bytes([14, 1, 17]) + b"02:00:00:00:00:01" + bytes([15, 13])
+    yield "big_send", v4 + bind(0) + bytes([10, 0, 0, 3, 1, 1, 128])
+
+
 def main():
+    os.makedirs(os.path.join(HERE, "corpus", "service"), exist_ok=True)
+    for name, b in service():
+        with open(os.path.join(HERE, "corpus", "service", name), "wb") as out:
+            out.write(b)
     os.makedirs(os.path.join(HERE, "corpus", "channel"), exist_ok=True)
     for name, b in channel():
         with open(os.path.join(HERE, "corpus", "channel", name), "wb") as out:
