@@ -2,7 +2,7 @@
 built with scapy (the same kinds the scapy cross-check and the wire tests send: UDP over IPv4
 and IPv6, fragments, VLAN tags, IPv4 options, IPv6 extension headers, ICMP errors quoting a
 datagram, echo, ARP, NDP, TCP), fragment sequences for the reassembly target, and steps on
-a data channel, and calls on quadsockd's services. Run it with
+a data channel, calls on quadsockd's services, and frames for the XDP program. Run it with
 Debian's python3 (scapy) after changing what the targets take:
 
     /usr/bin/python3 fuzz/make_seeds.py
@@ -54,6 +54,27 @@ def frames():
         tgt=B6) / ICMPv6NDOptSrcLLAddr(lladdr="02:00:00:00:00:01")
     yield "na", ETH / IPv6(src=B6, dst=A6, hlim=255) / ICMPv6ND_NA(tgt=B6, R=0, S=1, O=1)
     yield "tcp4", ETH / IP(src=A4, dst=B4) / TCP(sport=5000, dport=80, flags="S")
+
+
+def xdp(frame_seeds):
+    """Frames for the XDP program (fuzz/xdp_fuzzer.cc): every frame above (10.1.0.2 and
+    fd00:1::2 are the stack's alone there), and frames to its shared addresses (10.1.0.3 and
+    fd00:1::3: UDP port 4000 the stack's) and to its addresses on VLAN 100 (10.1.0.4, the
+    stack's; fd00:1::4, shared)."""
+    for name, f in frame_seeds:
+        yield name, f
+    udp = lambda dport: UDP(sport=5000, dport=dport)
+    vlan = Ether(src="02:00:00:00:00:01", dst="02:00:00:00:00:02") / Dot1Q(vlan=100)
+    yield "shared4_owned", ETH / IP(src=A4, dst="10.1.0.3") / udp(4000) / b"x"
+    yield "shared4_kernel", ETH / IP(src=A4, dst="10.1.0.3") / udp(22) / b"x"
+    yield "shared6_owned", ETH / IPv6(src=A6, dst="fd00:1::3") / udp(4000) / b"x"
+    yield "shared4_echo", ETH / IP(src=A4, dst="10.1.0.3") / ICMP(type=8) / b"ping"
+    yield "vlan4", vlan / IP(src=A4, dst="10.1.0.4") / udp(9) / b"x"
+    yield "vlan4_untagged", ETH / IP(src=A4, dst="10.1.0.4") / udp(9) / b"x"
+    yield "vlan6_owned", vlan / IPv6(src=A6, dst="fd00:1::4") / udp(4000) / b"x"
+    yield "vlan_arp", Ether(dst="ff:ff:ff:ff:ff:ff") / Dot1Q(vlan=100) / ARP(
+        psrc=A4, pdst="10.1.0.4")
+    yield "arp_shared", Ether(dst="ff:ff:ff:ff:ff:ff") / ARP(psrc=A4, pdst="10.1.0.3")
 
 
 def reassembly():
@@ -179,6 +200,10 @@ def main():
             out.write(b)
     for name, f in frame_seeds:
         with open(os.path.join(HERE, "corpus", "frame", name), "wb") as out:
+            out.write(bytes(f))
+    os.makedirs(os.path.join(HERE, "corpus", "xdp"), exist_ok=True)
+    for name, f in xdp(frame_seeds):
+        with open(os.path.join(HERE, "corpus", "xdp", name), "wb") as out:
             out.write(bytes(f))
     for name, b in reassembly():
         with open(os.path.join(HERE, "corpus", "reassembly", name), "wb") as out:

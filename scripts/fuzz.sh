@@ -9,7 +9,7 @@
 # failed".
 #
 #   scripts/fuzz.sh --minutes=10                       # each target ten minutes
-#   scripts/fuzz.sh --seconds=40                       # the test command's bounded run
+#   scripts/fuzz.sh --seconds=35                       # the test command's bounded run
 #   scripts/fuzz.sh --runs=10000000 --targets=frame_fuzzer   # ten million executions
 #   scripts/fuzz.sh --workdir=DIR                      # keep corpora and crashes there
 set -uo pipefail

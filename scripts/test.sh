@@ -4,7 +4,7 @@
 # UndefinedBehaviorSanitizer, the concurrency tests under ThreadSanitizer, quadsockd's container
 # image against a kernel peer (docker/smoke.sh), the Debian package installed in a fresh
 # Debian 12 container (packaging/deb_test.sh), the main job (scripts/demo.sh), which checks its
-# own report, and each fuzz target under libFuzzer for 40 s (scripts/fuzz.sh). Privileged
+# own report, and each fuzz target under libFuzzer for 35 s (scripts/fuzz.sh). Privileged
 # tests (BPF, AF_XDP, network namespaces) run too; one that cannot run fails, never skipped.
 #
 #   scripts/test.sh                              # everything; ends with "N passed, N failed"
@@ -131,12 +131,12 @@ fi
 if [ "${QUADSOCK_TEST_DEMO:-1}" = 1 ]; then
   run_script demo "scripts/demo.sh (the README's main job)" scripts/demo.sh
 fi
-# The fuzz targets under libFuzzer, a bounded time each, six in 4 minutes (last:
+# The fuzz targets under libFuzzer, a bounded time each, seven in about 4 minutes (last:
 # --config=fuzz builds with clang).
 # Each target counts as one test; a crash keeps its reproducer in the log's work directory.
 if [ "${QUADSOCK_TEST_FUZZ:-1}" = 1 ]; then
-  echo "== scripts/fuzz.sh --seconds=${QUADSOCK_FUZZ_SECONDS:-40}"
-  scripts/fuzz.sh --seconds="${QUADSOCK_FUZZ_SECONDS:-40}" --workdir="$logdir/fuzz" \
+  echo "== scripts/fuzz.sh --seconds=${QUADSOCK_FUZZ_SECONDS:-35}"
+  scripts/fuzz.sh --seconds="${QUADSOCK_FUZZ_SECONDS:-35}" --workdir="$logdir/fuzz" \
     >"$logdir/fuzz.log" 2>&1
   grep -E '^   \[' "$logdir/fuzz.log"
   p=$(grep -cE '^   \[[^]]+\] PASSED' "$logdir/fuzz.log")
