@@ -23,6 +23,11 @@ class Input {
     in_ = in_.subspan(1);
     return b;
   }
+  uint32_t U32() {  // little-endian
+    uint32_t v = 0;
+    for (int i = 0; i < 4; ++i) v |= uint32_t{Byte()} << (8 * i);
+    return v;
+  }
   std::span<const uint8_t> Bytes(size_t n) {
     n = std::min(n, in_.size());
     const std::span<const uint8_t> out = in_.first(n);

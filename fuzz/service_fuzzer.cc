@@ -6,9 +6,10 @@
 // opened, another session's, or bytes; an address is one of the stack's, a peer's, a wildcard,
 // a martian, or bytes; a port any 32 bits; an enum any number. Checked for every call: the
 // answer is a documented code (never UNKNOWN, which a handler's exception or a `.value()` on an
-// error becomes, nor INTERNAL), with a message when it is not OK. At the end of each input the
-// session's end closes every socket it left. The server's own checks (ASan, UBSan, its frame
-// accounting at exit) apply throughout.
+// error becomes, nor INTERNAL), with a message when it is not OK, within 30 s; no call reaches
+// the other session's socket; a session cannot change the neighbour table; at the end of each
+// input the session's end leaves only the other session's socket. The server's own checks
+// (ASan, UBSan) apply throughout.
 #include <grpcpp/grpcpp.h>
 
 #include <cstdint>
@@ -32,7 +33,8 @@ struct Server {
   std::unique_ptr<service::testing::TwoStacks> t;
   std::unique_ptr<v1::SocketService::Stub> sockets;
   std::unique_ptr<v1::AdminService::Stub> admin;
-  std::string other_handle;  // a socket of another session, which this input must not reach
+  std::string other_session;  // another session, held for the whole run
+  std::string other_handle;   // its socket, which no input may reach
 };
 
 Server& TheServer() {
@@ -58,16 +60,11 @@ Server& TheServer() {
     open.set_family(v1::FAMILY_IPV4);
     v1::OpenResponse opened;
     FUZZ_CHECK(s->sockets->Open(&o2, open, &opened).ok(), "no other socket");
+    s->other_session = session.session();
     s->other_handle = opened.socket();
     return s;
   }();
   return *s;
-}
-
-uint32_t U32(fuzz::Input& in) {
-  uint32_t v = 0;
-  for (int i = 0; i < 4; ++i) v |= uint32_t{in.Byte()} << (8 * i);
-  return v;
 }
 
 // Text for a string field: valid UTF-8, as protobuf requires of one (invalid UTF-8 fails the
@@ -105,7 +102,7 @@ uint32_t Port(fuzz::Input& in) {
   const uint8_t pick = in.Byte();
   if (pick < 128) return 4000 + pick % 4;
   if (pick < 192) return 5000 + pick % 2;
-  return pick < 224 ? 0 : U32(in);
+  return pick < 224 ? 0 : in.U32();
 }
 
 void Endpoint(fuzz::Input& in, v1::Endpoint* e) {
@@ -125,11 +122,13 @@ struct Session {
   }
 };
 
-// Every answer is one of the codes the API documents, with words when it is not OK.
+// Every answer is one of the codes the API documents, with words when it is not OK; and it
+// comes (DEADLINE_EXCEEDED, after Call's 30 s, is a handler that hung or blocked).
 void CheckAnswer(const grpc::Status& s, const char* call) {
   const grpc::StatusCode code = s.error_code();
   if (code == grpc::StatusCode::UNKNOWN || code == grpc::StatusCode::INTERNAL ||
       code == grpc::StatusCode::UNIMPLEMENTED || code == grpc::StatusCode::DATA_LOSS ||
+      code == grpc::StatusCode::DEADLINE_EXCEEDED || code == grpc::StatusCode::CANCELLED ||
       (code != grpc::StatusCode::OK && s.error_message().empty())) {
     std::fprintf(stderr, "%s answered %d: \"%s\"\n", call, static_cast<int>(code),
                  s.error_message().c_str());
@@ -147,6 +146,13 @@ grpc::Status Call(Stub* stub,
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
   grpc::Status s = (stub->*method)(&ctx, request, response);
   CheckAnswer(s, name);
+  // Another session's socket is never this session's to use.
+  if constexpr (requires { request.socket(); }) {
+    if (request.socket() == TheServer().other_handle && s.ok()) {
+      std::fprintf(stderr, "%s on another session's socket answered OK\n", name);
+      FUZZ_CHECK(false, "a call reached another session's socket");
+    }
+  }
   return s;
 }
 
@@ -163,7 +169,7 @@ void OneCall(fuzz::Input& in, Session& session) {
       r.set_v6only(flags & 1);
       r.set_reuse_port(flags & 2);
       if (flags & 4) r.set_bound_device(Text(in));
-      if (flags & 8) r.set_receive_queue_depth(U32(in));
+      if (flags & 8) r.set_receive_queue_depth(in.U32());
       if (flags & 16) r.set_pmtu_discovery(static_cast<v1::PmtuDiscovery>(in.Byte() % 6));
       v1::OpenResponse resp;
       if (Call(st, &v1::SocketService::Stub::Open, tok, r, &resp, "Open").ok()) {
@@ -283,7 +289,7 @@ void OneCall(fuzz::Input& in, Session& session) {
     case 12: {
       v1::AttachChannelRequest r;
       for (int n = in.Byte() % 3; n > 0; --n) r.add_sockets(session.Handle(in));
-      r.set_ring_slots(in.Byte() & 1 ? U32(in) : 0);
+      r.set_ring_slots(in.Byte() & 1 ? in.U32() : 0);
       v1::AttachChannelResponse resp;
       Call(st, &v1::SocketService::Stub::AttachChannel, tok, r, &resp, "AttachChannel");
       break;
@@ -299,8 +305,11 @@ void OneCall(fuzz::Input& in, Session& session) {
       r.set_address(Address(in));
       r.set_mac(Text(in));
       v1::SetNeighborResponse resp;
-      Call(srv.admin.get(), &v1::AdminService::Stub::SetNeighbor, tok, r, &resp,
-           "SetNeighbor");
+      // Only the administration listener changes the neighbour table.
+      FUZZ_CHECK(Call(srv.admin.get(), &v1::AdminService::Stub::SetNeighbor, tok, r, &resp,
+                      "SetNeighbor")
+                         .error_code() == grpc::StatusCode::PERMISSION_DENIED,
+                 "a session changed the neighbour table");
       break;
     }
     case 15: {
@@ -317,6 +326,13 @@ void OneCall(fuzz::Input& in, Session& session) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   fuzz::Input in(data, size);
   Server& srv = TheServer();
+  {  // the other session lives as long as the run: its lease renewed each input
+    v1::KeepAliveResponse kept;
+    FUZZ_CHECK(Call(srv.sockets.get(), &v1::SocketService::Stub::KeepAlive, srv.other_session,
+                    v1::KeepAliveRequest(), &kept, "KeepAlive")
+                   .ok(),
+               "the other session is gone");
+  }
   Session session;
   {
     grpc::ClientContext c;
@@ -333,5 +349,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const grpc::Status s = Call(srv.sockets.get(), &v1::SocketService::Stub::EndSession,
                               session.token, v1::EndSessionRequest(), &ended, "EndSession");
   FUZZ_CHECK(s.ok(), "the input's session could not be ended");
+  // Its sockets went with it; the other session's one is still there.
+  v1::Counters counters;
+  const grpc::Status counted = Call(srv.admin.get(), &v1::AdminService::Stub::GetCounters,
+                                    srv.other_session, v1::GetCountersRequest(), &counters,
+                                    "GetCounters");
+  if (!counted.ok() || counters.sockets() != 1) {
+    std::fprintf(stderr, "after the session's end: %s, %llu sockets\n",
+                 counted.error_message().c_str(),
+                 static_cast<unsigned long long>(counters.sockets()));
+    FUZZ_CHECK(false, "the session's end left sockets behind, or took another session's");
+  }
   return 0;
 }

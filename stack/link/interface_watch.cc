@@ -15,10 +15,15 @@ namespace quadsock::link {
 
 absl::StatusOr<std::unique_ptr<InterfaceWatch>> InterfaceWatch::Start(const std::string& name) {
   const unsigned index = if_nametoindex(name.c_str());
-  if (index == 0) return ErrnoStatus(errno, absl::StrCat("no interface \"", name, "\""));
+  if (index == 0 && errno == ENODEV) {
+    return absl::NotFoundError(absl::StrCat("no interface \"", name, "\""));
+  }
+  if (index == 0) return ErrnoStatus(errno, absl::StrCat("looking up interface \"", name, "\""));
   std::unique_ptr<InterfaceWatch> w(new InterfaceWatch(index));
   w->last_ = w->Read();
-  if (!w->last_.exists) return absl::NotFoundError(absl::StrCat("interface \"", name, "\" went"));
+  if (!w->last_.exists) {  // deleted since, or no socket to ask with
+    return absl::UnavailableError(absl::StrCat("cannot read interface \"", name, "\""));
+  }
   w->mtu_ = w->last_.mtu;
   return w;
 }

@@ -8,7 +8,7 @@
 // It follows the interface by index, as the XDP program and the AF_XDP sockets do: another
 // interface made later under the same name is not it, and a renamed one still is.
 //
-//   absl::StatusOr<InterfaceWatch> w = InterfaceWatch::Start("eth0");
+//   std::unique_ptr<InterfaceWatch> w = InterfaceWatch::Start("eth0").value();
 //   for (const InterfaceWatch::Change& c : w->Check()) Log(c.text);
 #ifndef QUADSOCK_STACK_LINK_INTERFACE_WATCH_H_
 #define QUADSOCK_STACK_LINK_INTERFACE_WATCH_H_
@@ -25,7 +25,7 @@ namespace quadsock::link {
 
 class InterfaceWatch {
  public:
-  // NOT_FOUND when there is no such interface.
+  // NOT_FOUND when there is no such interface; UNAVAILABLE when it cannot be read.
   static absl::StatusOr<std::unique_ptr<InterfaceWatch>> Start(const std::string& name);
 
   struct Change {
@@ -47,7 +47,8 @@ class InterfaceWatch {
     bool exists = false;
     std::string name;
     bool up = false;       // IFF_UP: the administrator's
-    bool running = false;  // IFF_RUNNING: the carrier (operstate up)
+    bool running = false;  // IFF_RUNNING: operationally up (the carrier; set by the kernel a
+                           // moment after a change, so a look may see the one before)
     uint32_t mtu = 0;
   };
   explicit InterfaceWatch(unsigned index) : index_(index) {}
