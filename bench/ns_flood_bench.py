@@ -114,7 +114,7 @@ def main():
     p.add_argument("--flow", type=int, default=100000, help="live datagrams a second")
     p.add_argument("--flood", type=int, default=200000, help="solicitations a second")
     p.add_argument("--seconds", type=float, default=3)
-    p.add_argument("--rounds", type=int, default=2, help="quiet and flooded rounds, in turn")
+    p.add_argument("--rounds", type=int, default=3, help="quiet and flooded rounds, in turn")
     p.add_argument("--quadsockd", default=runfile("service/quadsockd"))
     p.add_argument("--wire_flood", default=runfile("tests/wire_flood"))
     p.add_argument("--out", help="also write the figures here (JSON)")

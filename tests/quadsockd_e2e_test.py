@@ -334,8 +334,9 @@ class QuadsockdTest(E2eTestCase):
                        "quadsockd says qs0 is down (%s)" % why)
             if down:
                 # What quadsockd sends meanwhile (the first datagram to the peer: its ARP
-                # request goes at once): the kernel refuses the TX wake-up and drops the frame,
-                # whose UMEM frame comes back (finish() checks the accounting).
+                # request goes at once): the kernel refuses the TX wake-up; the frame's UMEM
+                # buffer comes back whether it was dropped or sent later (finish() checks the
+                # accounting).
                 with self.client.open("ipv4") as s:
                     s.send(b"into a link that is down", "%s:5000" % PEER4)
                 wait_until(lambda: sum(q.counters.tx_kicks_failed

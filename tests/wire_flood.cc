@@ -3,6 +3,8 @@
 // with its own random link-layer address: a flood of new neighbours), and beside them a live
 // flow of UDP datagrams numbered from 0. Python (scapy) sends a few thousand frames a second;
 // this sends hundreds of thousands, through one AF_PACKET socket (qdisc bypassed, sendmmsg).
+// Its frames are built here, not with stack/net's builders: a peer of the stack's own making
+// would share its mistakes.
 //
 //   wire_flood --interface=qs1 --to_mac=02:..:01 --target=fd00:8::2 --sources=fd00:8::/64
 //              --solicitations_per_second=200000 --udp_from=fd00:8::1 --udp_port=7000
@@ -31,6 +33,8 @@
 #include <string>
 #include <vector>
 
+#include "stack/link/errno_status.h"
+
 namespace {
 
 using Mac = std::array<uint8_t, 6>;
@@ -38,6 +42,11 @@ using Mac = std::array<uint8_t, 6>;
 [[noreturn]] void Fail(const std::string& why) {
   std::fprintf(stderr, "wire_flood: %s\n", why.c_str());
   std::exit(2);
+}
+
+// What failed, with errno's words (link::ErrnoStatus, the project's one place for them).
+std::string Errno(const std::string& what) {
+  return std::string(quadsock::link::ErrnoStatus(errno, what).message());
 }
 
 Mac ParseMac(const std::string& s) {
@@ -188,14 +197,14 @@ int main(int argc, char** argv) {
   const uint16_t udp_port = static_cast<uint16_t>(std::stoi(flags["udp_port"]));
 
   const int fd = socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, 0);  // sends only: protocol 0
-  if (fd < 0) Fail(std::string("socket(AF_PACKET): ") + std::strerror(errno));
+  if (fd < 0) Fail(Errno("socket(AF_PACKET)"));
   const int one = 1;
   (void)setsockopt(fd, SOL_PACKET, PACKET_QDISC_BYPASS, &one, sizeof(one));
   ifreq ifr{};
   std::strncpy(ifr.ifr_name, flags["interface"].c_str(), IFNAMSIZ - 1);
-  if (ioctl(fd, SIOCGIFINDEX, &ifr) != 0) Fail("no interface " + flags["interface"]);
+  if (ioctl(fd, SIOCGIFINDEX, &ifr) != 0) Fail(Errno("interface " + flags["interface"]));
   const int ifindex = ifr.ifr_ifindex;
-  if (ioctl(fd, SIOCGIFHWADDR, &ifr) != 0) Fail("no MAC for " + flags["interface"]);
+  if (ioctl(fd, SIOCGIFHWADDR, &ifr) != 0) Fail(Errno("the MAC of " + flags["interface"]));
   Mac own;
   std::memcpy(own.data(), ifr.ifr_hwaddr.sa_data, 6);
   sockaddr_ll ll{};
@@ -203,7 +212,7 @@ int main(int argc, char** argv) {
   ll.sll_ifindex = ifindex;
   ll.sll_halen = 6;
   if (bind(fd, reinterpret_cast<sockaddr*>(&ll), sizeof(ll)) != 0) {
-    Fail(std::string("bind: ") + std::strerror(errno));
+    Fail(Errno("bind"));
   }
 
   constexpr size_t kBatch = 64;
@@ -247,7 +256,7 @@ int main(int argc, char** argv) {
         const int sent = sendmmsg(fd, msgs.data() + done, static_cast<unsigned>(n - done), 0);
         if (sent < 0) {
           if (errno != EINTR && errno != ENOBUFS && errno != EAGAIN) {
-            Fail(std::string("sendmmsg: ") + std::strerror(errno));
+            Fail(Errno("sendmmsg"));
           }
           if (Now() - start > seconds) break;  // the link takes nothing more: the run is over
           const timespec pause{0, 50'000};

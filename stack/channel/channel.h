@@ -230,7 +230,7 @@ inline bool Channel::Stage(uint32_t ring, uint32_t socket, const net::Endpoint& 
 inline bool Channel::Publish(uint32_t ring) {
   Producer& p = producers_[ring];
   // Broken since these were staged (by another ring's consumer index, or the TX ring's
-  // producer index): they are never shown either.
+  // producer index, as far as this thread has seen): they are not shown either.
   if (broken_.load(std::memory_order_relaxed)) return false;
   if (p.next == p.published) return true;
   // Once a batch, so that garbage there ends the channel at the next datagram, and the ring's
