@@ -1,4 +1,4 @@
-"""A live flow's rate during a flood of neighbour solicitations (issue 32): quadsockd on a veth
+"""A live flow's rate during a flood of neighbour solicitations: quadsockd on a veth
 pair, tests/wire_flood on the peer's side sending a numbered UDP flow to a socket of the stack
 at a fixed rate, alone and then beside 200,000 solicitations a second from random sources of the
 /64 (each a new neighbour with a MAC of its own), in one run. For each round: the flow's

@@ -233,7 +233,7 @@ TEST_F(ChannelStreamTest, AChannelThatEndsTakesItsSocketsOffWithOneWait) {
   EXPECT_EQ(stack_->Counters().channel_waits, before + 1);
 }
 
-// The same at the size the issue named: a channel of 65,536 sockets ends (its client cancels)
+// The same at full size: a channel of 65,536 sockets ends (its client cancels)
 // while another session opens sockets and echoes datagrams through a channel of its own. One
 // wait for all (before, one grace period per socket under the broker's lock: the other
 // session's Opens and wake-ups waited for every one), every socket off the channel, and every
