@@ -149,11 +149,7 @@ bool MayBeTakenUnparsed(const std::vector<uint8_t>& f) {
     dst = IpAddress::V6Bytes(&f[l3 + 24]);
     if (f[l3 + 6] == 58 && dst->IsMulticast()) return true;
   }
-  if (!dst.has_value()) return false;
-  for (const Owned& o : kOwned) {
-    if (o.address == *dst && o.vlan == vlan) return true;
-  }
-  return false;
+  return dst.has_value() && Find(*dst, vlan) != nullptr;
 }
 
 xdp::XdpProgramCounters Counters() {

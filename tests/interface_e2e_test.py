@@ -26,14 +26,7 @@ class InterfaceE2eTest(e2e.E2eTestCase):
         self.client = quadsock.Client(self.daemon.target, name="interface")
 
     def tearDown(self):
-        try:
-            try:
-                self.client.close()
-            except Exception:  # the daemon may be gone already (finish says so)
-                pass
-            self.daemon.finish()
-        finally:
-            self.net.close()
+        self.end(self.client)
 
     def exchange(self):
         """A datagram from the kernel peer to a socket of quadsockd's, and one back."""

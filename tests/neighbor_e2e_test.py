@@ -48,15 +48,7 @@ class NeighborE2eTest(e2e.E2eTestCase):
         self.stack_mac = mac_of("qs0")
 
     def tearDown(self):
-        for c in (self.admin, self.client):
-            try:
-                c.close()
-            except Exception:  # the daemon may be gone already (finish says so)
-                pass
-        try:
-            self.daemon.finish()
-        finally:
-            self.net.close()
+        self.end(self.admin, self.client)
 
     def peer_entry(self):
         for n in self.admin.neighbors():

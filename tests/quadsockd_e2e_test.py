@@ -247,6 +247,19 @@ class E2eTestCase(unittest.TestCase):
     def setUpClass(cls):
         netns.enter_private_namespace()
 
+    def end(self, *clients):
+        """A test's end: its clients closed, self.daemon checked to its exit (Daemon.finish),
+        and self.net removed whatever that said."""
+        try:
+            for c in clients:
+                try:
+                    c.close()
+                except Exception:  # the daemon may be gone already (finish says so)
+                    pass
+            self.daemon.finish()
+        finally:
+            self.net.close()
+
 
 def peer_network():
     """The end-to-end tests' veth pair: qs0 here for quadsockd, qs1 in the peer's namespace
@@ -268,14 +281,7 @@ class QuadsockdTest(E2eTestCase):
     def tearDown(self):
         for s in self.peers:
             s.close()
-        try:
-            try:
-                self.client.close()
-            except Exception:  # the daemon may be gone already (finish says so)
-                pass
-            self.daemon.finish()
-        finally:
-            self.net.close()
+        self.end(self.client)
 
     def peer_udp(self, family, address, port):
         s = self.net.peer_socket(family, socket.SOCK_DGRAM)
