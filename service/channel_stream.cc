@@ -168,6 +168,9 @@ void ChannelStream::Pump() {
       }
       reader_->Release();
       credit_ -= datagrams;
+      c_.stream_datagrams.fetch_add(datagrams, std::memory_order_relaxed);
+    } else if (reader_->Waiting()) {
+      c_.stream_credit_waits.fetch_add(1, std::memory_order_relaxed);  // the client is slow
     }
     if (datagrams == 0 && response_.send_results_size() == 0) return;
     writing_ = true;

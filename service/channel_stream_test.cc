@@ -45,6 +45,22 @@ class ChannelStreamTest : public ServiceTest {
     }
     return got;
   }
+  v1::Counters Counters() {
+    ClientContext ctx;
+    v1::Counters out;
+    EXPECT_TRUE(administration_->GetCounters(&ctx, v1::GetCountersRequest(), &out).ok());
+    return out;
+  }
+  // The witness that a stream sent what its credit allowed and no more: with the datagrams in
+  // its rings, a request that grants nothing has it look again, and it counts a wait for
+  // credit. Returns the datagrams it had written by then.
+  uint64_t WrittenWhenOutOfCredit(ChannelStreamRw& s) {
+    const uint64_t waits = Counters().stream_credit_waits();
+    EXPECT_TRUE(s.Write(v1::ChannelRequest()));
+    EXPECT_TRUE(testing::Eventually([&] { return Counters().stream_credit_waits() > waits; }))
+        << "the stream never waited for credit";
+    return Counters().stream_datagrams();
+  }
   bool OnChannel(const std::string& handle) {
     const absl::Time deadline = absl::Now() + absl::Seconds(10);
     while (absl::Now() < deadline) {
@@ -69,6 +85,10 @@ TEST_F(ChannelStreamTest, DatagramsOfAllSocketsComeAsFarAsTheCreditGoes) {
   // Exactly the credit: 5, then nothing more until the client grants it.
   std::multimap<uint32_t, std::string> got = ReadN(*s, 5);
   ASSERT_EQ(got.size(), 5u);
+  ASSERT_TRUE(testing::Eventually([&] {
+    return Get(a).counters().rx_datagrams() + Get(b).counters().rx_datagrams() == 10;
+  }));
+  EXPECT_EQ(WrittenWhenOutOfCredit(*s), 5u);
   v1::ChannelRequest more;
   more.set_credit(100);
   ASSERT_TRUE(s->Write(more));
@@ -85,9 +105,7 @@ TEST_F(ChannelStreamTest, DatagramsOfAllSocketsComeAsFarAsTheCreditGoes) {
   ASSERT_TRUE(s->WritesDone());
   EXPECT_TRUE(s->Finish().ok());
   // The stream's end takes the sockets off the channel.
-  const absl::Time deadline = absl::Now() + absl::Seconds(10);
-  while (Get(a).on_channel() && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(10));
-  EXPECT_FALSE(Get(a).on_channel());
+  EXPECT_TRUE(testing::Eventually([&] { return !Get(a).on_channel(); }));
 }
 
 // Asked for packed datagrams, the stream carries the rings' descriptors and the payloads: the
@@ -185,6 +203,7 @@ TEST_F(ChannelStreamTest, NoCreditMeansTheRingFillsAndDropsAreCounted) {
   }
   EXPECT_EQ(Get(a).counters().rx_datagrams(), 16u);
   EXPECT_EQ(Get(a).counters().rx_dropped(), 24u);
+  EXPECT_EQ(WrittenWhenOutOfCredit(*s), 0u);
   v1::ChannelRequest more;
   more.set_credit(100);
   ASSERT_TRUE(s->Write(more));

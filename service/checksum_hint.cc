@@ -12,7 +12,7 @@ std::string Datagrams(uint64_t n) { return absl::StrCat(n, n == 1 ? " datagram" 
 
 }  // namespace
 
-void ChecksumHint::Check(const stack::StackCounters& counters, absl::Time now) {
+void ChecksumHint::Check(const stack::StackCounters& counters, absl::Time now, bool stopping) {
   const uint64_t dropped =
       counters.parse_errors[static_cast<int>(net::ParseError::kBadUdpChecksum)];
   if (dropped <= said_) return;
@@ -23,7 +23,7 @@ void ChecksumHint::Check(const stack::StackCounters& counters, absl::Time now) {
         "way here: turn transmit offload off on that peer (ethtool -K <peer> tx off). Later "
         "drops are counted, and said here at most every ",
         absl::FormatDuration(every_), "."));
-  } else if (now - said_at_ >= every_) {
+  } else if (stopping || now - said_at_ >= every_) {
     log_(absl::StrCat("dropped ", Datagrams(dropped - said_),
                       " more with a bad UDP checksum in the last ",
                       absl::FormatDuration(now - said_at_), " (", dropped, " in all)"));

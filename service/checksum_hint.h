@@ -9,6 +9,7 @@
 //
 //   ChecksumHint hint(Log);
 //   while (running) { hint.Check(stack.Counters(), absl::Now()); sleep one second; }
+//   hint.Check(stack.Counters(), absl::Now(), /*stopping=*/true);
 #ifndef QUADSOCK_SERVICE_CHECKSUM_HINT_H_
 #define QUADSOCK_SERVICE_CHECKSUM_HINT_H_
 
@@ -28,7 +29,9 @@ class ChecksumHint {
   explicit ChecksumHint(LogFn log, absl::Duration every = absl::Minutes(1))
       : log_(std::move(log)), every_(every) {}
 
-  void Check(const stack::StackCounters& counters, absl::Time now);
+  // `stopping`: quadsockd's last look, which says what is still unsaid whenever it was said
+  // last, so that the log holds every drop.
+  void Check(const stack::StackCounters& counters, absl::Time now, bool stopping = false);
 
  private:
   LogFn log_;

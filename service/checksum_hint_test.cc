@@ -57,6 +57,20 @@ TEST_F(ChecksumHintTest, LaterDropsAreACountAtMostOncePerPeriod) {
             "dropped 1 datagram more with a bad UDP checksum in the last 10m (26 in all)");
 }
 
+TEST_F(ChecksumHintTest, TheLastLookSaysWhatIsUnsaidWithinThePeriod) {
+  Check(3, absl::ZeroDuration());
+  Check(5, absl::Seconds(2));
+  ASSERT_EQ(lines_.size(), 1u);
+  stack::StackCounters c;
+  c.parse_errors[static_cast<int>(net::ParseError::kBadUdpChecksum)] = 5;
+  hint_.Check(c, start_ + absl::Seconds(3), /*stopping=*/true);
+  ASSERT_EQ(lines_.size(), 2u);
+  EXPECT_EQ(lines_[1],
+            "dropped 2 datagrams more with a bad UDP checksum in the last 3s (5 in all)");
+  hint_.Check(c, start_ + absl::Seconds(4), /*stopping=*/true);  // nothing new: nothing said
+  EXPECT_EQ(lines_.size(), 2u);
+}
+
 TEST_F(ChecksumHintTest, OtherParseErrorsAreNotChecksumDrops) {
   stack::StackCounters c;
   c.parse_errors[static_cast<int>(net::ParseError::kTruncatedUdp)] = 5;

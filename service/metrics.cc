@@ -64,6 +64,9 @@ const absl::flat_hash_map<std::string_view, std::string_view>& OtherHelp() {
        "accept() failures on the Unix sockets (no descriptor or memory left)."},
       {"Counters.interface_down", "Times the interface was seen to go down (checked each second)."},
       {"Counters.interface_mtu_changes", "Times the interface's MTU was seen to change."},
+      {"Counters.stream_datagrams", "Datagrams written to clients on StreamChannel streams."},
+      {"Counters.stream_credit_waits",
+       "Times a StreamChannel stream had datagrams waiting and no credit from its client."},
   };
   return *help;
 }

@@ -189,6 +189,9 @@ void MetricsHttp::Serve() {
       c.fd = fd;
       c.deadline = now + options_.timeout;
       conns.push_back(std::move(c));
+      if (conns.size() > most_connections_.load(std::memory_order_relaxed)) {
+        most_connections_.store(conns.size(), std::memory_order_relaxed);
+      }
     }
   }
   for (Connection& c : conns) close(c.fd);

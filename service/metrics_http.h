@@ -46,6 +46,8 @@ class MetricsHttp {
   // accept() failures (no descriptor or memory left): the endpoint then stops accepting for
   // 100 ms rather than spin on its readable socket.
   uint64_t accept_failures() const { return accept_failures_.load(std::memory_order_relaxed); }
+  // The most connections it held at once so far: never more than max_connections.
+  size_t most_connections() const { return most_connections_.load(std::memory_order_relaxed); }
 
  private:
   struct Connection;
@@ -62,6 +64,7 @@ class MetricsHttp {
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> refused_{0};
   std::atomic<uint64_t> accept_failures_{0};
+  std::atomic<size_t> most_connections_{0};
   std::thread thread_;
 };
 

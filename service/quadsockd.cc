@@ -685,6 +685,7 @@ int Main(int argc, char** argv) {
   Log(lost.empty() ? absl::StrCat("got ", strsignal(signal), ": stopping")
                    : absl::StrCat(lost, ": stopping (exit 1; start quadsockd again to serve "
                                         "the interface as it is now)"));
+  checksum_hint.Check(dp->stack().Counters(), absl::Now(), /*stopping=*/true);
   (*server)->Shutdown(absl::Seconds(3));
   metrics.reset();
   server->reset();

@@ -61,6 +61,10 @@ struct ServiceContext {
   // Who the Unix listener's clients are: null on TCP.
   const UnixListener* unix_peers = nullptr;
   std::atomic<bool> shutting_down{false};
+  // Data channels carried on gRPC streams (ChannelStream): the datagrams written to clients,
+  // and the times a stream found datagrams waiting and no credit to send them with.
+  std::atomic<uint64_t> stream_datagrams{0};
+  std::atomic<uint64_t> stream_credit_waits{0};
   size_t max_batch = 1024;  // datagrams per SendBatch / Exchange message
   size_t max_message_bytes = 4 << 20;  // gRPC's limit: Exchange fills responses up to it
   size_t receive_share_bytes = 0;  // each peer's share of the receive budget; 0: none

@@ -602,13 +602,29 @@ class QuadsockdTest(E2eTestCase):
         self.assertEqual(len(first), 1, first)
         self.assertIn("parse_errors.bad_udp_checksum", first[0])
         self.assertIn("ethtool -K <peer> tx off", first[0])
-        # More within the minute are counted, not said again. (Nothing to wait for but the
-        # control plane's one-second look at the counters: give it a few.)
+        # More within the minute are counted, not said again until quadsockd's last look as it
+        # stops. The witness that a look came between, and held them back: the control plane
+        # looks at the counters, then at the interface, once a second; two MTU changes, each
+        # seen after the one before, mean that a whole look came after the 6 drops.
         for _ in range(3):
             raw.sendto(bad, (STACK4, 0))
         wait_until(lambda: bad_checksums() == 6, 10, "3 more are dropped")
-        time.sleep(3)
-        self.assertEqual(hints(), first)
+        for seen, mtu in enumerate((1600, 1700), 1):
+            subprocess.run(["ip", "link", "set", "qs0", "mtu", str(mtu)], check=True)
+            wait_until(lambda: self.client.counters().interface_mtu_changes == seen, 10,
+                       "quadsockd sees the MTU of %d" % mtu)
+        stopped = self.daemon
+        self.restart()
+        lines = stopped.output().splitlines()
+        said = [i for i, line in enumerate(lines) if "with a bad UDP checksum" in line]
+        stopping = [i for i, line in enumerate(lines) if line.endswith(": stopping")]
+        self.assertEqual([lines[i] for i in said[:1]], first)
+        self.assertEqual(len(said), 2, "\n".join(lines))
+        self.assertIn("3 datagrams more with a bad UDP checksum", lines[said[1]])
+        self.assertIn("(6 in all)", lines[said[1]])
+        self.assertEqual(len(stopping), 1, "\n".join(lines))
+        self.assertGreater(said[1], stopping[0], "said before quadsockd stopped:\n"
+                           + "\n".join(lines))
 
     def restart(self, *extra):
         """quadsockd again, with these flags added; self.client is a session with it."""

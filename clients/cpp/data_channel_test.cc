@@ -76,12 +76,17 @@ class DataChannelTest : public ::testing::Test {
   }
   // Waits (bounded) for the socket's on_channel to become `want`.
   bool OnChannelBecomes(RemoteSocket& s, bool want) {
+    return Eventually([&] { return s.Get()->on_channel() == want; });
+  }
+  // Waits (bounded) until `done`.
+  template <typename F>
+  static bool Eventually(F done) {
     const absl::Time deadline = absl::Now() + absl::Seconds(10);
-    while (absl::Now() < deadline) {
-      if (s.Get()->on_channel() == want) return true;
+    while (!done()) {
+      if (absl::Now() > deadline) return false;
       absl::SleepFor(absl::Milliseconds(20));
     }
-    return false;
+    return true;
   }
   bool Logged(absl::string_view text) {
     std::lock_guard<std::mutex> lock(log_mu_);
@@ -258,6 +263,19 @@ TEST_F(DataChannelTest, TheGrpcStreamCarriesTheSameDatagramsAndSends) {
     ASSERT_EQ(t_->PeerSend(peer, absl::StrCat("a", i), 4000), absl::OkStatus());
     ASSERT_EQ(t_->PeerSend(peer, absl::StrCat("b", i), 4001), absl::OkStatus());
   }
+  // Until it does, the server has sent the window and no more. The witness: with the 40 in its
+  // rings, a request that grants nothing (a send) has the stream look again, and it counts a
+  // wait for credit.
+  ASSERT_TRUE(Eventually([&] {
+    return a.Get()->counters().rx_datagrams() + b.Get()->counters().rx_datagrams() == 40;
+  }));
+  const uint64_t waits = client_->Counters()->stream_credit_waits();
+  const uint8_t look[] = {'l', 'o', 'o', 'k'};
+  ASSERT_TRUE(ch->Send(a.index(), look, *net::Endpoint::Parse("10.1.0.1:5000")));
+  ASSERT_TRUE(Eventually([&] { return t_->peer->Receive(peer).value().has_value(); }));
+  ASSERT_TRUE(Eventually([&] { return client_->Counters()->stream_credit_waits() > waits; }))
+      << "the stream never waited for credit";
+  EXPECT_EQ(client_->Counters()->stream_datagrams(), 8u);
   const std::multimap<uint32_t, std::string> got = ReceiveN(*ch, 40);
   ASSERT_EQ(got.size(), 40u);
   EXPECT_EQ(got.count(a.index()), 20u);

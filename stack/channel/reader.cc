@@ -132,6 +132,14 @@ size_t ChannelReader::Take(size_t max, Sink&& sink) {
   return n;
 }
 
+bool ChannelReader::Waiting() const {
+  for (size_t r = 0; r < rings_.size(); ++r) {
+    const uint32_t producer = rings_[r].control->producer.load(std::memory_order_acquire);
+    if (producer != taken_[r] && producer - taken_[r] <= rings_[r].mask + 1) return true;
+  }
+  return false;
+}
+
 size_t ChannelReader::Take(std::span<ReceivedView> out) {
   ReceivedView* next = out.data();
   return Take(out.size(), [&next](const ChannelDescriptor& d, std::span<const uint8_t> payload) {

@@ -86,6 +86,8 @@ class ChannelReader {
   size_t ForwardOrArm(size_t max, Forward forward);
   // Gives back every slot that Receive handed out.
   void Release();
+  // Whether a ring holds datagrams not yet taken: a look, nothing taken or armed.
+  bool Waiting() const;
   // An fd that is readable when a ring may have datagrams (an epoll set of the eventfds), for
   // applications with their own event loop: after it fires, call Receive with a zero timeout.
   int wait_fd() const { return epoll_fd_; }

@@ -162,6 +162,7 @@ class ChannelTest(unittest.TestCase):
         s = self.bound(4000)
         other = self.bound(4001)  # not named: not on the channel
         k = self.peer(5000)
+        written = self.client.counters().stream_datagrams  # the suite's daemon: other tests'
         with self.client.channel(sockets=[s], credit=4, ring_slots=16) as ch:
             self.assertFalse(other.get().on_channel)
             for j in range(40):
@@ -169,7 +170,14 @@ class ChannelTest(unittest.TestCase):
             self.handled([s], 40)
             # The server sent what the window allowed, no more: 4 datagrams wait in the client
             # (the rest in quadsockd's ring of 16; what overflowed it was dropped and counted).
-            time.sleep(0.2)  # a stream that disregarded the credit would send more meanwhile
+            # The witness: a request that grants nothing (a send) has the stream look at its
+            # rings again, and it counts a wait for credit, having written 4.
+            waits = self.client.counters().stream_credit_waits
+            ch.send(s, b"look", "%s:5000" % PEER)
+            self.assertEqual(k.recv(2048), b"look")
+            wait_until(lambda: self.client.counters().stream_credit_waits > waits, 10,
+                       "the stream waits for credit")
+            self.assertEqual(self.client.counters().stream_datagrams - written, 4)
             got = ch.receive_batch(100, timeout=10)
             self.assertEqual(len(got), 4)
             # Taking them granted more: everything in the ring comes, in order.
