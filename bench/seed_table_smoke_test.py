@@ -154,9 +154,12 @@ class SeedTableSmokeTest(unittest.TestCase):
         for when in ("before", "after"):
             gaps = report["wake_latency"][when]
             self.assertEqual([g["gap_us"] for g in gaps], [100, 2000], when)
+            # Measured, and read from the tool's lines: each gap saw wake-ups, and they took
+            # time. (Not seen + lost = 400, nor the quantiles' order: the tool makes those so
+            # whatever it measures.)
             for g in gaps:
-                self.assertEqual(g["seen"] + g["lost"], 400, g)
-                self.assertTrue(0 < g["p50_us"] <= g["p90_us"] <= g["p99_us"] <= g["max_us"], g)
+                self.assertGreater(g["seen"], 0, g)
+                self.assertGreater(g["p50_us"], 0, g)
         # Measured in turn after the searches: each such case's last points are its common
         # rate's warm-up and measured points, one pair per round.
         for c in report["cases"]:
