@@ -8,15 +8,7 @@
 extern "C" void __tsan_acquire(void* addr);
 extern "C" void __tsan_release(void* addr);
 
-// liburcu is not built with TSAN: memory that its call_rcu thread and rcu_barrier() hand between
-// threads (completion records, queue nodes) is allocated and freed inside the library with
-// synchronisation TSAN cannot see. Ignore only calls made from liburcu itself; our own
-// happens-before edges over liburcu are annotated below. Built in (rather than a suppressions
-// file) because the tsan config's --test_env TSAN_OPTIONS replaces a target's own.
-extern "C" const char* __tsan_default_suppressions() {
-  return "called_from_lib:liburcu-qsbr.so.8\n"
-         "called_from_lib:liburcu-common.so.8\n";
-}
+// Calls made from liburcu itself are suppressed in sanitizers/tsan.cc.
 #endif
 
 namespace quadsock::demux {
