@@ -211,8 +211,8 @@ v1::Counters AdminServiceImpl::Collect() const {
     refused += c_.channels->refused();
     failures += c_.channels->accept_failures();
   }
+  out.set_stream_credit_waits(c_.stream_credit_waits.load(std::memory_order_acquire));
   out.set_stream_datagrams(c_.stream_datagrams.load(std::memory_order_relaxed));
-  out.set_stream_credit_waits(c_.stream_credit_waits.load(std::memory_order_relaxed));
   out.set_connections_refused(refused);
   out.set_accept_failures(failures);
   return out;

@@ -31,6 +31,7 @@ void ToProto(const channel::ReceivedView& v, v1::ChannelDatagram* out) {
 
 ChannelStream::ChannelStream(ServiceContext& c, grpc::CallbackServerContext* ctx)
     : c_(c) {
+  c_.ChannelStreamStarted();
   absl::StatusOr<std::string> token = c_.Session(ctx);
   absl::Status admitted = token.status();
   if (admitted.ok() && c_.channels == nullptr) {
@@ -170,7 +171,8 @@ void ChannelStream::Pump() {
       credit_ -= datagrams;
       c_.stream_datagrams.fetch_add(datagrams, std::memory_order_relaxed);
     } else if (reader_->Waiting()) {
-      c_.stream_credit_waits.fetch_add(1, std::memory_order_relaxed);  // the client is slow
+      // Release: who sees this wait sees the datagrams written before it.
+      c_.stream_credit_waits.fetch_add(1, std::memory_order_release);
     }
     if (datagrams == 0 && response_.send_results_size() == 0) return;
     writing_ = true;
@@ -228,6 +230,7 @@ void ChannelStream::OnDone() {
     c_.channels->DetachStream(token_, channel.get());
   }
   if (stream_counted_) c_.sessions.RemoveStream(token_);
+  c_.ChannelStreamDone();
   delete this;
 }
 

@@ -66,7 +66,7 @@ const absl::flat_hash_map<std::string_view, std::string_view>& OtherHelp() {
       {"Counters.interface_mtu_changes", "Times the interface's MTU was seen to change."},
       {"Counters.stream_datagrams", "Datagrams written to clients on StreamChannel streams."},
       {"Counters.stream_credit_waits",
-       "Times a StreamChannel stream had datagrams waiting and no credit from its client."},
+       "Looks of StreamChannel streams that found datagrams waiting and no client credit."},
   };
   return *help;
 }

@@ -331,7 +331,11 @@ void Server::Shutdown(absl::Duration grace) {
   server_->Shutdown(deadline);
   if (admin_server_ != nullptr) admin_server_->Shutdown(deadline);
   if (reaper_.joinable()) reaper_.join();
-  // The data channels end first: their sockets go back to their queues, their memory is freed.
+  // The data channels end first: their sockets go back to their queues, their memory is freed;
+  // once the streams that carry them are done (their OnDone may come after gRPC's Shutdown).
+  if (!context_.WaitForChannelStreams(grace + absl::Seconds(5))) {
+    context_.Log("channel streams still ending 5 s past the grace; freeing the broker anyway");
+  }
   context_.channels = nullptr;
   channels_.reset();
   // Every session ends with the server: close all sockets it handed out.

@@ -118,4 +118,21 @@ absl::Status ServiceContext::StartReading(SocketId id) {
 
 void ServiceContext::EndReading(SocketId id) { stack.EndReading(id); }
 
+void ServiceContext::ChannelStreamStarted() {
+  std::lock_guard<std::mutex> lock(streams_mu_);
+  ++channel_streams_;
+}
+
+void ServiceContext::ChannelStreamDone() {
+  std::lock_guard<std::mutex> lock(streams_mu_);
+  --channel_streams_;
+  streams_done_.notify_all();  // under the lock: the waiter cannot free us before we are out
+}
+
+bool ServiceContext::WaitForChannelStreams(absl::Duration timeout) {
+  std::unique_lock<std::mutex> lock(streams_mu_);
+  return streams_done_.wait_for(lock, absl::ToChronoMilliseconds(timeout),
+                                [this] { return channel_streams_ == 0; });
+}
+
 }  // namespace quadsock::service

@@ -11,6 +11,7 @@
 #include <sys/types.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -118,8 +119,20 @@ struct ServiceContext {
   absl::Status StartReading(SocketId id);
   void EndReading(SocketId id);
 
+  // ChannelStream reactors not yet done. gRPC may call a reactor's OnDone after its own
+  // Shutdown has returned, and OnDone still calls the broker: the server waits for them
+  // (WaitForChannelStreams) before it frees it. ChannelStreamDone is a reactor's last touch of
+  // the context.
+  void ChannelStreamStarted();
+  void ChannelStreamDone();
+  // False when some are still running after `timeout`.
+  bool WaitForChannelStreams(absl::Duration timeout);
+
  private:
   PeerShares<stack::ReceiveBudget> shares_;
+  std::mutex streams_mu_;
+  std::condition_variable streams_done_;
+  int channel_streams_ = 0;  // guarded by streams_mu_
 };
 
 }  // namespace quadsock::service

@@ -65,6 +65,23 @@ TEST(ChannelTest, ADatagramArrivesWithItsSocketEndpointsAndSequence) {
   EXPECT_EQ(c->counters().delivered, 2u);
 }
 
+// Waiting() looks without taking: what is published and not yet taken, in any ring.
+TEST(ChannelTest, WaitingSaysWhetherARingHoldsDatagramsNotYetTaken) {
+  auto c = Channel::Create({.rings = 2, .slots = 8}).value();
+  ChannelReader r = ReaderOf(*c);
+  EXPECT_FALSE(r.Waiting());
+  ASSERT_TRUE(c->Stage(1, 7, kPeer, kLocal, Bytes("a"), kWhen, 1));
+  EXPECT_FALSE(r.Waiting()) << "staged, not yet published";
+  ASSERT_TRUE(c->Publish(1));
+  EXPECT_TRUE(r.Waiting());
+  EXPECT_TRUE(r.Waiting()) << "a look takes nothing";
+  ReceivedView v[4];
+  ASSERT_EQ(r.Receive(v), 1u);
+  EXPECT_FALSE(r.Waiting()) << "taken, not yet released";
+  r.Release();
+  EXPECT_FALSE(r.Waiting());
+}
+
 TEST(ChannelTest, AFullRingDropsAndCountsAndNeverWaits) {
   auto c = Channel::Create({.rings = 1, .slots = 4}).value();
   ChannelReader r = ReaderOf(*c);

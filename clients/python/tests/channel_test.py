@@ -162,7 +162,8 @@ class ChannelTest(unittest.TestCase):
         s = self.bound(4000)
         other = self.bound(4001)  # not named: not on the channel
         k = self.peer(5000)
-        written = self.client.counters().stream_datagrams  # the suite's daemon: other tests'
+        # The suite's one daemon has carried other tests' datagrams: count from here.
+        written = self.client.counters().stream_datagrams
         with self.client.channel(sockets=[s], credit=4, ring_slots=16) as ch:
             self.assertFalse(other.get().on_channel)
             for j in range(40):
@@ -172,11 +173,15 @@ class ChannelTest(unittest.TestCase):
             # (the rest in quadsockd's ring of 16; what overflowed it was dropped and counted).
             # The witness: a request that grants nothing (a send) has the stream look at its
             # rings again, and it counts a wait for credit, having written 4.
+            # Again until it is counted: a socket counts a datagram a moment before its ring
+            # shows it.
             waits = self.client.counters().stream_credit_waits
-            ch.send(s, b"look", "%s:5000" % PEER)
-            self.assertEqual(k.recv(2048), b"look")
-            wait_until(lambda: self.client.counters().stream_credit_waits > waits, 10,
-                       "the stream waits for credit")
+
+            def looked():
+                ch.send(s, b"look", "%s:5000" % PEER)
+                self.assertEqual(k.recv(2048), b"look")
+                return self.client.counters().stream_credit_waits > waits
+            wait_until(looked, 10, "the stream waits for credit")
             self.assertEqual(self.client.counters().stream_datagrams - written, 4)
             got = ch.receive_batch(100, timeout=10)
             self.assertEqual(len(got), 4)
