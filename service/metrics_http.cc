@@ -1,6 +1,7 @@
 #include "service/metrics_http.h"
 
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -193,6 +194,17 @@ void MetricsHttp::Serve() {
         most_connections_.store(conns.size(), std::memory_order_relaxed);
       }
     }
+    // At the limit: how many wait in the kernel's accept queue (a listening socket's TCP_INFO
+    // holds its length in tcpi_unacked).
+    uint32_t waiting = 0;
+    if (conns.size() >= static_cast<size_t>(options_.max_connections)) {
+      tcp_info info{};
+      socklen_t len = sizeof(info);
+      if (getsockopt(listen_fd_, IPPROTO_TCP, TCP_INFO, &info, &len) == 0) {
+        waiting = info.tcpi_unacked;
+      }
+    }
+    waiting_at_limit_.store(waiting, std::memory_order_relaxed);
   }
   for (Connection& c : conns) close(c.fd);
 }

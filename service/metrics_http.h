@@ -48,6 +48,9 @@ class MetricsHttp {
   uint64_t accept_failures() const { return accept_failures_.load(std::memory_order_relaxed); }
   // The most connections it held at once so far: never more than max_connections.
   size_t most_connections() const { return most_connections_.load(std::memory_order_relaxed); }
+  // Connections waiting in the kernel's accept queue while max_connections are open, as the
+  // endpoint last looked (it looks at least every 100 ms); 0 below the limit.
+  uint32_t waiting_at_limit() const { return waiting_at_limit_.load(std::memory_order_relaxed); }
 
  private:
   struct Connection;
@@ -65,6 +68,7 @@ class MetricsHttp {
   std::atomic<uint64_t> refused_{0};
   std::atomic<uint64_t> accept_failures_{0};
   std::atomic<size_t> most_connections_{0};
+  std::atomic<uint32_t> waiting_at_limit_{0};
   std::thread thread_;
 };
 
