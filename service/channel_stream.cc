@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
+#include "sanitizers/annotate.h"
 #include "service/convert.h"
 #include "stack/channel/packed.h"
 
@@ -31,6 +32,7 @@ void ToProto(const channel::ReceivedView& v, v1::ChannelDatagram* out) {
 
 ChannelStream::ChannelStream(ServiceContext& c, grpc::CallbackServerContext* ctx)
     : c_(c) {
+  const sanitizers::HandOffAtExit before_on_done(this);
   c_.ChannelStreamStarted();
   absl::StatusOr<std::string> token = c_.Session(ctx);
   absl::Status admitted = token.status();
@@ -44,6 +46,7 @@ ChannelStream::ChannelStream(ServiceContext& c, grpc::CallbackServerContext* ctx
   }
   token_ = *token;
   stream_counted_ = true;
+  sanitizers::HandOff(&request_);  // before the read's OnReadDone
   StartRead(&request_);
 }
 
@@ -112,6 +115,8 @@ void ChannelStream::SendAll(const v1::ChannelRequest& req) {
 }
 
 void ChannelStream::OnReadDone(bool ok) {
+  sanitizers::TakeOver(&request_);
+  const sanitizers::HandOffAtExit before_on_done(this);
   if (!ok) {  // the client half-closed (or the call is going): the stream ends
     EndNow(grpc::Status::OK);
     return;
@@ -134,75 +139,94 @@ void ChannelStream::OnReadDone(bool ok) {
     std::lock_guard<std::mutex> lock(mu_);
     more = !finishing_;
   }
-  if (more) StartRead(&request_);
+  if (!more) return;
+  sanitizers::HandOff(&request_);  // before the read's OnReadDone
+  StartRead(&request_);
 }
 
 void ChannelStream::Pump() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (writing_ || finishing_ || !reader_.has_value()) return;
-    response_.Clear();  // keeps the strings' memory
-    size_t datagrams = 0;
-    while (!results_.empty()) {
-      *response_.add_send_results() = std::move(results_.front());
-      results_.pop_front();
+  do {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (writing_ || finishing_ || !reader_.has_value() || !NextResponse()) return;
+      writing_ = true;
+      write_holds_ = 2;  // this call (gRPC serializes inside StartWrite), and OnWriteDone
     }
-    if (credit_ > 0) {
-      // As many as the credit, the batch limit and the message limit allow (every datagram
-      // fits a buffer of the channel).
-      const size_t budget = c_.max_message_bytes > kResponseReserve
-                                ? c_.max_message_bytes - kResponseReserve
-                                : 0;
-      const size_t fit = budget / (channel_->buffer_bytes() + 64);
-      const size_t most = std::min<uint64_t>({credit_, c_.max_batch, fit});
-      if (packed_) {  // the ring's descriptors as they are: nothing decoded, nothing rebuilt
-        std::string& descriptors = *response_.mutable_descriptors();
-        std::string& payloads = *response_.mutable_payloads();
-        datagrams = reader_->ForwardOrArm(
-            most, [&](const channel::ChannelDescriptor& d, std::span<const uint8_t> payload) {
-              channel::AppendPacked(d, payload, descriptors, payloads);
-            });
-      } else {
-        views_.resize(std::max(views_.size(), most));
-        datagrams = reader_->ReceiveOrArm(std::span(views_.data(), most));
-        for (size_t i = 0; i < datagrams; ++i) ToProto(views_[i], response_.add_datagrams());
-      }
-      reader_->Release();
-      credit_ -= datagrams;
-      c_.stream_datagrams.fetch_add(datagrams, std::memory_order_relaxed);
-    } else if (reader_->Waiting()) {
-      // Release: who sees this wait sees the datagrams written before it.
-      c_.stream_credit_waits.fetch_add(1, std::memory_order_release);
-    }
-    if (datagrams == 0 && response_.send_results_size() == 0) return;
-    writing_ = true;
+    sanitizers::HandOff(&response_);  // before the write's OnWriteDone
+    StartWrite(&response_);
+  } while (WriteLetGo());
+}
+
+bool ChannelStream::NextResponse() {
+  response_.Clear();  // keeps the strings' memory
+  size_t datagrams = 0;
+  while (!results_.empty()) {
+    *response_.add_send_results() = std::move(results_.front());
+    results_.pop_front();
   }
-  StartWrite(&response_);
+  if (credit_ > 0) {
+    // As many as the credit, the batch limit and the message limit allow (every datagram
+    // fits a buffer of the channel).
+    const size_t budget =
+        c_.max_message_bytes > kResponseReserve ? c_.max_message_bytes - kResponseReserve : 0;
+    const size_t fit = budget / (channel_->buffer_bytes() + 64);
+    const size_t most = std::min<uint64_t>({credit_, c_.max_batch, fit});
+    if (packed_) {  // the ring's descriptors as they are: nothing decoded, nothing rebuilt
+      std::string& descriptors = *response_.mutable_descriptors();
+      std::string& payloads = *response_.mutable_payloads();
+      datagrams = reader_->ForwardOrArm(
+          most, [&](const channel::ChannelDescriptor& d, std::span<const uint8_t> payload) {
+            channel::AppendPacked(d, payload, descriptors, payloads);
+          });
+    } else {
+      views_.resize(std::max(views_.size(), most));
+      datagrams = reader_->ReceiveOrArm(std::span(views_.data(), most));
+      for (size_t i = 0; i < datagrams; ++i) ToProto(views_[i], response_.add_datagrams());
+    }
+    reader_->Release();
+    credit_ -= datagrams;
+    c_.stream_datagrams.fetch_add(datagrams, std::memory_order_relaxed);
+  } else if (reader_->Waiting()) {
+    // Release: who sees this wait sees the datagrams written before it.
+    c_.stream_credit_waits.fetch_add(1, std::memory_order_release);
+  }
+  return datagrams > 0 || response_.send_results_size() > 0;
 }
 
 void ChannelStream::OnWriteDone(bool ok) {
+  sanitizers::TakeOver(&response_);
+  const sanitizers::HandOffAtExit before_on_done(this);
+  if (!ok) {
+    std::lock_guard<std::mutex> lock(mu_);
+    // The write holds writing_: End keeps the status for the last holder below.
+    (void)End(grpc::Status(grpc::StatusCode::CANCELLED, "the client went away"));
+  }
+  if (WriteLetGo()) Pump();
+}
+
+bool ChannelStream::WriteLetGo() {
   std::optional<grpc::Status> now;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (--write_holds_ > 0) return false;
     writing_ = false;
-    if (!ok) now = End(grpc::Status(grpc::StatusCode::CANCELLED, "the client went away"));
-    if (finishing_ && finish_.has_value()) {
+    if (!finishing_) return true;
+    if (finish_.has_value()) {
       now = std::move(*finish_);
       finish_.reset();
     }
   }
-  if (now.has_value()) {
-    Finish(*now);
-    return;
-  }
-  Pump();
+  if (!now.has_value()) return false;
+  sanitizers::HandOff(this);  // before OnDone
+  Finish(*now);
+  return false;
 }
 
 std::optional<grpc::Status> ChannelStream::End(grpc::Status status) {
   if (finishing_) return std::nullopt;
   finishing_ = true;
   if (writing_) {
-    finish_ = std::move(status);  // OnWriteDone finishes
+    finish_ = std::move(status);  // the write's last holder finishes
     return std::nullopt;
   }
   return status;
@@ -214,12 +238,21 @@ void ChannelStream::EndNow(grpc::Status status) {
     std::lock_guard<std::mutex> lock(mu_);
     now = End(std::move(status));
   }
-  if (now.has_value()) Finish(*now);
+  if (!now.has_value()) return;
+  sanitizers::HandOff(this);  // before OnDone
+  Finish(*now);
 }
 
-void ChannelStream::OnCancel() { EndNow(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled")); }
+void ChannelStream::OnCancel() {
+  const sanitizers::HandOffAtExit before_on_done(this);
+  EndNow(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled"));
+}
 
 void ChannelStream::OnDone() {
+  // gRPC runs a reaction after the call that started its operation, and OnDone after every
+  // reaction (the constructor's too), on any of its threads: handed over inside libgrpc++,
+  // where ThreadSanitizer cannot see it. The reactions say so (HandOff, TakeOver).
+  sanitizers::TakeOver(this);
   std::shared_ptr<channel::Channel> channel;
   {
     std::lock_guard<std::mutex> lock(mu_);

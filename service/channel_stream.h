@@ -45,8 +45,16 @@ class ChannelStream final
   // Writes the next batch if the client has credit, a ring has datagrams, and no write is in
   // flight. Any thread.
   void Pump();
+  // The next batch in response_: false when there is nothing to write.
+  bool NextResponse() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A write has two holders: the call that started it (gRPC serializes response_ inside
+  // StartWrite, on that thread) and OnWriteDone (gRPC is done with it, on another). Each lets
+  // go once; the last may touch response_ again, under mu_, so the order is the lock's (and
+  // ThreadSanitizer's) to see. The last finishes the call if it is ending; true: nothing ends,
+  // and the caller writes the next batch.
+  bool WriteLetGo();
   // Ends the call once no write is in flight: returns the status to Finish with now (outside
-  // the lock), or none (a write is in flight and OnWriteDone finishes; or ending already).
+  // the lock), or none (a write is in flight and its last holder finishes; or ending already).
   std::optional<grpc::Status> End(grpc::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void EndNow(grpc::Status status);
 
@@ -56,7 +64,7 @@ class ChannelStream final
   v1::ChannelRequest request_;   // the read in flight
   uint64_t requests_ = 0;
 
-  std::mutex mu_;  // std::mutex: Debian's Abseil is not built for TSan
+  std::mutex mu_;  // std::mutex: TSan sees it unaided
   std::shared_ptr<channel::Channel> channel_ ABSL_GUARDED_BY(mu_);
   std::optional<channel::ChannelReader> reader_ ABSL_GUARDED_BY(mu_);
   bool packed_ ABSL_GUARDED_BY(mu_) = false;  // datagrams as descriptors and payloads
@@ -65,6 +73,7 @@ class ChannelStream final
   v1::ChannelResponse response_ ABSL_GUARDED_BY(mu_);  // the write in flight
   std::vector<channel::ReceivedView> views_ ABSL_GUARDED_BY(mu_);
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  int write_holds_ ABSL_GUARDED_BY(mu_) = 0;  // of the write in flight (WriteLetGo)
   bool finishing_ ABSL_GUARDED_BY(mu_) = false;  // Finish called, or due after the write
   std::optional<grpc::Status> finish_ ABSL_GUARDED_BY(mu_);
 };

@@ -144,7 +144,7 @@ class UnixListener {
   std::atomic<uint64_t> accept_failures_{0};
   ThrottledLog refusals_{log_};  // the listener's thread only
   std::thread thread_;
-  // std::mutex, not absl::Mutex: Debian's Abseil is not built for ThreadSanitizer.
+  // std::mutex, not absl::Mutex: ThreadSanitizer sees it unaided (sanitizers/tsan.cc).
   mutable std::mutex mu_;
   absl::flat_hash_map<int, Client> clients_;  // by fd; guarded by mu_
   absl::flat_hash_map<uid_t, size_t> per_user_;  // clients_ counted by uid; mu_

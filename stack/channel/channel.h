@@ -182,7 +182,7 @@ class Channel {
   uint32_t tx_epoch_ = 0;     // our sleeps on the TX ring
   std::atomic<uint64_t> sends_{0}, bad_sends_{0};
   std::atomic<bool> broken_{false};
-  mutable std::mutex reason_mu_;  // std::mutex: Debian's Abseil is not built for TSan
+  mutable std::mutex reason_mu_;  // std::mutex: TSan sees it unaided
   std::string reason_ ABSL_GUARDED_BY(reason_mu_);
 };
 

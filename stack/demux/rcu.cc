@@ -4,30 +4,17 @@
 
 #include <utility>
 
-#if defined(__SANITIZE_THREAD__)
-extern "C" void __tsan_acquire(void* addr);
-extern "C" void __tsan_release(void* addr);
+#include "sanitizers/annotate.h"
 
 // Calls made from liburcu itself are suppressed in sanitizers/tsan.cc.
-#endif
 
 namespace quadsock::demux {
 namespace {
 
-#if defined(__SANITIZE_THREAD__)
 // The object ThreadSanitizer synchronises on in place of liburcu's reader counters.
 char tsan_grace_period;
-void AnnotateReaderQuiescent() { __tsan_release(&tsan_grace_period); }
-void AnnotateGracePeriodEnd() { __tsan_acquire(&tsan_grace_period); }
-// call_rcu hands the callback to its thread through liburcu's own queue.
-void AnnotateHandOff(void* p) { __tsan_release(p); }
-void AnnotateTakeOver(void* p) { __tsan_acquire(p); }
-#else
-void AnnotateReaderQuiescent() {}
-void AnnotateGracePeriodEnd() {}
-void AnnotateHandOff(void*) {}
-void AnnotateTakeOver(void*) {}
-#endif
+void AnnotateReaderQuiescent() { sanitizers::HandOff(&tsan_grace_period); }
+void AnnotateGracePeriodEnd() { sanitizers::TakeOver(&tsan_grace_period); }
 
 // Standard layout, rcu_head first, so the callback can cast back.
 struct Deferred {
@@ -37,7 +24,7 @@ struct Deferred {
 
 void RunDeferred(rcu_head* head) {
   Deferred* d = reinterpret_cast<Deferred*>(head);
-  AnnotateTakeOver(d);
+  sanitizers::TakeOver(d);  // call_rcu hands the callback over in liburcu's queue
   AnnotateGracePeriodEnd();
   (*d->fn)();
   delete d->fn;
@@ -79,7 +66,7 @@ void RcuSynchronize() {
 
 void RcuDefer(std::function<void()> fn) {
   auto* d = new Deferred{{}, new std::function<void()>(std::move(fn))};
-  AnnotateHandOff(d);
+  sanitizers::HandOff(d);
   urcu_qsbr_call_rcu(&d->head, &RunDeferred);
 }
 
