@@ -17,8 +17,9 @@
 //    themselves (memcpy, malloc: called_from_lib), gRPC's own accesses to its call objects
 //    (race_top: the racing access itself is gRPC's), and a message's bytes in gRPC's buffer,
 //    serialized on one thread and parsed on another (which also hides a race on a message
-//    while gRPC serializes or parses it). liburcu's own calls too (rcu.cc annotates our
-//    happens-before edges over it). Other races in our code stay reported on whatever thread
+//    while gRPC serializes or parses it). liburcu's own calls too. Where these libraries
+//    promise an order, our code says so with annotate.h (rcu.cc over liburcu's grace periods,
+//    ChannelStream over gRPC's reactions). Other races in our code stay reported on whatever thread
 //    they run, gRPC's included: a handler's write without its lock (Sessions::Touch, put in
 //    on purpose) fails session_race_test, streams_test and channel_stream_test.
 #if defined(__SANITIZE_THREAD__)
