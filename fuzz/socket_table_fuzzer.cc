@@ -137,6 +137,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   demux::SocketTable::Options o;
   o.hash4 = hash4;
   o.seed = 1;
+  o.reclaim_synchronously = true;  // a table per input: no wait for liburcu's call_rcu thread
   o.secret = demux::FlowHasher::Secret{};
   o.route = [](const net::IpAddress& peer) -> absl::StatusOr<net::IpAddress> {
     return peer.Unmapped().is_v4() ? (peer.is_v4() ? *net::IpAddress::Parse("10.1.0.2")

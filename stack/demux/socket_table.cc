@@ -38,6 +38,9 @@ struct SocketTable::Group {
 
 namespace {
 
+// With reclaim_synchronously: replaced objects kept before one grace period frees them all.
+constexpr size_t kRetiredBatch = 256;
+
 uint64_t SplitMix64(uint64_t& state) {
   uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
@@ -98,8 +101,9 @@ SocketTable::SocketTable(Options options)
 }
 
 SocketTable::~SocketTable() {
-  RcuBarrier();  // everything already handed to RcuDefer is freed
+  if (!options_.reclaim_synchronously) RcuBarrier();  // what went to RcuDefer is freed
   std::lock_guard<std::mutex> lock(mu_);
+  FreeRetired();
   for (auto& [id, s] : sockets_) {
     delete s->entry;
     delete s->ref;
@@ -187,7 +191,7 @@ void SocketTable::JoinGroup(Socket& s) {
     }
     bigger->size.store(n, std::memory_order_relaxed);
     g.shared->members.store(bigger, std::memory_order_release);
-    RcuDefer([m] { delete m; });
+    Retire([m] { delete m; });
     m = bigger;
   }
   m->slots[n].store(s.ref, std::memory_order_release);
@@ -222,12 +226,28 @@ void SocketTable::LeaveGroup(Socket& s) {
 
 void SocketTable::FlushDeadGroups() {
   for (internal::ReuseGroup* shared : dead_groups_) {
-    RcuDefer([shared] {
+    Retire([shared] {
       delete shared->members.load(std::memory_order_relaxed);
       delete shared;
     });
   }
   dead_groups_.clear();
+}
+
+void SocketTable::Retire(std::function<void()> free) {
+  if (!options_.reclaim_synchronously) {
+    RcuDefer(std::move(free));
+    return;
+  }
+  to_free_.push_back(std::move(free));
+  if (to_free_.size() >= kRetiredBatch) FreeRetired();
+}
+
+void SocketTable::FreeRetired() {
+  if (to_free_.empty()) return;
+  RcuSynchronize();  // readers never take mu_: waiting under it cannot deadlock
+  for (std::function<void()>& free : to_free_) free();
+  to_free_.clear();
 }
 
 // ---- Entries and chains ----
@@ -345,7 +365,7 @@ void SocketTable::Publish(Socket& s, Entry* fresh) {
     }
     if (old != nullptr) Unlink(b, old);
   }
-  if (old != nullptr) RcuDefer([old] { delete old; });
+  if (old != nullptr) Retire([old] { delete old; });
   s.entry = fresh;
 }
 
@@ -387,7 +407,7 @@ void SocketTable::Resize(uint32_t log2) {
   }
   // Readers that loaded the old arrays keep walking them: they stay complete and unchanged.
   buckets_.store(fresh, std::memory_order_release);
-  RcuDefer([old_buckets, old_entries] {
+  Retire([old_buckets, old_entries] {
     for (Entry* e : *old_entries) delete e;
     delete old_entries;
     delete old_buckets;
@@ -589,7 +609,7 @@ absl::Status SocketTable::Close(SocketId id) {
   Publish(s, nullptr);
   FlushDeadGroups();
   SocketRef* ref = s.ref;
-  RcuDefer([ref] { delete ref; });
+  Retire([ref] { delete ref; });
   sockets_.erase(id);
   MaybeResize();
   return absl::OkStatus();

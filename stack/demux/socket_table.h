@@ -167,6 +167,11 @@ class SocketTable {
     RouteFn route;                 // required for Connect on a socket without an address
     uint32_t min_log2_slots = 4;   // the slot arrays never shrink below this
     uint32_t max_log2_slots = 24;  // nor grow above this
+    // What writers replace is freed by the writer itself, after one grace period per batch
+    // (RcuSynchronize), not by liburcu's call_rcu thread. That thread sleeps 10 ms between
+    // batches, and a table's destructor waits for it: fine for the daemon's few tables, the
+    // whole cost of a short-lived one (a fuzzer makes one per input).
+    bool reclaim_synchronously = false;
   };
 
   static absl::StatusOr<std::unique_ptr<SocketTable>> Create(Options options);
@@ -260,6 +265,10 @@ class SocketTable {
   void Unlink(internal::Buckets& b, internal::Entry* e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MaybeResize() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Resize(uint32_t log2) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Runs `free` once no reader can hold what it frees: RcuDefer, or with
+  // reclaim_synchronously kept in to_free_ until FreeRetired (a full batch, or the table goes).
+  void Retire(std::function<void()> free) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FreeRetired() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Read side. A Probe is one flow's keys, hashes and slots, made before any chain is walked.
   struct Probe {
@@ -311,6 +320,7 @@ class SocketTable {
   absl::flat_hash_map<GroupKey, std::unique_ptr<Group>> groups_ ABSL_GUARDED_BY(mu_);
   internal::PortIndex ports_ ABSL_GUARDED_BY(mu_);
   std::vector<internal::ReuseGroup*> dead_groups_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::function<void()>> to_free_ ABSL_GUARDED_BY(mu_);  // reclaim_synchronously
   SocketId next_id_ ABSL_GUARDED_BY(mu_) = 1;
   uint64_t rng_ ABSL_GUARDED_BY(mu_);
   size_t hash2_entries_ ABSL_GUARDED_BY(mu_) = 0;
