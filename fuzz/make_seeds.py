@@ -96,24 +96,30 @@ def receive(frame_seeds):
     2 v6only, 4 reuseport, 8 connect; local address and port picks; remote address and port
     picks; 3 spare), frames of a kind byte: even, built (source, source port, destination,
     destination port picks, payload length, 3 spare); odd, raw (length, little-endian 2 bytes,
-    and the bytes). Address picks: 0 10.1.0.2, 1 10.1.0.1, 2 10.1.0.9, 3 fd00:1::2,
-    4 fd00:1::1, 5 fd00:1::9, 6 0.0.0.0, 7 ::, 8 ::ffff:10.1.0.2; ports 4000+pick, peers' 5000+pick."""
+    and the bytes, then (kind >> 1) * 16 zeros). Address picks: 0 10.1.0.2, 1 10.1.0.1,
+    2 10.1.0.9, 3 fd00:1::2, 4 fd00:1::1, 5 fd00:1::9, 6 0.0.0.0, 7 ::, 8 ::ffff:10.1.0.2; ports
+    4000+pick, peers' 5000+pick."""
     def sock(flags, local, lport, remote=0, rport=0):
         return bytes([flags, local, lport, remote, rport, 0, 0, 0])
 
     def built(src, sport, dst, dport, length=5):
         return bytes([0, src, sport, dst, dport, length, 0, 0, 0])
 
-    def raw(frame):
-        return bytes([1]) + struct.pack("<H", len(frame)) + frame
+    def raw(frame):  # trailing zeros as the kind's padding: (kind >> 1) * 16 bytes
+        pad = 0
+        while pad < 127 and len(frame) >= 16 and not any(frame[-16:]):
+            frame, pad = frame[:-16], pad + 1
+        return bytes([1 | pad << 1]) + struct.pack("<H", len(frame)) + frame
 
     sockets = (sock(0, 0, 0) + sock(8, 6, 1, 1, 0) + sock(1 | 4, 7, 2) + sock(1 | 4, 7, 2) +
                sock(1 | 2, 3, 3))
     yield "mixed", (bytes([5]) + sockets + built(1, 0, 0, 0) + built(1, 0, 0, 1) +
                     built(1, 1, 0, 1) + built(1, 2, 0, 2) + built(4, 0, 3, 2) +
                     built(1, 3, 0, 3) + built(4, 1, 3, 3) + built(1, 0, 2, 0))
-    yield "raw_frames", bytes([2]) + sock(0, 6, 0) + sock(1, 7, 0) + b"".join(
-        raw(bytes(f)) for _, f in frame_seeds)
+    wildcards = bytes([2]) + sock(0, 6, 0) + sock(1, 7, 0)
+    yield "raw_frames", wildcards + b"".join(raw(bytes(f)) for _, f in frame_seeds)
+    for name, f in frame_seeds:  # one a seed too: a run's inputs are shorter than all of them
+        yield "raw_" + name, wildcards + raw(bytes(f))
 
 
 def socket_table():

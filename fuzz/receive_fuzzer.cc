@@ -11,7 +11,9 @@
 //
 // Input: a byte of socket count, 8 bytes per socket, then frames, each a byte of kind (even:
 // built, odd: raw), and a built frame's 8 bytes of fields, or a raw frame's 2-byte length and
-// bytes.
+// bytes. A raw frame's kind also pads it: (kind >> 1) * 16 zero bytes follow what the input
+// gave, so that a short input makes a frame as long as the MTU (runs keep inputs short:
+// fuzz/flags/receive.flags).
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -84,9 +86,10 @@ void OpenSockets(fuzz::Input& r, stack::Stack& s) {
 }
 
 void Inject(fuzz::Input& r, Harness& h) {
+  static const std::vector<uint8_t> kPayload(256, 'p');  // a built frame's bytes: up to 255
+  std::vector<uint8_t> frame(2048);  // one for the input: allocating a frame's worth is not free
   while (r.more()) {
     const uint8_t kind = r.Byte();
-    std::vector<uint8_t> frame(2048);
     size_t n = 0;
     if (kind % 2 == 0) {
       const uint8_t src = r.Byte(), sport = r.Byte(), dst = r.Byte(), dport = r.Byte(),
@@ -94,18 +97,18 @@ void Inject(fuzz::Input& r, Harness& h) {
       (void)r.Bytes(3);
       const net::IpAddress from = Address(src), to = Address(dst);
       if (from.is_v4() != to.is_v4()) continue;
-      const std::string payload(length, 'p');
       const std::optional<size_t> built = net::BuildUdp(
           {kPeerMac, kOurMac, std::nullopt},
           {{from, static_cast<uint16_t>(5000 + sport % 4)}, {to, Port(dport)}},
-          {reinterpret_cast<const uint8_t*>(payload.data()), payload.size()}, frame);
+          {kPayload.data(), length}, frame);
       if (!built.has_value()) continue;
       n = *built;
     } else {
       const size_t length = r.Byte() | (size_t{r.Byte()} << 8);
       std::span<const uint8_t> raw = r.Bytes(std::min<size_t>(length, frame.size()));
       std::copy(raw.begin(), raw.end(), frame.begin());
-      n = raw.size();
+      n = std::min(frame.size(), raw.size() + static_cast<size_t>(kind >> 1) * 16);
+      std::fill(frame.begin() + raw.size(), frame.begin() + n, 0);
     }
     (void)h.wire->Inject({frame.data(), n});
     h.now += absl::Microseconds(100);
