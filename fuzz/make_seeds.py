@@ -105,7 +105,8 @@ def receive(frame_seeds):
     def built(src, sport, dst, dport, length=5):
         return bytes([0, src, sport, dst, dport, length, 0, 0, 0])
 
-    def raw(frame):  # trailing zeros as the kind's padding: (kind >> 1) * 16 bytes
+    def raw(frame):  # to the harness's MAC; trailing zeros as the kind's (kind >> 1) * 16
+        frame = bytes.fromhex("02000000000b") + frame[6:]
         pad = 0
         while pad < 127 and len(frame) >= 16 and not any(frame[-16:]):
             frame, pad = frame[:-16], pad + 1
@@ -120,6 +121,10 @@ def receive(frame_seeds):
     yield "raw_frames", wildcards + b"".join(raw(bytes(f)) for _, f in frame_seeds)
     for name, f in frame_seeds:  # one a seed too: a run's inputs are shorter than all of them
         yield "raw_" + name, wildcards + raw(bytes(f))
+    # An ICMP error about a packet with nothing after its header quotes it whole: too short
+    # for the parser's ports (the IPv6 one, unknown_next_header_nothing_after, was found).
+    short = ETH / IP(src="10.1.0.1", dst="10.1.0.2", proto=200)
+    yield "unknown_protocol_nothing_after", wildcards + raw(bytes(short))
 
 
 def socket_table():
