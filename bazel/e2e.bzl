@@ -6,19 +6,16 @@
         tools = ["//clients/python:echo_server"],
     )
 
-is a py_test of NAME.py with quadsockd_e2e_test.py beside it (e2e.Daemon and the veth
-helpers), quadsockd's path as its first argument and each of `tools`' after it, in order; root,
-exclusive (it makes namespaces and veth pairs) and unsandboxed.
+is a py_test of NAME.py with tests/e2e.py (e2e.Daemon and the veth helpers), quadsockd's path
+as its first argument and each of `tools`' after it, in order; root, exclusive (it makes
+namespaces and veth pairs) and unsandboxed.
 """
 
 def quadsockd_e2e_test(name, size = "medium", tools = []):
-    srcs = [name + ".py"]
-    if name != "quadsockd_e2e_test":
-        srcs.append("quadsockd_e2e_test.py")
     native.py_test(
         name = name,
         size = size,
-        srcs = srcs,
+        srcs = [name + ".py"],
         args = ["$(location //service:quadsockd)"] + ["$(location %s)" % t for t in tools],
         data = ["//service:quadsockd"] + tools,
         main = name + ".py",
@@ -29,6 +26,7 @@ def quadsockd_e2e_test(name, size = "medium", tools = []):
             "root",
         ],
         deps = [
+            ":e2e",
             ":netns",
             ":prometheus_page",
             ":sanitizer_report",

@@ -16,8 +16,8 @@ import unittest
 import grpc
 
 import quadsock
-import quadsockd_e2e_test as e2e
-from quadsockd_e2e_test import wait_until
+import e2e
+from e2e import wait_until
 
 
 class TcpTenantsTest(e2e.E2eTestCase):

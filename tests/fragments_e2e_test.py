@@ -15,8 +15,8 @@ import subprocess
 import sys
 import unittest
 
-import quadsockd_e2e_test as e2e
-from quadsockd_e2e_test import PEER4, PEER6, STACK4, STACK6
+import e2e
+from e2e import PEER4, PEER6, STACK4, STACK6
 
 # Run by Debian's python3 in the peer's namespace. Prints one JSON line: what it saw.
 SCAPY = r"""

@@ -15,7 +15,7 @@ import sys
 import unittest
 
 import quadsock
-import quadsockd_e2e_test as e2e
+import e2e
 
 
 class InterfaceE2eTest(e2e.E2eTestCase):

@@ -23,7 +23,7 @@ import unittest
 
 import netns
 import quadsock
-import quadsockd_e2e_test as e2e
+import e2e
 
 FORGED = "02:00:00:00:00:66"
 WIRE_FLOOD = None  # tests/wire_flood, from the command line

@@ -23,8 +23,8 @@ import time
 import unittest
 
 import netns
-import quadsockd_e2e_test as e2e
-from quadsockd_e2e_test import PEER4, PEER6, STACK4, STACK6
+import e2e
+from e2e import PEER4, PEER6, STACK4, STACK6
 
 QUADSOCK_RUN = LIBRARY = SEMANTICS = None
 SANITIZED = None  # the AddressSanitizer runtime the library needs, if it was built with it

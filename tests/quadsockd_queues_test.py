@@ -23,8 +23,8 @@ import urllib.request
 
 import netns
 import quadsock
-import quadsockd_e2e_test as e2e
-from quadsockd_e2e_test import PEER4, STACK4, wait_until, xdp_attached
+import e2e
+from e2e import PEER4, STACK4, wait_until, xdp_attached
 
 QUEUES = 4
 FLOWS = 200

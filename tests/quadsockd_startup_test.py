@@ -15,8 +15,8 @@ import tempfile
 import unittest
 
 import netns
-import quadsockd_e2e_test as e2e
-from quadsockd_e2e_test import PEER4, STACK4, STACK6
+import e2e
+from e2e import PEER4, STACK4, STACK6
 
 
 def quadsockd(*flags, user=None):

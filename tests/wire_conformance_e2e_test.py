@@ -16,8 +16,8 @@ import unittest
 
 import netns
 import quadsock
-import quadsockd_e2e_test as e2e
-from quadsockd_e2e_test import PEER4, PEER6, STACK4, STACK6
+import e2e
+from e2e import PEER4, PEER6, STACK4, STACK6
 
 # Run by Debian's python3 in the peer's namespace: sends every frame on qs1, then listens until
 # it has seen the ICMP errors it expects (or 20 s pass), and prints what the stack sent.

@@ -10,25 +10,17 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import unittest
 
 import grpc
 
 import netns
 import quadsock
+from e2e import wait_until
 
 QUADSOCKD = None
 STACK, PEER = "10.8.0.2", "10.8.0.1"
 
-
-def wait_until(predicate, timeout, what):
-    """Waits for a positive event (never for time alone): fails after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("timed out waiting until " + what)
-        time.sleep(0.01)
 
 
 class ChannelTest(unittest.TestCase):
