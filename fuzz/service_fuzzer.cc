@@ -2,15 +2,19 @@
 // (service/testing/two_stacks.h: the real services over an in-memory wire) for the whole run;
 // each input is a session of its own, a sequence of calls (Open, Bind, Connect, Rehash,
 // Disconnect, Close, Get, List, Batch, Send, SendBatch, AttachChannel, KeepAlive, and the
-// administration calls a session may make), and the session's end. A handle is one this input
-// opened, another session's, or bytes; an address is one of the stack's, a peer's, a wildcard,
-// a martian, or bytes; a port any 32 bits; an enum any number. Checked for every call: the
-// answer is a documented code (never UNKNOWN, which a handler's exception or a `.value()` on an
-// error becomes, nor INTERNAL), with a message when it is not OK, within 30 s; no call reaches
-// the other session's socket; a session cannot change the neighbour table; at the end of each
-// input the session's end leaves only the other session's socket. The server's own checks
-// (ASan, UBSan) apply throughout.
+// administration calls a session may make), and the session's end. The calls go straight to
+// the service objects, as gRPC's threads make them, with the session's token in the call's
+// metadata (gRPC's own transport, a hundred times as costly, is not what is fuzzed here; the
+// service tests cover it). A handle is one this input opened, another session's, or bytes; an
+// address is one of the stack's, a peer's, a wildcard, a martian, or bytes; a port any 32 bits;
+// an enum any number. Checked for every call: the answer is a documented code (never UNKNOWN,
+// which a handler's exception or a `.value()` on an error becomes, nor INTERNAL), with a
+// message when it is not OK, and it comes (a handler that hangs is a libFuzzer timeout); no
+// call reaches the other session's socket; a session cannot change the neighbour table; at the
+// end of each input the session's end leaves only the other session's socket. The server's own
+// checks (ASan, UBSan) apply throughout.
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/test/server_context_test_spouse.h>
 
 #include <cstdint>
 #include <cstdio>
@@ -23,6 +27,8 @@
 #include "fuzz/input.h"
 #include "quadsock/v1/admin.grpc.pb.h"
 #include "quadsock/v1/socket.grpc.pb.h"
+#include "service/admin_service.h"
+#include "service/socket_service.h"
 #include "service/testing/two_stacks.h"
 
 namespace {
@@ -31,8 +37,8 @@ using namespace quadsock;  // NOLINT: a fuzz target's few names
 
 struct Server {
   std::unique_ptr<service::testing::TwoStacks> t;
-  std::unique_ptr<v1::SocketService::Stub> sockets;
-  std::unique_ptr<v1::AdminService::Stub> admin;
+  service::SocketServiceImpl* sockets = nullptr;
+  service::AdminServiceImpl* admin = nullptr;  // on the sessions' listener
   std::string other_session;  // another session, held for the whole run
   std::string other_handle;   // its socket, which no input may reach
 };
@@ -47,19 +53,21 @@ Server& TheServer() {
         service::testing::TwoStacks::Start(o, {.known_neighbors = true});
     FUZZ_CHECK(t.ok(), "the server did not start");
     s->t = std::move(*t);
-    s->sockets = v1::SocketService::NewStub(s->t->server->InProcessChannel());
-    s->admin = v1::AdminService::NewStub(s->t->server->InProcessChannel());
+    s->sockets = &s->t->server->sockets();
+    s->admin = &s->t->server->admin();
     // Another session's socket, held for the whole run.
-    grpc::ClientContext c;
+    grpc::ServerContext c;
+    const v1::CreateSessionRequest create;
     v1::CreateSessionResponse session;
-    FUZZ_CHECK(s->sockets->CreateSession(&c, v1::CreateSessionRequest(), &session).ok(),
+    FUZZ_CHECK(s->sockets->CreateSession(&c, &create, &session).ok(),
                "no session for the other socket");
-    grpc::ClientContext o2;
-    o2.AddMetadata(kSessionHeader, session.session());
+    grpc::ServerContext o2;
+    grpc::testing::ServerContextTestSpouse metadata(&o2);  // holds what o2's metadata names
+    metadata.AddClientMetadata(kSessionHeader, session.session());
     v1::OpenRequest open;
     open.set_family(v1::FAMILY_IPV4);
     v1::OpenResponse opened;
-    FUZZ_CHECK(s->sockets->Open(&o2, open, &opened).ok(), "no other socket");
+    FUZZ_CHECK(s->sockets->Open(&o2, &open, &opened).ok(), "no other socket");
     s->other_session = session.session();
     s->other_handle = opened.socket();
     return s;
@@ -136,15 +144,17 @@ void CheckAnswer(const grpc::Status& s, const char* call) {
   }
 }
 
-template <typename Request, typename Response, typename Stub>
-grpc::Status Call(Stub* stub,
-                  grpc::Status (Stub::*method)(grpc::ClientContext*, const Request&, Response*),
+// A call as gRPC's thread makes it: a server context whose metadata carries the session.
+template <typename Request, typename Response, typename Service>
+grpc::Status Call(Service* service,
+                  grpc::Status (Service::*method)(grpc::ServerContext*, const Request*,
+                                                  Response*),
                   const std::string& token, const Request& request, Response* response,
                   const char* name) {
-  grpc::ClientContext ctx;
-  ctx.AddMetadata(kSessionHeader, token);
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-  grpc::Status s = (stub->*method)(&ctx, request, response);
+  grpc::ServerContext ctx;
+  grpc::testing::ServerContextTestSpouse metadata(&ctx);
+  metadata.AddClientMetadata(kSessionHeader, token);
+  grpc::Status s = (service->*method)(&ctx, &request, response);
   CheckAnswer(s, name);
   // Another session's socket is never this session's to use.
   if constexpr (requires { request.socket(); }) {
@@ -158,7 +168,7 @@ grpc::Status Call(Stub* stub,
 
 void OneCall(fuzz::Input& in, Session& session) {
   Server& srv = TheServer();
-  v1::SocketService::Stub* st = srv.sockets.get();
+  service::SocketServiceImpl* st = srv.sockets;
   const std::string& tok = session.token;
   switch (in.Byte() % 16) {
     case 0:
@@ -172,7 +182,7 @@ void OneCall(fuzz::Input& in, Session& session) {
       if (flags & 8) r.set_receive_queue_depth(in.U32());
       if (flags & 16) r.set_pmtu_discovery(static_cast<v1::PmtuDiscovery>(in.Byte() % 6));
       v1::OpenResponse resp;
-      if (Call(st, &v1::SocketService::Stub::Open, tok, r, &resp, "Open").ok()) {
+      if (Call(st, &service::SocketServiceImpl::Open, tok, r, &resp, "Open").ok()) {
         session.handles.push_back(resp.socket());
       }
       break;
@@ -182,7 +192,7 @@ void OneCall(fuzz::Input& in, Session& session) {
       r.set_socket(session.Handle(in));
       Endpoint(in, r.mutable_local());
       v1::BindResponse resp;
-      Call(st, &v1::SocketService::Stub::Bind, tok, r, &resp, "Bind");
+      Call(st, &service::SocketServiceImpl::Bind, tok, r, &resp, "Bind");
       break;
     }
     case 3: {
@@ -190,7 +200,7 @@ void OneCall(fuzz::Input& in, Session& session) {
       r.set_socket(session.Handle(in));
       Endpoint(in, r.mutable_peer());
       v1::ConnectResponse resp;
-      Call(st, &v1::SocketService::Stub::Connect, tok, r, &resp, "Connect");
+      Call(st, &service::SocketServiceImpl::Connect, tok, r, &resp, "Connect");
       break;
     }
     case 4: {
@@ -200,28 +210,28 @@ void OneCall(fuzz::Input& in, Session& session) {
       r.set_change_port(in.Byte() & 1);
       r.set_local_port(Port(in));
       v1::RehashResponse resp;
-      Call(st, &v1::SocketService::Stub::Rehash, tok, r, &resp, "Rehash");
+      Call(st, &service::SocketServiceImpl::Rehash, tok, r, &resp, "Rehash");
       break;
     }
     case 5: {
       v1::DisconnectRequest r;
       r.set_socket(session.Handle(in));
       v1::DisconnectResponse resp;
-      Call(st, &v1::SocketService::Stub::Disconnect, tok, r, &resp, "Disconnect");
+      Call(st, &service::SocketServiceImpl::Disconnect, tok, r, &resp, "Disconnect");
       break;
     }
     case 6: {
       v1::CloseRequest r;
       r.set_socket(session.Handle(in));
       v1::CloseResponse resp;
-      Call(st, &v1::SocketService::Stub::Close, tok, r, &resp, "Close");
+      Call(st, &service::SocketServiceImpl::Close, tok, r, &resp, "Close");
       break;
     }
     case 7: {
       v1::GetRequest r;
       r.set_socket(session.Handle(in));
       v1::Socket resp;
-      Call(st, &v1::SocketService::Stub::Get, tok, r, &resp, "Get");
+      Call(st, &service::SocketServiceImpl::Get, tok, r, &resp, "Get");
       break;
     }
     case 8: {
@@ -231,7 +241,7 @@ void OneCall(fuzz::Input& in, Session& session) {
       r.set_page_size(in.Byte());
       if (in.Byte() & 1) r.set_page_token(Text(in));
       v1::ListResponse resp;
-      Call(st, &v1::SocketService::Stub::List, tok, r, &resp, "List");
+      Call(st, &service::SocketServiceImpl::List, tok, r, &resp, "List");
       break;
     }
     case 9: {
@@ -254,7 +264,7 @@ void OneCall(fuzz::Input& in, Session& session) {
         }
       }
       v1::BatchResponse resp;
-      if (Call(st, &v1::SocketService::Stub::Batch, tok, r, &resp, "Batch").ok()) {
+      if (Call(st, &service::SocketServiceImpl::Batch, tok, r, &resp, "Batch").ok()) {
         for (const v1::SocketOpResult& x : resp.results()) {
           CheckAnswer(grpc::Status(static_cast<grpc::StatusCode>(x.code()), x.message()),
                       "Batch's op");
@@ -271,7 +281,7 @@ void OneCall(fuzz::Input& in, Session& session) {
                     std::string((in.Byte() & 3) == 3 ? 1600 : 0, 'x'));
       if (in.Byte() & 1) Endpoint(in, r.mutable_destination());
       v1::SendResponse resp;
-      Call(st, &v1::SocketService::Stub::Send, tok, r, &resp, "Send");
+      Call(st, &service::SocketServiceImpl::Send, tok, r, &resp, "Send");
       break;
     }
     case 11: {
@@ -283,7 +293,7 @@ void OneCall(fuzz::Input& in, Session& session) {
         if (in.Byte() & 1) Endpoint(in, d->mutable_peer());
       }
       v1::SendBatchResponse resp;
-      Call(st, &v1::SocketService::Stub::SendBatch, tok, r, &resp, "SendBatch");
+      Call(st, &service::SocketServiceImpl::SendBatch, tok, r, &resp, "SendBatch");
       break;
     }
     case 12: {
@@ -291,12 +301,12 @@ void OneCall(fuzz::Input& in, Session& session) {
       for (int n = in.Byte() % 3; n > 0; --n) r.add_sockets(session.Handle(in));
       r.set_ring_slots(in.Byte() & 1 ? in.U32() : 0);
       v1::AttachChannelResponse resp;
-      Call(st, &v1::SocketService::Stub::AttachChannel, tok, r, &resp, "AttachChannel");
+      Call(st, &service::SocketServiceImpl::AttachChannel, tok, r, &resp, "AttachChannel");
       break;
     }
     case 13: {
       v1::KeepAliveResponse resp;
-      Call(st, &v1::SocketService::Stub::KeepAlive, tok, v1::KeepAliveRequest(), &resp,
+      Call(st, &service::SocketServiceImpl::KeepAlive, tok, v1::KeepAliveRequest(), &resp,
            "KeepAlive");
       break;
     }
@@ -306,7 +316,7 @@ void OneCall(fuzz::Input& in, Session& session) {
       r.set_mac(Text(in));
       v1::SetNeighborResponse resp;
       // Only the administration listener changes the neighbour table.
-      FUZZ_CHECK(Call(srv.admin.get(), &v1::AdminService::Stub::SetNeighbor, tok, r, &resp,
+      FUZZ_CHECK(Call(srv.admin, &service::AdminServiceImpl::SetNeighbor, tok, r, &resp,
                       "SetNeighbor")
                          .error_code() == grpc::StatusCode::PERMISSION_DENIED,
                  "a session changed the neighbour table");
@@ -314,7 +324,7 @@ void OneCall(fuzz::Input& in, Session& session) {
     }
     case 15: {
       v1::Counters resp;
-      Call(srv.admin.get(), &v1::AdminService::Stub::GetCounters, tok,
+      Call(srv.admin, &service::AdminServiceImpl::GetCounters, tok,
            v1::GetCountersRequest(), &resp, "GetCounters");
       break;
     }
@@ -328,30 +338,30 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Server& srv = TheServer();
   {  // the other session lives as long as the run: its lease renewed each input
     v1::KeepAliveResponse kept;
-    FUZZ_CHECK(Call(srv.sockets.get(), &v1::SocketService::Stub::KeepAlive, srv.other_session,
+    FUZZ_CHECK(Call(srv.sockets, &service::SocketServiceImpl::KeepAlive, srv.other_session,
                     v1::KeepAliveRequest(), &kept, "KeepAlive")
                    .ok(),
                "the other session is gone");
   }
   Session session;
   {
-    grpc::ClientContext c;
+    grpc::ServerContext c;
     v1::CreateSessionRequest r;
     r.set_client_name("fuzz");
     v1::CreateSessionResponse resp;
-    const grpc::Status s = srv.sockets->CreateSession(&c, r, &resp);
+    const grpc::Status s = srv.sockets->CreateSession(&c, &r, &resp);
     CheckAnswer(s, "CreateSession");
     FUZZ_CHECK(s.ok(), "no session for the input");
     session.token = resp.session();
   }
   for (int calls = 0; in.more() && calls < 48; ++calls) OneCall(in, session);
   v1::EndSessionResponse ended;
-  const grpc::Status s = Call(srv.sockets.get(), &v1::SocketService::Stub::EndSession,
+  const grpc::Status s = Call(srv.sockets, &service::SocketServiceImpl::EndSession,
                               session.token, v1::EndSessionRequest(), &ended, "EndSession");
   FUZZ_CHECK(s.ok(), "the input's session could not be ended");
   // Its sockets went with it; the other session's one is still there.
   v1::Counters counters;
-  const grpc::Status counted = Call(srv.admin.get(), &v1::AdminService::Stub::GetCounters,
+  const grpc::Status counted = Call(srv.admin, &service::AdminServiceImpl::GetCounters,
                                     srv.other_session, v1::GetCountersRequest(), &counters,
                                     "GetCounters");
   if (!counted.ok() || counters.sockets() != 1) {

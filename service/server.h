@@ -105,6 +105,7 @@ class Server {
   const std::string& listening_on() const { return listening_on_; }
   // "unix:PATH" of the administration listener; "" without one.
   const std::string& admin_listening_on() const { return admin_listening_on_; }
+  SocketServiceImpl& sockets() { return *sockets_; }  // for calls without gRPC (the fuzzer)
   AdminServiceImpl& admin() { return *admin_; }
   Sessions& sessions() { return sessions_; }
   // The Unix listener, which knows each connection's uid; null on TCP.
