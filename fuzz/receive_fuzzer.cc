@@ -83,7 +83,9 @@ void OpenSockets(fuzz::Input& r, stack::Stack& s) {
     if (!id.ok()) continue;
     // Refusals (a family or address that does not fit, a port in use) are part of the game.
     (void)s.Bind(*id, {Address(local), Port(local_port)});
-    if ((flags & 8) != 0) (void)s.Connect(*id, {Address(remote), static_cast<uint16_t>(5000 + remote_port % 4)});
+    if ((flags & 8) != 0) {
+      (void)s.Connect(*id, {Address(remote), static_cast<uint16_t>(5000 + remote_port % 4)});
+    }
   }
 }
 

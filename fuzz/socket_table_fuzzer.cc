@@ -49,7 +49,9 @@ const std::vector<net::IpAddress>& Peers() {
       *net::IpAddress::Parse("fd00:1::1"), *net::IpAddress::Parse("::ffff:10.1.0.1")};
   return *all;
 }
-uint16_t LocalPort(uint8_t pick) { return static_cast<uint16_t>(pick % 3 == 2 ? 0 : 4000 + pick % 3); }
+uint16_t LocalPort(uint8_t pick) {
+  return static_cast<uint16_t>(pick % 3 == 2 ? 0 : 4000 + pick % 3);
+}
 uint16_t PeerPort(uint8_t pick) { return static_cast<uint16_t>(5000 + pick % 2); }
 
 // The flow's addresses as a socket of `family` sees them (IPv4 v4-mapped for IPv6 sockets).
