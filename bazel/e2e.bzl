@@ -29,7 +29,6 @@ def quadsockd_e2e_test(name, size = "medium", tools = []):
             ":e2e",
             ":netns",
             ":prometheus_page",
-            ":sanitizer_report",
             "//clients/python:quadsock",
         ],
     )

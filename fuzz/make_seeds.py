@@ -33,11 +33,11 @@ def frames():
     yield "udp6_routing", ETH / IPv6(src=A6, dst=B6) / IPv6ExtHdrRouting(
         type=0, segleft=1, addresses=["fd00:1::9"]) / udp
     yield "udp6_atomic", ETH / IPv6(src=A6, dst=B6) / IPv6ExtHdrFragment(id=5) / udp / b"a"
-    for i, f in enumerate(fragment(IP(bytes(IP(src=A4, dst=B4, id=9) / udp / (b"f" * 3000))),
+    for i, f in enumerate(fragment(IP(bytes(IP(src=A4, dst=B4, id=9) / udp / bytes(3000))),
                                    fragsize=1480)):
         yield "frag4_%d" % i, ETH / f
     for i, f in enumerate(fragment6(IPv6(bytes(IPv6(src=A6, dst=B6) / IPv6ExtHdrFragment(id=9) /
-                                               udp / (b"f" * 3000))), 1280)):
+                                               udp / bytes(3000))), 1280)):
         yield "frag6_%d" % i, ETH / f
     yield "icmp4_unreach", ETH / IP(src=B4, dst=A4) / ICMP(type=3, code=3) / IP(
         src=A4, dst=B4) / UDP(sport=4000, dport=53)

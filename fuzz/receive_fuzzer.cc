@@ -18,10 +18,8 @@
 #include <cstdint>
 #include <memory>
 #include <span>
-#include <string>
 #include <vector>
 
-#include "absl/strings/str_cat.h"
 #include "fuzz/check.h"
 #include "fuzz/input.h"
 #include "stack/link/memory_link.h"
@@ -137,23 +135,21 @@ void CheckDelivery(const demux::SocketInfo& info, const stack::ReceivedDatagram&
   }
 }
 
-// An ICMP error the stack sent about a packet shorter than its IP header and 8 bytes (say, an
-// unknown next header and nothing after it), quoting it whole, as RFC 792 and RFC 4443 ask.
-// The parser refuses such a quote from the wire (it names no ports), and rightly.
-bool QuotesAShortPacketWhole(std::span<const uint8_t> frame) {
-  constexpr size_t kEthernet = 14, kIcmp = 8;
-  if (frame.size() < kEthernet) return false;
-  const uint16_t ethertype = net::LoadBe16(&frame[12]);
-  const size_t outer = ethertype == 0x86dd ? 40 : ethertype == 0x0800 ? 20 : 0;
-  if (outer == 0 || frame.size() < kEthernet + outer + kIcmp) return false;
-  const std::span<const uint8_t> quote = frame.subspan(kEthernet + outer + kIcmp);
-  if (ethertype == 0x86dd) {
-    return quote.size() >= 40 && quote.size() == 40 + size_t{net::LoadBe16(&quote[4])} &&
-           quote.size() < 40 + 8;
+// An ICMP error the stack sent about a packet with less than 8 bytes after its IP header (say,
+// an unknown next header and nothing after it), quoting it whole, as RFC 792 and RFC 4443 ask:
+// ParseFrame refuses such a quote from the wire (it names no ports), rightly. `p` is what
+// ParseFrame made of the frame before it refused the quote (the ICMP header, checksum checked).
+bool QuotesAShortPacketWhole(std::span<const uint8_t> frame, const net::ParsedFrame& p) {
+  if (p.l4 != net::L4::kIcmpv4 && p.l4 != net::L4::kIcmpv6) return false;
+  const std::span<const uint8_t> quote = p.payload(frame);
+  if (p.l3 == net::L3::kIpv6) {
+    return quote.size() >= 40 && (quote[0] >> 4) == 6 &&
+           quote.size() == 40 + size_t{net::LoadBe16(&quote[4])} && quote.size() < 40 + 8;
   }
-  if (quote.size() < 20) return false;
+  if (quote.size() < 20 || (quote[0] >> 4) != 4) return false;
   const size_t header = size_t{quote[0] & 0x0fu} * 4;
-  return quote.size() == net::LoadBe16(&quote[2]) && quote.size() < header + 8;
+  return header >= 20 && quote.size() >= header && quote.size() == net::LoadBe16(&quote[2]) &&
+         quote.size() < header + 8;
 }
 
 }  // namespace
@@ -169,7 +165,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     net::ParsedFrame p;
     const net::ParseError e = net::ParseFrame(sent, p);
     FUZZ_CHECK(e == net::ParseError::kOk ||
-                   (e == net::ParseError::kBadIcmpQuote && QuotesAShortPacketWhole(sent)),
+                   (e == net::ParseError::kBadIcmpQuote && QuotesAShortPacketWhole(sent, p)),
                "the stack sent a bad frame");
   }
   for (stack::SocketId id : s.List()) {

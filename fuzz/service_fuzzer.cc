@@ -4,15 +4,15 @@
 // Disconnect, Close, Get, List, Batch, Send, SendBatch, AttachChannel, KeepAlive, and the
 // administration calls a session may make), and the session's end. The calls go straight to
 // the service objects, as gRPC's threads make them, with the session's token in the call's
-// metadata (gRPC's own transport, a hundred times as costly, is not what is fuzzed here; the
-// service tests cover it). A handle is one this input opened, another session's, or bytes; an
-// address is one of the stack's, a peer's, a wildcard, a martian, or bytes; a port any 32 bits;
-// an enum any number. Checked for every call: the answer is a documented code (never UNKNOWN,
-// which a handler's exception or a `.value()` on an error becomes, nor INTERNAL), with a
-// message when it is not OK, and it comes (a handler that hangs is a libFuzzer timeout); no
-// call reaches the other session's socket; a session cannot change the neighbour table; at the
-// end of each input the session's end leaves only the other session's socket. The server's own
-// checks (ASan, UBSan) apply throughout.
+// metadata (gRPC's own transport, which cost the run seven times as much, is not what is
+// fuzzed here; the service tests cover it). A handle is one this input opened, another
+// session's, or bytes; an address is one of the stack's, a peer's, a wildcard, a martian, or
+// bytes; a port any 32 bits; an enum any number. Checked for every call: the answer is a
+// documented code (never UNKNOWN nor INTERNAL; an exception a handler throws, as `.value()` on
+// an error does, is a crash here), with a message when it is not OK, and it comes (a handler
+// that hangs is a libFuzzer timeout); no call reaches the other session's socket; a session
+// cannot change the neighbour table; at the end of each input the session's end leaves only the
+// other session's socket. The server's own checks (ASan, UBSan) apply throughout.
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/test/server_context_test_spouse.h>
 
@@ -130,8 +130,7 @@ struct Session {
   }
 };
 
-// Every answer is one of the codes the API documents, with words when it is not OK; and it
-// comes (DEADLINE_EXCEEDED, after Call's 30 s, is a handler that hung or blocked).
+// Every answer is one of the codes the API documents, with words when it is not OK.
 void CheckAnswer(const grpc::Status& s, const char* call) {
   const grpc::StatusCode code = s.error_code();
   if (code == grpc::StatusCode::UNKNOWN || code == grpc::StatusCode::INTERNAL ||

@@ -12,8 +12,9 @@
 //   3. else the same over the sockets bound to the wildcard.
 // The table must answer one of the best (or a member of the best one's reuseport group), or
 // nothing when there is none. Lookup and LookupBatch must agree. Checking once an input, not
-// after each of its calls, costs a 64th as much; the state after any call is the end of
-// another input, a prefix, which libFuzzer tries too (it shortens and cuts inputs).
+// after each of its calls, costs up to a 64th as much; a wrong state that a later call of the
+// same input mends is seen only when libFuzzer tries the input cut short there (it erases and
+// cuts bytes among its mutations), not every time.
 #include <cstdint>
 #include <map>
 #include <memory>

@@ -15,8 +15,8 @@ import unittest
 
 import grpc
 
-import quadsock
 import e2e
+import quadsock
 from e2e import wait_until
 
 

@@ -16,6 +16,7 @@ import sys
 import unittest
 
 import e2e
+import quadsock
 from e2e import PEER4, PEER6, STACK4, STACK6
 
 # Run by Debian's python3 in the peer's namespace. Prints one JSON line: what it saw.
@@ -106,7 +107,7 @@ class FragmentsTest(e2e.E2eTestCase):
     def setUp(self):
         self.net = e2e.peer_network()
         self.daemon = e2e.Daemon(["--reassembly_kib=256"])
-        self.client = e2e.quadsock.Client(self.daemon.target, name="fragments")
+        self.client = quadsock.Client(self.daemon.target, name="fragments")
 
     def tearDown(self):
         try:

@@ -14,8 +14,8 @@ import subprocess
 import sys
 import unittest
 
-import quadsock
 import e2e
+import quadsock
 
 
 class InterfaceE2eTest(e2e.E2eTestCase):

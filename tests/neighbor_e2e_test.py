@@ -21,9 +21,9 @@ import sys
 import time
 import unittest
 
+import e2e
 import netns
 import quadsock
-import e2e
 
 FORGED = "02:00:00:00:00:66"
 WIRE_FLOOD = None  # tests/wire_flood, from the command line

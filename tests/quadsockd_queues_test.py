@@ -21,9 +21,9 @@ import time
 import unittest
 import urllib.request
 
+import e2e
 import netns
 import quadsock
-import e2e
 from e2e import PEER4, STACK4, wait_until, xdp_attached
 
 QUEUES = 4

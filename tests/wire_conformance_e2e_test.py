@@ -14,9 +14,9 @@ import subprocess
 import sys
 import unittest
 
+import e2e
 import netns
 import quadsock
-import e2e
 from e2e import PEER4, PEER6, STACK4, STACK6
 
 # Run by Debian's python3 in the peer's namespace: sends every frame on qs1, then listens until
