@@ -5,18 +5,27 @@
 //
 // Nothing here holds state of its own; errno is set from the -errno the sockets return.
 #include <fcntl.h>
+#include <limits.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <sys/epoll.h>
 #include <sys/ioctl.h>
+#include <sys/select.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "clients/preload/internal/busy_poll.h"
 #include "clients/preload/internal/errno_of.h"
 #include "clients/preload/internal/fd_table.h"
 #include "clients/preload/internal/libc.h"
@@ -160,6 +169,25 @@ __attribute__((constructor)) void Init() {
 }
 
 }  // namespace
+// Readiness waits (poll, select, epoll_wait) in milliseconds and timevals, as durations.
+absl::Duration FromMilliseconds(int ms) {
+  return ms < 0 ? absl::InfiniteDuration() : absl::Milliseconds(ms);
+}
+int ToMilliseconds(absl::Duration d) {
+  if (d == absl::InfiniteDuration()) return -1;
+  return static_cast<int>(std::min<int64_t>(
+      absl::ToInt64Milliseconds(absl::Ceil(d, absl::Milliseconds(1))), INT_MAX));
+}
+
+// The Link to busy-poll when a wait on descriptors that `spins` says hold a quadsock socket
+// would sleep: null without QUADSOCK_BUSY_POLL (asked first: nothing else is looked at then).
+template <typename Spins>
+Link* BusyPollFor(Spins spins) {
+  Runtime& rt = Runtime::Get();
+  if (rt.config().busy_poll_us == 0 || !spins()) return nullptr;
+  return rt.BusyPollLink();
+}
+
 }  // namespace quadsock::preload
 
 using namespace quadsock::preload;  // NOLINT: the entry points below are the C library's names
@@ -410,6 +438,82 @@ ssize_t __recvfrom_chk(int fd, void* buf, size_t len, size_t buf_len, int flags,
 ssize_t __read_chk(int fd, void* buf, size_t len, size_t buf_len) {
   if (len > buf_len) __chk_fail();
   return read(fd, buf, len);
+}
+
+
+// Readiness: a quadsock socket's descriptor is an eventfd (readable while datagrams wait), so
+// these are the C library's own calls; with QUADSOCK_BUSY_POLL a wait on a set that holds a
+// quadsock socket spins first (busy_poll.h). The variants that take a signal mask (ppoll,
+// pselect, epoll_pwait with one, epoll_pwait2) swap it in as they sleep: they never spin.
+int epoll_ctl(int ep, int op, int fd, epoll_event* event) noexcept {
+  const int r = Libc().epoll_ctl(ep, op, fd, event);
+  if (r == 0 && op != EPOLL_CTL_DEL && Fds().Spins(fd)) Fds().MarkWatching(ep);
+  return r;
+}
+
+int epoll_wait(int ep, epoll_event* events, int max, int timeout) {
+  Link* link = BusyPollFor([ep] { return Fds().Spins(ep); });
+  if (link == nullptr) return Libc().epoll_wait(ep, events, max, timeout);
+  return SpinThenWait(*link, Runtime::Get().busy_poll(), FromMilliseconds(timeout),
+                      [&](absl::Duration t) {
+                        return Libc().epoll_wait(ep, events, max, ToMilliseconds(t));
+                      });
+}
+
+int epoll_pwait(int ep, epoll_event* events, int max, int timeout, const sigset_t* mask) {
+  if (mask != nullptr) return Libc().epoll_pwait(ep, events, max, timeout, mask);
+  return epoll_wait(ep, events, max, timeout);
+}
+
+int poll(pollfd* fds, nfds_t n, int timeout) {
+  Link* link = BusyPollFor([fds, n] {
+    for (nfds_t i = 0; i < n; ++i) {
+      if (Fds().Spins(fds[i].fd)) return true;
+    }
+    return false;
+  });
+  if (link == nullptr) return Libc().poll(fds, n, timeout);
+  return SpinThenWait(*link, Runtime::Get().busy_poll(), FromMilliseconds(timeout),
+                      [&](absl::Duration t) { return Libc().poll(fds, n, ToMilliseconds(t)); });
+}
+
+int select(int n, fd_set* read, fd_set* write, fd_set* except, timeval* tv) {
+  Link* link = BusyPollFor([&] {
+    for (int fd = 0; fd < std::min(n, FD_SETSIZE); ++fd) {
+      if (((read != nullptr && FD_ISSET(fd, read)) || (write != nullptr && FD_ISSET(fd, write)) ||
+           (except != nullptr && FD_ISSET(fd, except))) &&
+          Fds().Spins(fd)) {
+        return true;
+      }
+    }
+    return false;
+  });
+  if (link == nullptr) return Libc().select(n, read, write, except, tv);
+  // Each look rewrites the sets: every wait starts from the program's.
+  const fd_set asked[3] = {read != nullptr ? *read : fd_set{}, write != nullptr ? *write : fd_set{},
+                           except != nullptr ? *except : fd_set{}};
+  const absl::Duration timeout =
+      tv != nullptr ? absl::DurationFromTimeval(*tv) : absl::InfiniteDuration();
+  const absl::Time start = absl::Now();
+  const int r = SpinThenWait(*link, Runtime::Get().busy_poll(), timeout, [&](absl::Duration t) {
+    if (read != nullptr) *read = asked[0];
+    if (write != nullptr) *write = asked[1];
+    if (except != nullptr) *except = asked[2];
+    timeval left;
+    if (t != absl::InfiniteDuration()) left = absl::ToTimeval(absl::Ceil(t, absl::Microseconds(1)));
+    return Libc().select(n, read, write, except, t == absl::InfiniteDuration() ? nullptr : &left);
+  });
+  const int err = errno;
+  // As Linux's select: the timeout left is what was not slept.
+  if (tv != nullptr) *tv = absl::ToTimeval(std::max(timeout - (absl::Now() - start),
+                                                    absl::ZeroDuration()));
+  errno = err;
+  return r;
+}
+
+int __poll_chk(pollfd* fds, nfds_t n, int timeout, size_t fds_len) {
+  if (fds_len / sizeof(*fds) < n) __chk_fail();
+  return poll(fds, n, timeout);
 }
 
 }  // extern "C"

@@ -18,8 +18,9 @@
 #   QUADSOCK_PORTS      the local ports to take, e.g. 53,5000-5100 (default: every port)
 #   QUADSOCK_REQUIRE    1: exit when quadsockd cannot be reached; 0 (default): say so once on
 #                       stderr and run on the kernel
-#   QUADSOCK_BUSY_POLL  microseconds a receive spins before it sleeps (default 0: a blocked
-#                       call sleeps and costs no CPU)
+#   QUADSOCK_BUSY_POLL  microseconds a wait for a quadsock socket (recv, poll, select,
+#                       epoll_wait) spins, taking datagrams from quadsockd itself, before it
+#                       sleeps (default 0: a blocked call sleeps and costs no CPU)
 #   QUADSOCK_LOG        error | warn (default) | info | debug: what it says on stderr
 #   QUADSOCK_PRELOAD_LIBRARY  the library (default: found beside this script, ../lib/quadsock)
 #

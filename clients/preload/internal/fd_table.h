@@ -57,8 +57,22 @@ class FdTable {
     return fd >= 0 && fd < kMaxFd && state_[fd].load(std::memory_order_relaxed) == kKernel;
   }
 
+  // An epoll descriptor that watches a quadsock socket, or an epoll that does (epoll_ctl
+  // says so; its close forgets it): busy polling spins in epoll_wait on it, and on nothing else.
+  void MarkWatching(int epoll_fd) {
+    if (epoll_fd >= 0 && epoll_fd < kMaxFd) {
+      state_[epoll_fd].store(kWatches, std::memory_order_relaxed);
+    }
+  }
+  // A quadsock socket, or an epoll that watches one.
+  bool Spins(int fd) const {
+    if (fd < 0 || fd >= kMaxFd) return false;
+    const uint8_t s = state_[fd].load(std::memory_order_relaxed);
+    return s == kQuadsock || s == kWatches;
+  }
+
  private:
-  enum : uint8_t { kUnknown = 0, kKernel = 1, kQuadsock = 2 };
+  enum : uint8_t { kUnknown = 0, kKernel = 1, kQuadsock = 2, kWatches = 3 };
   std::atomic<uint8_t> state_[kMaxFd] = {};
   mutable std::mutex mu_;
   absl::flat_hash_map<int, std::shared_ptr<PreloadSocket>> sockets_;

@@ -48,6 +48,11 @@ LibcCalls Resolve() {
   Find(c.recvmmsg, "recvmmsg");
   Find(c.read, "read");
   Find(c.readv, "readv");
+  Find(c.epoll_ctl, "epoll_ctl");
+  Find(c.epoll_wait, "epoll_wait");
+  Find(c.epoll_pwait, "epoll_pwait");
+  Find(c.poll, "poll");
+  Find(c.select, "select");
   return c;
 }
 

@@ -6,6 +6,9 @@
 #ifndef QUADSOCK_CLIENTS_PRELOAD_INTERNAL_LIBC_H_
 #define QUADSOCK_CLIENTS_PRELOAD_INTERNAL_LIBC_H_
 
+#include <poll.h>
+#include <sys/epoll.h>
+#include <sys/select.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/uio.h>
@@ -38,6 +41,11 @@ struct LibcCalls {
   int (*recvmmsg)(int, mmsghdr*, unsigned int, int, struct timespec*);
   ssize_t (*read)(int, void*, size_t);
   ssize_t (*readv)(int, const iovec*, int);
+  int (*epoll_ctl)(int, int, int, epoll_event*);
+  int (*epoll_wait)(int, epoll_event*, int, int);
+  int (*epoll_pwait)(int, epoll_event*, int, int, const sigset_t*);
+  int (*poll)(pollfd*, nfds_t, int);
+  int (*select)(int, fd_set*, fd_set*, fd_set*, timeval*);
 };
 
 // Resolved on first use; aborts with a message if the C library lacks one of them.

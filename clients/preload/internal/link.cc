@@ -2,12 +2,14 @@
 
 #include <errno.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "clients/preload/internal/log.h"
 #include "stack/link/errno_status.h"
 
@@ -15,6 +17,12 @@ namespace quadsock::preload {
 namespace {
 
 constexpr size_t kBatch = 64;
+
+int64_t MonotonicNs() {
+  timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return int64_t{t.tv_sec} * 1'000'000'000 + t.tv_nsec;
+}
 
 }  // namespace
 
@@ -92,39 +100,54 @@ void Link::Unregister(uint32_t index) {
   sockets_.erase(index);
 }
 
-void Link::Pump() {
+size_t Link::Poll() {
+  last_poll_ns_.store(MonotonicNs(), std::memory_order_relaxed);
+  std::unique_lock<std::mutex> lock(pump_mu_, std::try_to_lock);
+  return lock.owns_lock() ? Deliver(absl::ZeroDuration()) : 0;
+}
+
+size_t Link::Deliver(absl::Duration timeout) {
   channel::ReceivedView batch[kBatch];
-  std::vector<SharedSocket*> touched;
-  const absl::Duration spin = absl::Microseconds(config_.busy_poll_us);
-  absl::Time last = absl::Now();
+  const size_t n = channel_->Receive(batch, timeout);
+  if (n == 0) return 0;
+  SharedSocket* touched[kBatch];
+  size_t touched_count = 0;
+  {
+    std::lock_guard<std::mutex> lock(sockets_mu_);
+    for (size_t i = 0; i < n; ++i) {
+      auto it = sockets_.find(batch[i].socket);
+      if (it == sockets_.end()) continue;  // closed a moment ago
+      SharedSocket* s = it->second.get();
+      SharedSocket::Guard g(*s);
+      // The receive buffer as the socket's options last set it (the shadow keeps it).
+      if (s->Push(batch[i], s->state().receive_buffer) &&
+          std::find(touched, touched + touched_count, s) == touched + touched_count) {
+        touched[touched_count++] = s;
+      }
+    }
+    for (size_t i = 0; i < touched_count; ++i) {
+      SharedSocket::Guard g(*touched[i]);
+      touched[i]->Signal();
+    }
+  }
+  channel_->Release();
+  return n;
+}
+
+void Link::Pump() {
+  const int64_t spin_ns = int64_t{config_.busy_poll_us} * 1000;
   for (;;) {
-    const bool spinning = spin > absl::ZeroDuration() && absl::Now() - last < spin;
-    const size_t n = channel_->Receive(batch, spinning ? absl::ZeroDuration() : absl::Seconds(1));
-    if (n == 0) {
-      if (!spinning && !channel_->ended().ok()) return MarkDown();
-      continue;
-    }
-    if (spin > absl::ZeroDuration()) last = absl::Now();
-    {
-      std::lock_guard<std::mutex> lock(sockets_mu_);
-      for (size_t i = 0; i < n; ++i) {
-        auto it = sockets_.find(batch[i].socket);
-        if (it == sockets_.end()) continue;  // closed a moment ago
-        SharedSocket* s = it->second.get();
-        SharedSocket::Guard g(*s);
-        // The receive buffer as the socket's options last set it (the shadow keeps it).
-        if (s->Push(batch[i], s->state().receive_buffer) &&
-            std::find(touched.begin(), touched.end(), s) == touched.end()) {
-          touched.push_back(s);
-        }
-      }
-      for (SharedSocket* s : touched) {
-        SharedSocket::Guard g(*s);
-        s->Signal();
+    if (spin_ns > 0) {
+      // Program threads poll the channel while they wait: sleeping through their spins (and
+      // as long again after the last) leaves them the CPU and the channel without wake-ups.
+      const int64_t quiet = MonotonicNs() - last_poll_ns_.load(std::memory_order_relaxed);
+      if (quiet < spin_ns) {
+        absl::SleepFor(absl::Nanoseconds(spin_ns - quiet));
+        continue;
       }
     }
-    touched.clear();
-    channel_->Release();
+    std::lock_guard<std::mutex> lock(pump_mu_);
+    if (Deliver(absl::Seconds(1)) == 0 && !channel_->ended().ok()) return MarkDown();
   }
 }
 

@@ -1,8 +1,9 @@
 // One session with quadsockd and its data channel on shared memory: what a process's quadsock
 // sockets are opened in. The hand-off thread blocks on the channel's eventfds, copies each
 // datagram into its socket's shared queue and signals the socket once per batch, so a program
-// blocked in poll, epoll or recv costs no CPU; with QUADSOCK_BUSY_POLL it spins that long on
-// the channel before it sleeps.
+// blocked in poll, epoll or recv costs no CPU. With QUADSOCK_BUSY_POLL the program's waiting
+// threads take from the channel themselves (Poll, busy_poll.h), and the hand-off thread keeps
+// out of their way while they do, and for as long again after.
 //
 // A child made by fork keeps its parent's Link for the sockets it inherited: it sends on the
 // same TX ring (in the channel's shared mapping, taken in turn under a process-shared lock)
@@ -30,6 +31,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "clients/cpp/client.h"
 #include "clients/preload/internal/config.h"
 #include "clients/preload/internal/shared_socket.h"
@@ -55,6 +57,11 @@ class Link {
   bool Send(uint32_t index, std::span<const uint8_t> payload,
             const std::optional<net::Endpoint>& peer);
 
+  // Busy polling: takes what the channel holds and hands it to the sockets' queues, as the
+  // hand-off thread does, without waiting (the owner only). How many datagrams it took: none
+  // when there were none, or another thread was taking them.
+  size_t Poll();
+
   // The socket's datagrams go to `shared` from now on / no longer (the owner only).
   void Register(uint32_t index, std::shared_ptr<SharedSocket> shared);
   void Unregister(uint32_t index);
@@ -63,6 +70,9 @@ class Link {
   Link(const Config& config) : config_(config), owner_(getpid()) {}
   absl::Status Connect();
   void Pump();
+  // Receive (waiting up to `timeout` when the channel is empty), then each datagram to its
+  // socket's queue, each socket signalled once; pump_mu_ held.
+  size_t Deliver(absl::Duration timeout);
   void MarkDown();
 
   const Config& config_;
@@ -73,6 +83,8 @@ class Link {
   std::vector<net::IpPrefix> networks_;
   uint32_t max_payload_ = 0;
   uint32_t ifindex_ = 0;
+  std::mutex pump_mu_;  // the channel's receiving side: the hand-off thread, or a Poll
+  std::atomic<int64_t> last_poll_ns_{0};  // when a program thread last polled (monotonic)
   pthread_mutex_t* tx_mu_ = nullptr;  // process-shared, in a page of its own
   std::mutex sockets_mu_;
   absl::flat_hash_map<uint32_t, std::shared_ptr<SharedSocket>> sockets_;

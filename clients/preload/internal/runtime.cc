@@ -79,6 +79,7 @@ Link* Runtime::Current() {
   }
   state_ = State::kRunning;
   link_ = *link;
+  running_.store(link_, std::memory_order_release);
   Log(LogLevel::kInfo,
       absl::StrCat("on quadsockd at ", config_.target, ": addresses ",
                    absl::StrJoin(link_->addresses(), " ",
@@ -95,6 +96,7 @@ void Runtime::AfterForkInChild() {
   forked_child_ = true;
   state_ = State::kFailed;
   link_ = nullptr;
+  running_.store(nullptr, std::memory_order_release);
   start_mu_.unlock();
 }
 

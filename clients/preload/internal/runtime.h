@@ -14,10 +14,12 @@
 #ifndef QUADSOCK_CLIENTS_PRELOAD_INTERNAL_RUNTIME_H_
 #define QUADSOCK_CLIENTS_PRELOAD_INTERNAL_RUNTIME_H_
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "clients/preload/internal/config.h"
 #include "clients/preload/internal/link.h"
 #include "stack/net/address.h"
@@ -49,6 +51,16 @@ class Runtime {
   // system's for the descriptors and memory it needs.
   absl::StatusOr<std::shared_ptr<PreloadSocket>> Take(int fd, int family);
 
+  // The Link a waiting thread of this process busy-polls (busy_poll.h): null without
+  // QUADSOCK_BUSY_POLL, before the Link runs, and in a forked child (the channel is its
+  // parent's to take from).
+  Link* BusyPollLink() const {
+    if (config_.busy_poll_us == 0) return nullptr;
+    Link* link = running_.load(std::memory_order_acquire);
+    return link != nullptr && link->owned_here() ? link : nullptr;
+  }
+  absl::Duration busy_poll() const { return absl::Microseconds(config_.busy_poll_us); }
+
   // pthread_atfork's three steps: no Link is being made across a fork, and the child has none
   // of its own.
   void BeforeFork() { start_mu_.lock(); }
@@ -66,6 +78,7 @@ class Runtime {
   enum class State { kNew, kRunning, kFailed } state_ = State::kNew;
   bool forked_child_ = false;
   Link* link_ = nullptr;
+  std::atomic<Link*> running_{nullptr};  // link_ once it runs, for BusyPollLink
 };
 
 }  // namespace quadsock::preload

@@ -6,17 +6,21 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/ioctl.h>
+#include <sys/signalfd.h>
 #include <sys/time.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "clients/preload/internal/busy_poll.h"
 #include "clients/preload/internal/errno_of.h"
 #include "clients/preload/internal/fd_table.h"
+#include "clients/preload/internal/held_signals.h"
 #include "clients/preload/internal/libc.h"
 #include "clients/preload/internal/log.h"
 #include "clients/preload/internal/runtime.h"
@@ -255,6 +259,7 @@ int PreloadSocket::SetSockOpt(int level, int name, const void* value, socklen_t 
 int PreloadSocket::Ioctl(unsigned long request, void* arg) {
   switch (request) {
     case FIONREAD: {
+      if (runtime_.BusyPollLink() == &link_) link_.Poll();  // busy_poll.h
       SharedSocket::Guard g(*shared_);
       const SharedSocket::Slot* front = shared_->Front();
       const int n = front == nullptr ? 0 : static_cast<int>(front->length);
@@ -331,7 +336,7 @@ size_t PreloadSocket::WriteControl(msghdr* m, const SharedSocket::Slot& d) const
   return used;
 }
 
-int PreloadSocket::Wait(absl::Time deadline) {
+int PreloadSocket::Wait(absl::Time deadline, bool restartable) {
   int ms = -1;
   if (deadline != absl::InfiniteFuture()) {
     const absl::Duration left = deadline - absl::Now();
@@ -339,8 +344,22 @@ int PreloadSocket::Wait(absl::Time deadline) {
     ms = static_cast<int>(std::min<int64_t>(
         absl::ToInt64Milliseconds(absl::Ceil(left, absl::Milliseconds(1))), 1 << 30));
   }
-  pollfd p{shared_->event_fd(), POLLIN, 0};
-  if (poll(&p, 1, ms) < 0 && errno == EINTR) return -EINTR;
+  // The program's signals are held while it sleeps, with a signalfd to say one came: which
+  // it was decides whether the receive goes on (a handler with SA_RESTART), as in Linux's.
+  // Without a signalfd (no descriptor left), any handler ends the wait.
+  std::optional<HeldSignals> held(std::in_place);
+  const int signals = signalfd(-1, &held->allowed(), SFD_CLOEXEC | SFD_NONBLOCK);
+  if (signals < 0) held.reset();
+  pollfd p[2] = {{shared_->event_fd(), POLLIN, 0}, {signals, POLLIN, 0}};
+  const int ready = Libc().poll(p, signals >= 0 ? 2 : 1, ms);
+  if (signals < 0) return ready < 0 && errno == EINTR ? -EINTR : 0;
+  Libc().close(signals);
+  if (ready <= 0 || (p[1].revents & POLLIN) == 0) return 0;
+  switch (held->LetThrough()) {
+    case HeldSignals::Outcome::kNone: return 0;
+    case HeldSignals::Outcome::kRestart: return restartable ? 0 : -EINTR;
+    case HeldSignals::Outcome::kInterrupt: return -EINTR;
+  }
   return 0;
 }
 
@@ -348,8 +367,11 @@ ssize_t PreloadSocket::ReceiveMsg(msghdr* m, int flags) {
   const int64_t timeout_us = receive_timeout_us_.load(std::memory_order_relaxed);
   const absl::Time deadline =
       timeout_us > 0 ? absl::Now() + absl::Microseconds(timeout_us) : absl::InfiniteFuture();
-  const absl::Time spin_until =
-      absl::Now() + absl::Microseconds(runtime_.config().busy_poll_us);
+  // Busy polling: the channel first (the hand-off thread may be keeping out of the way), and
+  // a spin from the first time the queue is found empty.
+  Link* busy = runtime_.BusyPollLink() == &link_ ? &link_ : nullptr;
+  if (busy != nullptr) busy->Poll();
+  std::optional<BusyPoll> spin;
   for (;;) {
     {
       SharedSocket::Guard g(*shared_);
@@ -379,11 +401,22 @@ ssize_t PreloadSocket::ReceiveMsg(msghdr* m, int flags) {
       if (s.nonblocking || (flags & MSG_DONTWAIT) != 0) return -EAGAIN;
       if (s.shut_read) return 0;
     }
-    if (absl::Now() < spin_until) {
-      sched_yield();
-      continue;
+    if (busy != nullptr) {
+      if (!spin.has_value()) spin.emplace(*busy, runtime_.busy_poll(), deadline);
+      if (spin->Turn()) {
+        // As Linux's recv: a handler ends the wait with EINTR, but one with SA_RESTART
+        // restarts it when the socket has no receive timeout.
+        const HeldSignals::Outcome o = spin->signals().LetThrough();
+        if (o == HeldSignals::Outcome::kInterrupt ||
+            (o == HeldSignals::Outcome::kRestart && timeout_us > 0)) {
+          return -EINTR;
+        }
+        continue;
+      }
+      spin.reset();  // the program's signals, before it sleeps
+      busy = nullptr;
     }
-    if (int r = Wait(deadline); r < 0) return r;
+    if (int r = Wait(deadline, timeout_us == 0); r < 0) return r;
   }
 }
 

@@ -1,0 +1,42 @@
+#include "clients/preload/internal/busy_poll.h"
+
+#include <errno.h>
+
+#include <algorithm>
+
+#include "absl/time/clock.h"
+
+namespace quadsock::preload {
+
+BusyPoll::BusyPoll(Link& link, absl::Duration budget, absl::Time deadline)
+    : link_(link), until_(std::min(absl::Now() + budget, deadline)) {}
+
+bool BusyPoll::Turn() {
+  if (absl::Now() >= until_) return false;
+  link_.Poll();
+  return true;
+}
+
+int SpinThenWait(Link& link, absl::Duration budget, absl::Duration timeout,
+                 absl::FunctionRef<int(absl::Duration)> wait) {
+  link.Poll();  // what came while the hand-off thread kept out of the way
+  const int first = wait(absl::ZeroDuration());
+  if (first != 0 || timeout <= absl::ZeroDuration()) return first;
+  const absl::Time deadline =
+      timeout == absl::InfiniteDuration() ? absl::InfiniteFuture() : absl::Now() + timeout;
+  {
+    BusyPoll spin(link, budget, deadline);
+    while (spin.Turn()) {
+      // ~BusyPoll's pthread_sigmask leaves errno as the wait set it.
+      if (const int r = wait(absl::ZeroDuration()); r != 0) return r;
+      if (spin.signals().LetThrough() != HeldSignals::Outcome::kNone) {
+        errno = EINTR;
+        return -1;
+      }
+    }
+  }
+  if (deadline == absl::InfiniteFuture()) return wait(absl::InfiniteDuration());
+  return wait(std::max(deadline - absl::Now(), absl::ZeroDuration()));
+}
+
+}  // namespace quadsock::preload
