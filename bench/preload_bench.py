@@ -15,6 +15,7 @@ preload library, clients/preload): ratios side by side, for bench/README.md ("Pr
 Servers (and quadsockd) on CPU 0, clients on CPU 1: bench/testbed.py's two namespaces and veth.
 
     sudo /usr/bin/python3 bench/preload_bench.py --quadsockd=Q --library=L --run=R [--seconds=3]
+        [--parts=latency,throughput,dns,overhead]
 """
 
 import argparse
@@ -36,6 +37,7 @@ from testbed import LOCAL, Testbed, cpu_seconds, sh  # noqa: E402
 CLIENT = "10.9.255.1"
 SERVER_CPU, CLIENT_CPU = "0", "1"
 RATES = [25_000, 50_000, 100_000, 200_000, 400_000]
+PARTS = ("latency", "throughput", "dns", "overhead")
 DNS_RATES = [10_000, 20_000, 40_000, 80_000, 160_000, 320_000]
 ZONE = """$ORIGIN example.test.
 $TTL 3600
@@ -210,7 +212,12 @@ def main():
     parser.add_argument("--seconds", type=int, default=3)
     parser.add_argument("--rounds", type=int, default=3, help="overhead: alternating rounds")
     parser.add_argument("--out", default="bench/results/preload.json")
+    parser.add_argument("--parts", default=",".join(PARTS),
+                        help="which to measure, of " + ",".join(PARTS) + " (default: all)")
     args = parser.parse_args()
+    parts = set(args.parts.split(","))
+    if not parts <= set(PARTS):
+        parser.error("--parts: unknown %s" % ",".join(sorted(parts - set(PARTS))))
     args.quadsockd, args.library, args.run = (os.path.abspath(p) for p in
                                               (args.quadsockd, args.library, args.run))
     r = {"date": datetime.datetime.now().isoformat(timespec="seconds"),
@@ -222,38 +229,59 @@ def main():
         sh("ethtool", "-K", tb.gen_dev, "tx", "off", ns=tb.gen_ns)
         b = Bench(args, tb)
         try:
-            r["latency"] = {"kernel": b.latency("kernel")}
-            r["throughput"] = {"kernel": b.throughput("kernel")}
-            r["dns"] = {"kernel": b.dns("kernel"), "knot_xdp": b.dns("xdp")}
-            r["latency"]["preload"] = b.latency("quadsock")
-            r["latency"]["preload_busy"] = b.latency("quadsock", busy_poll=200)
-            r["throughput"]["preload"] = b.throughput("quadsock")
-            r["dns"]["preload"] = b.dns("quadsock")
+            # The kernel's runs first, then quadsock's: quadsockd starts once.
+            if "latency" in parts:
+                r["latency"] = {"kernel": b.latency("kernel")}
+            if "throughput" in parts:
+                r["throughput"] = {"kernel": b.throughput("kernel")}
+            if "dns" in parts:
+                r["dns"] = {"kernel": b.dns("kernel"), "knot_xdp": b.dns("xdp")}
+            if "latency" in parts:
+                r["latency"]["preload"] = b.latency("quadsock")
+                r["latency"]["preload_busy"] = b.latency("quadsock", busy_poll=200)
+            if "throughput" in parts:
+                r["throughput"]["preload"] = b.throughput("quadsock")
+            if "dns" in parts:
+                r["dns"]["preload"] = b.dns("quadsock")
         finally:
             if b.quadsockd:
                 b.quadsockd.close()
-    r["overhead"] = Bench(args, None).overhead()
-    lat, tp, dns = r["latency"], r["throughput"], r["dns"]
-    r["ratios"] = {
-        "latency_p50_preload": ratio(lat["preload"]["p50_us"], lat["kernel"]["p50_us"]),
-        "latency_p99_preload": ratio(lat["preload"]["p99_us"], lat["kernel"]["p99_us"]),
-        "latency_p50_busy": ratio(lat["preload_busy"]["p50_us"], lat["kernel"]["p50_us"]),
-        "latency_p99_busy": ratio(lat["preload_busy"]["p99_us"], lat["kernel"]["p99_us"]),
-        "throughput_capacity": ratio(tp["preload"]["capacity"], tp["kernel"]["capacity"]),
-        "throughput_per_cpu": ratio(tp["kernel"]["cpu_us_per_datagram"],
-                                    tp["preload"]["cpu_us_per_datagram"]),
-        "dns_capacity": ratio(dns["preload"]["capacity"], dns["kernel"]["capacity"]),
-        "dns_of_knot_xdp": ratio(dns["preload"]["capacity"], dns["knot_xdp"]["capacity"]),
-        "tcp_loopback": ratio(r["overhead"]["preload"], r["overhead"]["kernel"]),
-    }
+    if "overhead" in parts:
+        r["overhead"] = Bench(args, None).overhead()
+    r["ratios"] = {}
+    if "latency" in parts:
+        lat = r["latency"]
+        r["ratios"].update({
+            "latency_p50_preload": ratio(lat["preload"]["p50_us"], lat["kernel"]["p50_us"]),
+            "latency_p99_preload": ratio(lat["preload"]["p99_us"], lat["kernel"]["p99_us"]),
+            "latency_p50_busy": ratio(lat["preload_busy"]["p50_us"], lat["kernel"]["p50_us"]),
+            "latency_p99_busy": ratio(lat["preload_busy"]["p99_us"], lat["kernel"]["p99_us"]),
+        })
+    if "throughput" in parts:
+        tp = r["throughput"]
+        r["ratios"].update({
+            "throughput_capacity": ratio(tp["preload"]["capacity"], tp["kernel"]["capacity"]),
+            "throughput_per_cpu": ratio(tp["kernel"]["cpu_us_per_datagram"],
+                                        tp["preload"]["cpu_us_per_datagram"]),
+        })
+        print("throughput capacity kernel %.0f preload %.0f"
+              % (tp["kernel"]["capacity"], tp["preload"]["capacity"]))
+    if "dns" in parts:
+        dns = r["dns"]
+        r["ratios"].update({
+            "dns_capacity": ratio(dns["preload"]["capacity"], dns["kernel"]["capacity"]),
+            "dns_of_knot_xdp": ratio(dns["preload"]["capacity"], dns["knot_xdp"]["capacity"]),
+        })
+        print("dns capacity kernel %.0f preload %.0f xdp %.0f"
+              % (dns["kernel"]["capacity"], dns["preload"]["capacity"],
+                 dns["knot_xdp"]["capacity"]))
+    if "overhead" in parts:
+        r["ratios"]["tcp_loopback"] = ratio(r["overhead"]["preload"], r["overhead"]["kernel"])
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w") as f:
         json.dump(r, f, indent=1)
     print(json.dumps(r["ratios"], indent=1))
-    print(json.dumps({k: r[k] for k in ("latency", "overhead")}, indent=1))
-    print("throughput capacity kernel %.0f preload %.0f; dns kernel %.0f preload %.0f xdp %.0f"
-          % (tp["kernel"]["capacity"], tp["preload"]["capacity"], dns["kernel"]["capacity"],
-             dns["preload"]["capacity"], dns["knot_xdp"]["capacity"]))
+    print(json.dumps({k: r[k] for k in ("latency", "overhead") if k in r}, indent=1))
 
 
 if __name__ == "__main__":

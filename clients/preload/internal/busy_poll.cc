@@ -1,6 +1,7 @@
 #include "clients/preload/internal/busy_poll.h"
 
 #include <errno.h>
+#include <sched.h>
 
 #include <algorithm>
 
@@ -13,7 +14,11 @@ BusyPoll::BusyPoll(Link& link, absl::Duration budget, absl::Time deadline)
 
 bool BusyPoll::Turn() {
   if (absl::Now() >= until_) return false;
-  link_.Poll();
+  if (link_.Poll() == 0) {
+    // quadsockd's thread may share this CPU, and the scheduler lets a thread that runs keep
+    // it for a whole slice: a yield lets it bring the datagram this turn waits for.
+    sched_yield();
+  }
   return true;
 }
 
