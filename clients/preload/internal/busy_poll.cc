@@ -31,13 +31,17 @@ int SpinThenWait(Link& link, absl::Duration budget, absl::Duration timeout,
       timeout == absl::InfiniteDuration() ? absl::InfiniteFuture() : absl::Now() + timeout;
   {
     BusyPoll spin(link, budget, deadline);
-    while (spin.Turn()) {
+    // Signals are looked for after every turn, and once more after the last: one that came
+    // while the wait spun ends it, as it would have ended the kernel's.
+    bool interrupted = false;
+    while (!interrupted && spin.Turn()) {
       // ~BusyPoll's pthread_sigmask leaves errno as the wait set it.
       if (const int r = wait(absl::ZeroDuration()); r != 0) return r;
-      if (spin.signals().LetThrough() != HeldSignals::Outcome::kNone) {
-        errno = EINTR;
-        return -1;
-      }
+      interrupted = spin.signals().LetThrough() != HeldSignals::Outcome::kNone;
+    }
+    if (interrupted || spin.signals().LetThrough() != HeldSignals::Outcome::kNone) {
+      errno = EINTR;
+      return -1;
     }
   }
   if (deadline == absl::InfiniteFuture()) return wait(absl::InfiniteDuration());

@@ -403,18 +403,19 @@ ssize_t PreloadSocket::ReceiveMsg(msghdr* m, int flags) {
     }
     if (busy != nullptr) {
       if (!spin.has_value()) spin.emplace(*busy, runtime_.busy_poll(), deadline);
-      if (spin->Turn()) {
-        // As Linux's recv: a handler ends the wait with EINTR, but one with SA_RESTART
-        // restarts it when the socket has no receive timeout.
-        const HeldSignals::Outcome o = spin->signals().LetThrough();
-        if (o == HeldSignals::Outcome::kInterrupt ||
-            (o == HeldSignals::Outcome::kRestart && timeout_us > 0)) {
-          return -EINTR;
-        }
-        continue;
+      // As Linux's recv: a handler ends the wait with EINTR, but one with SA_RESTART
+      // restarts it when the socket has no receive timeout. Looked for before every turn and
+      // after the last.
+      const HeldSignals::Outcome o = spin->signals().LetThrough();
+      if (o == HeldSignals::Outcome::kInterrupt ||
+          (o == HeldSignals::Outcome::kRestart && timeout_us > 0)) {
+        return -EINTR;
       }
-      spin.reset();  // the program's signals, before it sleeps
-      busy = nullptr;
+      if (!spin->Turn()) {
+        spin.reset();  // the program's signals, before it sleeps
+        busy = nullptr;
+      }
+      continue;  // the queue, which the turn may have filled
     }
     if (int r = Wait(deadline, timeout_us == 0); r < 0) return r;
   }
