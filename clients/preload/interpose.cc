@@ -478,8 +478,9 @@ int poll(pollfd* fds, nfds_t n, int timeout) {
 }
 
 int select(int n, fd_set* read, fd_set* write, fd_set* except, timeval* tv) {
-  Link* link = BusyPollFor([&] {
-    for (int fd = 0; fd < std::min(n, FD_SETSIZE); ++fd) {
+  // Sets past FD_SETSIZE (which glibc allows) are not copied here: such a select never spins.
+  Link* link = n > FD_SETSIZE ? nullptr : BusyPollFor([&] {
+    for (int fd = 0; fd < n; ++fd) {
       if (((read != nullptr && FD_ISSET(fd, read)) || (write != nullptr && FD_ISSET(fd, write)) ||
            (except != nullptr && FD_ISSET(fd, except))) &&
           Fds().Spins(fd)) {

@@ -13,7 +13,11 @@ BusyPoll::BusyPoll(Link& link, absl::Duration budget, absl::Time deadline)
     : link_(link), until_(std::min(absl::Now() + budget, deadline)) {}
 
 bool BusyPoll::Turn() {
-  if (absl::Now() >= until_) return false;
+  if (absl::Now() >= until_) {
+    if (!ended_) link_.SpinEnded();
+    ended_ = true;
+    return false;
+  }
   if (link_.Poll() == 0) {
     // quadsockd's thread may share this CPU, and the scheduler lets a thread that runs keep
     // it for a whole slice: a yield lets it bring the datagram this turn waits for.

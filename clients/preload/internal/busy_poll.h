@@ -3,9 +3,10 @@
 // spins for up to N microseconds, taking what the session's channel holds itself (Link::Poll):
 // a datagram reaches it with no hand-off thread and no wake-up in between.
 //
-// The hand-off thread keeps out of the way while threads spin, and for as long again after:
-// a datagram may wait in the channel meanwhile, so every receive, look (a zero timeout) and
-// FIONREAD on a quadsock socket polls the channel once first.
+// The hand-off thread keeps out of the way while threads spin, and for as long again after
+// (unless a spin ran out: then it takes over at once). A datagram may wait in the channel
+// meanwhile, so every receive, look (a zero timeout) and FIONREAD on a quadsock socket polls
+// the channel once first.
 //
 // While it spins, the program's signals are held back (held_signals.h) and looked for on every
 // turn: one that comes is let through at once, and the wait ends as the kernel's would have.
@@ -32,13 +33,15 @@ class BusyPoll {
   // until it is destroyed.
   BusyPoll(Link& link, absl::Duration budget, absl::Time deadline);
 
-  // Polls the channel once; false, and nothing polled, once the spin is over.
+  // Polls the channel once; false, and nothing polled, once the spin is over (the hand-off
+  // thread is told: Link::SpinEnded).
   bool Turn();
   HeldSignals& signals() { return held_; }
 
  private:
   Link& link_;
   const absl::Time until_;
+  bool ended_ = false;
   HeldSignals held_;
 };
 

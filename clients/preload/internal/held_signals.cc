@@ -28,20 +28,22 @@ HeldSignals::~HeldSignals() { pthread_sigmask(SIG_SETMASK, &program_mask_, nullp
 HeldSignals::Outcome HeldSignals::LetThrough() {
   sigset_t pending;
   if (sigpending(&pending) != 0) return Outcome::kNone;
-  bool through = false, handled = false, restart = true;
+  sigset_t through;  // what is let through: only what was looked at
+  sigemptyset(&through);
+  bool handled = false, restart = true;
   for (int sig = 1; sig < NSIG; ++sig) {
     if (sigismember(&pending, sig) != 1 || sigismember(&allowed_, sig) != 1) continue;
-    through = true;
+    sigaddset(&through, sig);
     struct sigaction sa;
     if (sigaction(sig, nullptr, &sa) != 0) continue;
     if (sa.sa_handler == SIG_DFL || sa.sa_handler == SIG_IGN) continue;
     handled = true;
     restart = restart && (sa.sa_flags & SA_RESTART) != 0;
   }
-  if (!through) return Outcome::kNone;
-  // The program's own mask for a moment: what it lets through is delivered now.
-  pthread_sigmask(SIG_SETMASK, &program_mask_, nullptr);
-  pthread_sigmask(SIG_BLOCK, &held_, nullptr);
+  if (sigisemptyset(&through)) return Outcome::kNone;
+  // Unblocked for a moment: delivered now.
+  pthread_sigmask(SIG_UNBLOCK, &through, nullptr);
+  pthread_sigmask(SIG_BLOCK, &through, nullptr);
   if (!handled) return Outcome::kNone;
   return restart ? Outcome::kRestart : Outcome::kInterrupt;
 }

@@ -1,6 +1,6 @@
-// The program's signals, held back while the library waits on its behalf (a busy-polled wait,
-// a blocked receive), so that the library knows which signal came and can end the wait as the
-// kernel's would have. Faults the thread itself causes are never held back.
+// The program's signals, held back while the library waits on its behalf (a busy-polled spin,
+// busy_poll.h), so that it knows which signal came and can end the wait as the kernel's would
+// have. Faults the thread itself causes are never held back.
 //
 // A held signal stays pending; LetThrough delivers it (the program's mask for a moment: its
 // handler runs then, in this thread) and says what it did to the wait: the kernel ends an
@@ -8,8 +8,9 @@
 // handlers with SA_RESTART (unless the socket has a receive timeout).
 //
 //   HeldSignals held;
-//   ... wait, with held.allowed() readable on a signalfd ...
-//   if (held.LetThrough() == HeldSignals::Outcome::kInterrupt) return -EINTR;
+//   while (Spinning()) {
+//     if (held.LetThrough() == HeldSignals::Outcome::kInterrupt) return -EINTR;
+//   }
 #ifndef QUADSOCK_CLIENTS_PRELOAD_INTERNAL_HELD_SIGNALS_H_
 #define QUADSOCK_CLIENTS_PRELOAD_INTERNAL_HELD_SIGNALS_H_
 
@@ -30,13 +31,11 @@ class HeldSignals {
 
   // Delivers the held signals that are pending (a fatal one ends the process here).
   Outcome LetThrough();
-  // The signals the program's mask lets through: those held (for a signalfd to watch).
-  const sigset_t& allowed() const { return allowed_; }
 
  private:
   sigset_t held_;          // what is held back
   sigset_t program_mask_;  // the thread's mask before
-  sigset_t allowed_;
+  sigset_t allowed_;       // held, and not blocked by the program
 };
 
 }  // namespace quadsock::preload

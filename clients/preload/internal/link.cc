@@ -1,11 +1,14 @@
 #include "clients/preload/internal/link.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -102,8 +105,30 @@ void Link::Unregister(uint32_t index) {
 
 size_t Link::Poll() {
   last_poll_ns_.store(MonotonicNs(), std::memory_order_relaxed);
-  std::unique_lock<std::mutex> lock(pump_mu_, std::try_to_lock);
-  return lock.owns_lock() ? Deliver(absl::ZeroDuration()) : 0;
+  // A handler that ran on this thread while it holds the channel or a socket's lock, and
+  // called into the library, would wait for itself: the program's signals wait outside.
+  sigset_t all, program;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, &program);
+  size_t n = 0;
+  {
+    std::unique_lock<std::mutex> lock(pump_mu_, std::try_to_lock);
+    if (lock.owns_lock()) {
+      n = Deliver(absl::ZeroDuration());
+      // The hand-off thread may be keeping out of the way for good: say it here.
+      if (n == 0 && !channel_->ended().ok()) MarkDown();
+    }
+  }
+  pthread_sigmask(SIG_SETMASK, &program, nullptr);
+  return n;
+}
+
+void Link::SpinEnded() {
+  {
+    std::lock_guard<std::mutex> lock(aside_mu_);
+    last_poll_ns_.store(0, std::memory_order_relaxed);
+  }
+  aside_cv_.notify_one();
 }
 
 size_t Link::Deliver(absl::Duration timeout) {
@@ -138,11 +163,16 @@ void Link::Pump() {
   const int64_t spin_ns = int64_t{config_.busy_poll_us} * 1000;
   for (;;) {
     if (spin_ns > 0) {
-      // Program threads poll the channel while they wait: sleeping through their spins (and
-      // as long again after the last) leaves them the CPU and the channel without wake-ups.
-      const int64_t quiet = MonotonicNs() - last_poll_ns_.load(std::memory_order_relaxed);
-      if (quiet < spin_ns) {
-        absl::SleepFor(absl::Nanoseconds(spin_ns - quiet));
+      // Program threads poll the channel while they wait: keeping out of the way through
+      // their spins, and as long again after the last (or until one runs out: SpinEnded),
+      // leaves them the CPU and the channel without wake-ups.
+      std::unique_lock<std::mutex> lock(aside_mu_);
+      auto quiet = [&] {
+        return MonotonicNs() - last_poll_ns_.load(std::memory_order_relaxed);
+      };
+      if (const int64_t q = quiet(); q < spin_ns) {
+        aside_cv_.wait_for(lock, std::chrono::nanoseconds(spin_ns - q),
+                           [&] { return quiet() >= spin_ns; });
         continue;
       }
     }
@@ -152,6 +182,7 @@ void Link::Pump() {
 }
 
 void Link::MarkDown() {
+  if (marked_down_.exchange(true)) return;
   Log(LogLevel::kError, absl::StrCat("quadsockd ended the data channel (",
                                      channel_->ended().message(),
                                      "): quadsock sockets fail with ENETDOWN from now on"));

@@ -21,6 +21,7 @@
 #include <sys/types.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -61,6 +62,9 @@ class Link {
   // hand-off thread does, without waiting (the owner only). How many datagrams it took: none
   // when there were none, or another thread was taking them.
   size_t Poll();
+  // A spin ran out with nothing for its thread, which goes to sleep: the hand-off thread takes
+  // over at once, not only when the spin's time has passed again.
+  void SpinEnded();
 
   // The socket's datagrams go to `shared` from now on / no longer (the owner only).
   void Register(uint32_t index, std::shared_ptr<SharedSocket> shared);
@@ -85,6 +89,9 @@ class Link {
   uint32_t ifindex_ = 0;
   std::mutex pump_mu_;  // the channel's receiving side: the hand-off thread, or a Poll
   std::atomic<int64_t> last_poll_ns_{0};  // when a program thread last polled (monotonic)
+  std::mutex aside_mu_;  // the hand-off thread waits on aside_cv_ while threads poll
+  std::condition_variable aside_cv_;
+  std::atomic<bool> marked_down_{false};
   pthread_mutex_t* tx_mu_ = nullptr;  // process-shared, in a page of its own
   std::mutex sockets_mu_;
   absl::flat_hash_map<uint32_t, std::shared_ptr<SharedSocket>> sockets_;

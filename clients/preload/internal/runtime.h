@@ -56,8 +56,8 @@ class Runtime {
   // parent's to take from).
   Link* BusyPollLink() const {
     if (config_.busy_poll_us == 0) return nullptr;
-    Link* link = running_.load(std::memory_order_acquire);
-    return link != nullptr && link->owned_here() ? link : nullptr;
+    // A child forgets running_ at fork (AfterForkInChild): no getpid on every call.
+    return running_.load(std::memory_order_acquire);
   }
   absl::Duration busy_poll() const { return absl::Microseconds(config_.busy_poll_us); }
 

@@ -6,7 +6,6 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/ioctl.h>
-#include <sys/signalfd.h>
 #include <sys/time.h>
 #include <unistd.h>
 
@@ -20,7 +19,6 @@
 #include "clients/preload/internal/busy_poll.h"
 #include "clients/preload/internal/errno_of.h"
 #include "clients/preload/internal/fd_table.h"
-#include "clients/preload/internal/held_signals.h"
 #include "clients/preload/internal/libc.h"
 #include "clients/preload/internal/log.h"
 #include "clients/preload/internal/runtime.h"
@@ -336,7 +334,7 @@ size_t PreloadSocket::WriteControl(msghdr* m, const SharedSocket::Slot& d) const
   return used;
 }
 
-int PreloadSocket::Wait(absl::Time deadline, bool restartable) {
+int PreloadSocket::Wait(absl::Time deadline) {
   int ms = -1;
   if (deadline != absl::InfiniteFuture()) {
     const absl::Duration left = deadline - absl::Now();
@@ -344,22 +342,11 @@ int PreloadSocket::Wait(absl::Time deadline, bool restartable) {
     ms = static_cast<int>(std::min<int64_t>(
         absl::ToInt64Milliseconds(absl::Ceil(left, absl::Milliseconds(1))), 1 << 30));
   }
-  // The program's signals are held while it sleeps, with a signalfd to say one came: which
-  // it was decides whether the receive goes on (a handler with SA_RESTART), as in Linux's.
-  // Without a signalfd (no descriptor left), any handler ends the wait.
-  std::optional<HeldSignals> held(std::in_place);
-  const int signals = signalfd(-1, &held->allowed(), SFD_CLOEXEC | SFD_NONBLOCK);
-  if (signals < 0) held.reset();
-  pollfd p[2] = {{shared_->event_fd(), POLLIN, 0}, {signals, POLLIN, 0}};
-  const int ready = Libc().poll(p, signals >= 0 ? 2 : 1, ms);
-  if (signals < 0) return ready < 0 && errno == EINTR ? -EINTR : 0;
-  Libc().close(signals);
-  if (ready <= 0 || (p[1].revents & POLLIN) == 0) return 0;
-  switch (held->LetThrough()) {
-    case HeldSignals::Outcome::kNone: return 0;
-    case HeldSignals::Outcome::kRestart: return restartable ? 0 : -EINTR;
-    case HeldSignals::Outcome::kInterrupt: return -EINTR;
-  }
+  // With the program's own mask: a signal sent to the process goes to this thread, as it would
+  // to one blocked in the kernel's recv. Which handler ran is not known here, so even one with
+  // SA_RESTART ends the receive with EINTR (a busy-polled spin knows, busy_poll.h).
+  pollfd p{shared_->event_fd(), POLLIN, 0};
+  if (Libc().poll(&p, 1, ms) < 0 && errno == EINTR) return -EINTR;
   return 0;
 }
 
@@ -417,7 +404,7 @@ ssize_t PreloadSocket::ReceiveMsg(msghdr* m, int flags) {
       }
       continue;  // the queue, which the turn may have filled
     }
-    if (int r = Wait(deadline, timeout_us == 0); r < 0) return r;
+    if (int r = Wait(deadline); r < 0) return r;
   }
 }
 

@@ -83,10 +83,9 @@ class PreloadSocket : public std::enable_shared_from_this<PreloadSocket> {
   // using a socket it inherited), said once.
   bool CanCallQuadsockd() const;
   size_t WriteControl(msghdr* m, const SharedSocket::Slot& d) const;
-  // Waits for the eventfd until `deadline` (InfiniteFuture: no limit): -EINTR after a signal
-  // handler (but for handlers with SA_RESTART when `restartable`), -EAGAIN when the deadline
-  // has passed, 0 otherwise.
-  int Wait(absl::Time deadline, bool restartable);
+  // Waits for the eventfd until `deadline` (InfiniteFuture: no limit): -EINTR on a signal,
+  // -EAGAIN when the deadline passes, 0 otherwise.
+  int Wait(absl::Time deadline);
 
   Runtime& runtime_;
   Link& link_;
