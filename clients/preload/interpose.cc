@@ -478,8 +478,11 @@ int poll(pollfd* fds, nfds_t n, int timeout) {
 }
 
 int select(int n, fd_set* read, fd_set* write, fd_set* except, timeval* tv) {
-  // Sets past FD_SETSIZE (which glibc allows) are not copied here: such a select never spins.
-  Link* link = n > FD_SETSIZE ? nullptr : BusyPollFor([&] {
+  // Sets past FD_SETSIZE (which glibc allows) are not copied here: such a select never spins;
+  // nor one with a timeout the kernel refuses (EINVAL).
+  const bool invalid =
+      tv != nullptr && (tv->tv_sec < 0 || tv->tv_usec < 0 || tv->tv_usec >= 1'000'000);
+  Link* link = n > FD_SETSIZE || invalid ? nullptr : BusyPollFor([&] {
     for (int fd = 0; fd < n; ++fd) {
       if (((read != nullptr && FD_ISSET(fd, read)) || (write != nullptr && FD_ISSET(fd, write)) ||
            (except != nullptr && FD_ISSET(fd, except))) &&

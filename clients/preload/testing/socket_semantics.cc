@@ -33,6 +33,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -452,23 +453,6 @@ void* Ring(void* target) {
   return nullptr;
 }
 
-struct RingThenSend {
-  pthread_t target;
-  int peer;
-  std::string local;
-  uint16_t port;
-};
-
-// A signal at 150 ms, a datagram at 300 ms.
-void* RingThenSendAfter(void* arg) {
-  const RingThenSend& r = *static_cast<RingThenSend*>(arg);
-  usleep(150000);
-  pthread_kill(r.target, SIGUSR1);
-  usleep(150000);
-  PeerSend(r.peer, "after", r.local, r.port);
-  return nullptr;
-}
-
 void Readiness(const std::string& fam, const std::string& local, const std::string& peer_ip) {
   uint16_t pport, lport;
   const int peer = Peer(peer_ip, &pport);
@@ -581,39 +565,35 @@ void Readiness(const std::string& fam, const std::string& local, const std::stri
   sigaction(SIGUSR1, &sa, nullptr);
   if (restartable_recv) {
     alarms = 0;
-    RingThenSend later{self, peer, local, lport};
-    pthread_create(&ringer, nullptr, RingThenSendAfter, &later);
+    std::thread later([&] {  // a signal at 150 ms, a datagram at 300 ms
+      usleep(150000);
+      pthread_kill(self, SIGUSR1);
+      usleep(150000);
+      PeerSend(peer, "after", local, lport);
+    });
     r = static_cast<int>(recv(s, buf, sizeof(buf), 0));
-    pthread_join(ringer, nullptr);
+    later.join();
     Say(fam + " signal during recv, SA_RESTART",
         (r > 0 ? std::string(buf, r) : Outcome(r)) + (alarms == 1 ? " handled" : " not handled"));
   }
   const int watch = epoll_create1(EPOLL_CLOEXEC);
   ev = {EPOLLIN, {.fd = s}};
   epoll_ctl(watch, EPOLL_CTL_ADD, s, &ev);
-  alarms = 0;
-  pthread_create(&ringer, nullptr, Ring, &self);
-  n = epoll_wait(watch, out, 4, 5000);
-  pthread_join(ringer, nullptr);
-  Say(fam + " signal during epoll_wait, SA_RESTART",
-      Outcome(n) + (alarms == 1 ? " handled" : " not handled"));
+  for (const std::string call : {"epoll_wait", "poll", "select"}) {
+    alarms = 0;
+    pthread_create(&ringer, nullptr, Ring, &self);
+    pollfd q{s, POLLIN, 0};
+    FD_ZERO(&set);
+    FD_SET(s, &set);
+    tv = {5, 0};
+    r = call == "poll"     ? poll(&q, 1, 5000)
+        : call == "select" ? select(s + 1, &set, nullptr, nullptr, &tv)
+                           : epoll_wait(watch, out, 4, 5000);
+    pthread_join(ringer, nullptr);
+    Say(fam + " signal during " + call + ", SA_RESTART",
+        Outcome(r) + (alarms == 1 ? " handled" : " not handled"));
+  }
   close(watch);
-  alarms = 0;
-  pthread_create(&ringer, nullptr, Ring, &self);
-  pollfd q{s, POLLIN, 0};
-  r = poll(&q, 1, 5000);
-  pthread_join(ringer, nullptr);
-  Say(fam + " signal during poll, SA_RESTART",
-      Outcome(r) + (alarms == 1 ? " handled" : " not handled"));
-  alarms = 0;
-  pthread_create(&ringer, nullptr, Ring, &self);
-  FD_ZERO(&set);
-  FD_SET(s, &set);
-  tv = {5, 0};
-  r = select(s + 1, &set, nullptr, nullptr, &tv);
-  pthread_join(ringer, nullptr);
-  Say(fam + " signal during select, SA_RESTART",
-      Outcome(r) + (alarms == 1 ? " handled" : " not handled"));
 
   // dup: the socket lives until its last descriptor closes.
   const int d = dup(s);
