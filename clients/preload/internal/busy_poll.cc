@@ -18,7 +18,7 @@ bool BusyPoll::Turn() {
     ended_ = true;
     return false;
   }
-  if (link_.Poll() == 0) {
+  if (link_.Poll(/*signals_held=*/true) == 0) {
     // quadsockd's thread may share this CPU, and the scheduler lets a thread that runs keep
     // it for a whole slice: a yield lets it bring the datagram this turn waits for.
     sched_yield();

@@ -103,13 +103,13 @@ void Link::Unregister(uint32_t index) {
   sockets_.erase(index);
 }
 
-size_t Link::Poll() {
+size_t Link::Poll(bool signals_held) {
   last_poll_ns_.store(MonotonicNs(), std::memory_order_relaxed);
   // A handler that ran on this thread while it holds the channel or a socket's lock, and
   // called into the library, would wait for itself: the program's signals wait outside.
   sigset_t all, program;
   sigfillset(&all);
-  pthread_sigmask(SIG_BLOCK, &all, &program);
+  if (!signals_held) pthread_sigmask(SIG_BLOCK, &all, &program);
   size_t n = 0;
   {
     std::unique_lock<std::mutex> lock(pump_mu_, std::try_to_lock);
@@ -119,7 +119,7 @@ size_t Link::Poll() {
       if (n == 0 && !channel_->ended().ok()) MarkDown();
     }
   }
-  pthread_sigmask(SIG_SETMASK, &program, nullptr);
+  if (!signals_held) pthread_sigmask(SIG_SETMASK, &program, nullptr);
   return n;
 }
 

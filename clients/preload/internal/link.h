@@ -60,8 +60,9 @@ class Link {
 
   // Busy polling: takes what the channel holds and hands it to the sockets' queues, as the
   // hand-off thread does, without waiting (the owner only). How many datagrams it took: none
-  // when there were none, or another thread was taking them.
-  size_t Poll();
+  // when there were none, or another thread was taking them. It holds the program's signals
+  // meanwhile, unless the caller does already (`signals_held`: a spin, busy_poll.h).
+  size_t Poll(bool signals_held = false);
   // A spin ran out with nothing for its thread, which goes to sleep: the hand-off thread takes
   // over at once, not only when the spin's time has passed again.
   void SpinEnded();
