@@ -38,6 +38,15 @@ done
 case "$jobs" in
   '' | *[!0-9]* | 0) echo "scripts/fuzz.sh: --jobs wants a number from 1" >&2; exit 2 ;;
 esac
+# AddressSanitizer's options for fuzzing, measured on service_fuzzer, which allocates on every
+# call (replaying its 1,000 longest inputs twice: 7.0 s with the defaults, 4.7 s with these):
+# - 32 MiB of freed memory in quarantine, not 256 (a use after free within an input is still
+#   caught), and none given back to the kernel while a target runs (madvise's TLB shootdowns);
+# - no stacks recorded at malloc and free: a report names the faulting access's stack only, so
+#   replay the reproducer (see above) for where the memory was allocated and freed.
+# Your own ASAN_OPTIONS come after these, and win.
+asan="quarantine_size_mb=32:allocator_release_to_os_interval_ms=-1:malloc_context_size=0"
+export ASAN_OPTIONS="$asan${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
 [ -n "$workdir" ] || workdir=$(mktemp -d /tmp/quadsock-fuzz.XXXXXX)
 mkdir -p "$workdir"
 workdir=$(cd "$workdir" && pwd)  # the jobs run in their own directory
