@@ -150,7 +150,7 @@ class PreloadTest(e2e.E2eTestCase):
         # Waits spin for 300 ms, so that the semantics program's signals (150 ms into a wait)
         # come while it spins, where a receive restarts after a handler with SA_RESTART, as
         # Linux's does; every other wait ends on its datagram or its timeout.
-        self.assert_semantics_agree("--restartable-recv", QUADSOCK_BUSY_POLL="300000")
+        self.assert_semantics_agree(QUADSOCK_BUSY_POLL="300000")
 
     def test_a_blocked_receive_costs_no_cpu(self):
         """A program blocked in recvfrom on a quadsock socket sleeps: over 2 s its whole process

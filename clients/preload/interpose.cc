@@ -9,6 +9,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
@@ -31,6 +32,7 @@
 #include "clients/preload/internal/libc.h"
 #include "clients/preload/internal/log.h"
 #include "clients/preload/internal/runtime.h"
+#include "clients/preload/internal/signal_handlers.h"
 #include "clients/preload/internal/sockaddr.h"
 #include "clients/preload/internal/socket.h"
 
@@ -518,6 +520,44 @@ int select(int n, fd_set* read, fd_set* write, fd_set* except, timeval* tv) {
 int __poll_chk(pollfd* fds, nfds_t n, int timeout, size_t fds_len) {
   if (fds_len / sizeof(*fds) < n) __chk_fail();
   return poll(fds, n, timeout);
+}
+
+// Signal handlers: each behind the library's trampoline (signal_handlers.h), so that a receive
+// knows whether the handlers that interrupted its sleep had SA_RESTART. The C library's own
+// signal and sysv_signal call its sigaction directly, so they are stood in for too.
+int sigaction(int sig, const struct sigaction* act, struct sigaction* old) noexcept {
+  return ProgramSigaction(sig, act, old);
+}
+
+namespace {
+sighandler_t SetHandler(int sig, sighandler_t handler, int flags, bool block_itself) {
+  struct sigaction act {}, old{};
+  act.sa_handler = handler;
+  act.sa_flags = flags;
+  sigemptyset(&act.sa_mask);
+  if (handler == SIG_ERR || sig <= 0 || sig >= NSIG ||
+      (block_itself && sigaddset(&act.sa_mask, sig) != 0)) {
+    errno = EINVAL;
+    return SIG_ERR;
+  }
+  return ProgramSigaction(sig, &act, &old) == 0 ? old.sa_handler : SIG_ERR;
+}
+}  // namespace
+
+// BSD's semantics, as glibc's: the handler stays, blocks its signal while it runs, and
+// interrupted calls restart.
+sighandler_t signal(int sig, sighandler_t handler) noexcept {
+  return SetHandler(sig, handler, SA_RESTART, /*block_itself=*/true);
+}
+sighandler_t bsd_signal(int sig, sighandler_t handler) noexcept {
+  return SetHandler(sig, handler, SA_RESTART, /*block_itself=*/true);
+}
+// System V's: once, not blocked while it runs, and interrupted calls end with EINTR.
+sighandler_t sysv_signal(int sig, sighandler_t handler) noexcept {
+  return SetHandler(sig, handler, SA_RESETHAND | SA_NODEFER, /*block_itself=*/false);
+}
+sighandler_t __sysv_signal(int sig, sighandler_t handler) noexcept {
+  return SetHandler(sig, handler, SA_RESETHAND | SA_NODEFER, /*block_itself=*/false);
 }
 
 }  // extern "C"

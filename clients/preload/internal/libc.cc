@@ -53,6 +53,7 @@ LibcCalls Resolve() {
   Find(c.epoll_pwait, "epoll_pwait");
   Find(c.poll, "poll");
   Find(c.select, "select");
+  Find(c.sigaction, "sigaction");
   return c;
 }
 

@@ -7,6 +7,7 @@
 #define QUADSOCK_CLIENTS_PRELOAD_INTERNAL_LIBC_H_
 
 #include <poll.h>
+#include <signal.h>
 #include <sys/epoll.h>
 #include <sys/select.h>
 #include <sys/socket.h>
@@ -46,6 +47,7 @@ struct LibcCalls {
   int (*epoll_pwait)(int, epoll_event*, int, int, const sigset_t*);
   int (*poll)(pollfd*, nfds_t, int);
   int (*select)(int, fd_set*, fd_set*, fd_set*, timeval*);
+  int (*sigaction)(int, const struct sigaction*, struct sigaction*);
 };
 
 // Resolved on first use; aborts with a message if the C library lacks one of them.

@@ -22,6 +22,7 @@
 #include "clients/preload/internal/libc.h"
 #include "clients/preload/internal/log.h"
 #include "clients/preload/internal/runtime.h"
+#include "clients/preload/internal/signal_handlers.h"
 #include "clients/preload/internal/sockaddr.h"
 
 namespace quadsock::preload {
@@ -343,10 +344,14 @@ int PreloadSocket::Wait(absl::Time deadline) {
         absl::ToInt64Milliseconds(absl::Ceil(left, absl::Milliseconds(1))), 1 << 30));
   }
   // With the program's own mask: a signal sent to the process goes to this thread, as it would
-  // to one blocked in the kernel's recv. Which handler ran is not known here, so even one with
-  // SA_RESTART ends the receive with EINTR (a busy-polled spin knows, busy_poll.h).
+  // to one blocked in the kernel's recv. As Linux's recv, it goes on after handlers that all
+  // had SA_RESTART, unless the socket has a receive timeout.
   pollfd p{shared_->event_fd(), POLLIN, 0};
-  if (Libc().poll(&p, 1, ms) < 0 && errno == EINTR) return -EINTR;
+  const HandlerRuns before = HandlerRuns::OfThisThread();
+  if (Libc().poll(&p, 1, ms) < 0 && errno == EINTR) {
+    const bool restart = RanSince(before) == AfterHandlers::kRestart;
+    return restart && deadline == absl::InfiniteFuture() ? 0 : -EINTR;
+  }
   return 0;
 }
 

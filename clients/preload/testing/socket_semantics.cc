@@ -6,7 +6,7 @@
 // came back different) prints "FAILED"; the exit status is 1 then.
 //
 //   socket_semantics --local4=10.8.0.2 --peer4=10.8.0.1 --local6=fd00:8::2 --peer6=fd00:8::1
-//                    --peer-netns=/run/netns/peer [--restartable-recv]
+//                    --peer-netns=/run/netns/peer
 //
 // The local addresses are the ones under test (quadsockd's, or the kernel's own); the peers are
 // kernel sockets made in the peer's network namespace.
@@ -40,7 +40,6 @@ namespace {
 
 std::string local4, peer4, local6, peer6;
 int peer_ns = -1, own_ns = -1;
-bool restartable_recv = false;  // --restartable-recv: check that SA_RESTART restarts a recv
 int failures = 0;
 uint16_t next_port = 7000;
 
@@ -453,6 +452,27 @@ void* Ring(void* target) {
   return nullptr;
 }
 
+void Handled(int) { alarms = alarms + 1; }
+
+// A receive on `s` that SIGUSR1 interrupts (at 150 ms) and a datagram from `peer` (at 300 ms)
+// would end: what it returned, and whether the handler ran.
+std::string ReceiveAcrossSignal(int s, int peer, const std::string& local, uint16_t lport) {
+  alarms = 0;
+  const pthread_t self = pthread_self();
+  std::thread later([&] {
+    usleep(150000);
+    pthread_kill(self, SIGUSR1);
+    usleep(150000);
+    PeerSend(peer, "after", local, lport);
+  });
+  char buf[64];
+  const int r = static_cast<int>(recv(s, buf, sizeof(buf), 0));
+  const std::string what = r > 0 ? std::string(buf, r) : Outcome(r);
+  later.join();
+  if (r < 0) recv(s, buf, sizeof(buf), 0);  // the datagram that came after
+  return what + (alarms == 1 ? " handled" : " not handled");
+}
+
 void Readiness(const std::string& fam, const std::string& local, const std::string& peer_ip) {
   uint16_t pport, lport;
   const int peer = Peer(peer_ip, &pport);
@@ -547,35 +567,28 @@ void Readiness(const std::string& fam, const std::string& local, const std::stri
   close(outer);
   close(ep);
 
-  // A signal interrupts a blocked receive (no SA_RESTART).
+  // A signal interrupts a blocked receive; with SA_RESTART (as signal() gives) the receive goes
+  // on (the datagram after the signal ends it), unless the socket has a receive timeout;
+  // epoll_wait, poll and select end with EINTR all the same. sigaction reads back as set.
   struct sigaction sa{};
-  sa.sa_handler = [](int) { alarms = alarms + 1; };
+  sa.sa_handler = Handled;
   sigaction(SIGUSR1, &sa, nullptr);
-  alarms = 0;
-  pthread_t self = pthread_self(), ringer;
-  pthread_create(&ringer, nullptr, Ring, &self);
-  r = static_cast<int>(recv(s, buf, sizeof(buf), 0));
-  pthread_join(ringer, nullptr);
-  Say(fam + " signal during recv", Outcome(r) + (alarms == 1 ? " handled" : " not handled"));
-
-  // With SA_RESTART the receive goes on (the datagram after the signal ends it; only with
-  // --restartable-recv: the preload's sleeping receive does not yet); epoll_wait, poll and
-  // select end with EINTR all the same.
+  Say(fam + " signal during recv", ReceiveAcrossSignal(s, peer, local, lport));
   sa.sa_flags = SA_RESTART;
   sigaction(SIGUSR1, &sa, nullptr);
-  if (restartable_recv) {
-    alarms = 0;
-    std::thread later([&] {  // a signal at 150 ms, a datagram at 300 ms
-      usleep(150000);
-      pthread_kill(self, SIGUSR1);
-      usleep(150000);
-      PeerSend(peer, "after", local, lport);
-    });
-    r = static_cast<int>(recv(s, buf, sizeof(buf), 0));
-    later.join();
-    Say(fam + " signal during recv, SA_RESTART",
-        (r > 0 ? std::string(buf, r) : Outcome(r)) + (alarms == 1 ? " handled" : " not handled"));
-  }
+  Say(fam + " signal during recv, SA_RESTART", ReceiveAcrossSignal(s, peer, local, lport));
+  timeval rcvtimeo{5, 0};
+  setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &rcvtimeo, sizeof(rcvtimeo));
+  Say(fam + " signal during recv, SO_RCVTIMEO", ReceiveAcrossSignal(s, peer, local, lport));
+  rcvtimeo = {0, 0};
+  setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &rcvtimeo, sizeof(rcvtimeo));
+  signal(SIGUSR1, Handled);
+  Say(fam + " signal during recv, signal()", ReceiveAcrossSignal(s, peer, local, lport));
+  struct sigaction now{};
+  sigaction(SIGUSR1, &sa, &now);
+  Say(fam + " sigaction reads back", std::to_string(now.sa_handler == Handled) + " " +
+                                         std::to_string(now.sa_flags & (SA_RESTART | SA_SIGINFO)));
+  pthread_t self = pthread_self(), ringer;
   const int watch = epoll_create1(EPOLL_CLOEXEC);
   ev = {EPOLLIN, {.fd = s}};
   epoll_ctl(watch, EPOLL_CTL_ADD, s, &ev);
@@ -760,7 +773,6 @@ int main(int argc, char** argv) {
   local6 = Arg(argc, argv, "local6");
   peer6 = Arg(argc, argv, "peer6");
   peer_ns = open(Arg(argc, argv, "peer-netns").c_str(), O_RDONLY | O_CLOEXEC);
-  for (int i = 1; i < argc; ++i) restartable_recv |= std::string(argv[i]) == "--restartable-recv";
   own_ns = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
   if (peer_ns < 0 || own_ns < 0) {
     perror("socket_semantics: opening the network namespaces");
