@@ -523,41 +523,29 @@ int __poll_chk(pollfd* fds, nfds_t n, int timeout, size_t fds_len) {
 }
 
 // Signal handlers: each behind the library's trampoline (signal_handlers.h), so that a receive
-// knows whether the handlers that interrupted its sleep had SA_RESTART. The C library's own
-// signal and sysv_signal call its sigaction directly, so they are stood in for too.
+// knows whether the handlers that interrupted its sleep had SA_RESTART. The C library's signal,
+// siginterrupt and sigset call its own sigaction, not this one, so they are stood in for too.
 int sigaction(int sig, const struct sigaction* act, struct sigaction* old) noexcept {
   return ProgramSigaction(sig, act, old);
 }
-
-namespace {
-sighandler_t SetHandler(int sig, sighandler_t handler, int flags, bool block_itself) {
-  struct sigaction act {}, old{};
-  act.sa_handler = handler;
-  act.sa_flags = flags;
-  sigemptyset(&act.sa_mask);
-  if (handler == SIG_ERR || sig <= 0 || sig >= NSIG ||
-      (block_itself && sigaddset(&act.sa_mask, sig) != 0)) {
-    errno = EINVAL;
-    return SIG_ERR;
-  }
-  return ProgramSigaction(sig, &act, &old) == 0 ? old.sa_handler : SIG_ERR;
-}
-}  // namespace
-
-// BSD's semantics, as glibc's: the handler stays, blocks its signal while it runs, and
-// interrupted calls restart.
 sighandler_t signal(int sig, sighandler_t handler) noexcept {
-  return SetHandler(sig, handler, SA_RESTART, /*block_itself=*/true);
+  return ProgramBsdSignal(sig, handler);
 }
 sighandler_t bsd_signal(int sig, sighandler_t handler) noexcept {
-  return SetHandler(sig, handler, SA_RESTART, /*block_itself=*/true);
+  return ProgramBsdSignal(sig, handler);
 }
-// System V's: once, not blocked while it runs, and interrupted calls end with EINTR.
+sighandler_t ssignal(int sig, sighandler_t handler) noexcept {
+  return ProgramBsdSignal(sig, handler);
+}
 sighandler_t sysv_signal(int sig, sighandler_t handler) noexcept {
-  return SetHandler(sig, handler, SA_RESETHAND | SA_NODEFER, /*block_itself=*/false);
+  return ProgramSysvSignal(sig, handler);
 }
 sighandler_t __sysv_signal(int sig, sighandler_t handler) noexcept {
-  return SetHandler(sig, handler, SA_RESETHAND | SA_NODEFER, /*block_itself=*/false);
+  return ProgramSysvSignal(sig, handler);
+}
+int siginterrupt(int sig, int interrupt) noexcept { return ProgramSiginterrupt(sig, interrupt); }
+sighandler_t sigset(int sig, sighandler_t disposition) noexcept {
+  return ProgramSigset(sig, disposition);
 }
 
 }  // extern "C"

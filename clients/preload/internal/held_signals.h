@@ -5,7 +5,9 @@
 // A held signal stays pending; LetThrough delivers it (the program's mask for a moment: its
 // handler runs then, in this thread) and says what it did to the wait: the kernel ends an
 // epoll_wait, poll or select with EINTR after any handler, and restarts a receive after
-// handlers with SA_RESTART (unless the socket has a receive timeout).
+// handlers with SA_RESTART (unless the socket has a receive timeout). It knows which before it
+// lets them through, from the pending set and sigaction (the program's own flags,
+// signal_handlers.h), so a handler installed around the library's sigaction counts too.
 //
 //   HeldSignals held;
 //   while (Spinning()) {

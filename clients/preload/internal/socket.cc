@@ -347,10 +347,10 @@ int PreloadSocket::Wait(absl::Time deadline) {
   // to one blocked in the kernel's recv. As Linux's recv, it goes on after handlers that all
   // had SA_RESTART, unless the socket has a receive timeout.
   pollfd p{shared_->event_fd(), POLLIN, 0};
-  const HandlerRuns before = HandlerRuns::OfThisThread();
+  const HandlerRuns before = HandlerRuns::Now();
   if (Libc().poll(&p, 1, ms) < 0 && errno == EINTR) {
     const bool restart = RanSince(before) == AfterHandlers::kRestart;
-    return restart && deadline == absl::InfiniteFuture() ? 0 : -EINTR;
+    return (restart && deadline == absl::InfiniteFuture()) ? 0 : -EINTR;
   }
   return 0;
 }

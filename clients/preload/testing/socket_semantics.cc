@@ -36,7 +36,9 @@
 #include <thread>
 #include <vector>
 
-namespace {
+#include "clients/preload/testing/semantics.h"
+
+namespace semantics {
 
 std::string local4, peer4, local6, peer6;
 int peer_ns = -1, own_ns = -1;
@@ -48,7 +50,6 @@ std::string ErrnoName(int e) {
   return n != nullptr ? n : std::to_string(e);
 }
 
-// "0" or the errno's name, for a call that returns -1 on failure.
 std::string Outcome(long r) { return r < 0 ? ErrnoName(errno) : "0"; }
 
 void Say(const std::string& name, const std::string& what) {
@@ -112,7 +113,6 @@ uint16_t PortOf(int fd) {
                                       : reinterpret_cast<sockaddr_in6*>(&s)->sin6_port);
 }
 
-// A kernel socket in the peer's namespace, bound to `ip` and a port of its own.
 int Peer(const std::string& ip, uint16_t* port) {
   if (setns(peer_ns, CLONE_NEWNET) != 0) { perror("setns peer"); std::exit(2); }
   const Addr a = Make(ip, 0);
@@ -125,8 +125,7 @@ int Peer(const std::string& ip, uint16_t* port) {
   return fd;
 }
 
-// A socket under test, bound to `ip` and a fresh port.
-int Local(const std::string& ip, uint16_t* port, int extra_type = 0) {
+int Local(const std::string& ip, uint16_t* port, int extra_type) {
   const Addr probe = Make(ip, 0);
   const int fd = socket(probe.family, SOCK_DGRAM | extra_type, 0);
   for (int tries = 0; tries < 50; ++tries) {
@@ -138,7 +137,7 @@ int Local(const std::string& ip, uint16_t* port, int extra_type = 0) {
   std::exit(2);
 }
 
-bool Readable(int fd, int ms = 5000) {
+bool Readable(int fd, int ms) {
   pollfd p{fd, POLLIN, 0};
   return poll(&p, 1, ms) == 1 && (p.revents & POLLIN) != 0;
 }
@@ -164,6 +163,12 @@ double Now() {
   clock_gettime(CLOCK_MONOTONIC, &t);
   return t.tv_sec + t.tv_nsec / 1e9;
 }
+
+}  // namespace semantics
+
+using namespace semantics;  // NOLINT: the program's own helpers
+
+namespace {
 
 void Basics(const std::string& fam, const std::string& local, const std::string& peer_ip) {
   uint16_t pport, lport;
@@ -444,35 +449,6 @@ void Reuseport(const std::string& fam, const std::string& local) {
   close(c);
 }
 
-volatile sig_atomic_t alarms = 0;
-
-void* Ring(void* target) {
-  usleep(150000);
-  pthread_kill(*static_cast<pthread_t*>(target), SIGUSR1);
-  return nullptr;
-}
-
-void Handled(int) { alarms = alarms + 1; }
-
-// A receive on `s` that SIGUSR1 interrupts (at 150 ms) and a datagram from `peer` (at 300 ms)
-// would end: what it returned, and whether the handler ran.
-std::string ReceiveAcrossSignal(int s, int peer, const std::string& local, uint16_t lport) {
-  alarms = 0;
-  const pthread_t self = pthread_self();
-  std::thread later([&] {
-    usleep(150000);
-    pthread_kill(self, SIGUSR1);
-    usleep(150000);
-    PeerSend(peer, "after", local, lport);
-  });
-  char buf[64];
-  const int r = static_cast<int>(recv(s, buf, sizeof(buf), 0));
-  const std::string what = r > 0 ? std::string(buf, r) : Outcome(r);
-  later.join();
-  if (r < 0) recv(s, buf, sizeof(buf), 0);  // the datagram that came after
-  return what + (alarms == 1 ? " handled" : " not handled");
-}
-
 void Readiness(const std::string& fam, const std::string& local, const std::string& peer_ip) {
   uint16_t pport, lport;
   const int peer = Peer(peer_ip, &pport);
@@ -566,47 +542,6 @@ void Readiness(const std::string& fam, const std::string& local, const std::stri
   close(ex);
   close(outer);
   close(ep);
-
-  // A signal interrupts a blocked receive; with SA_RESTART (as signal() gives) the receive goes
-  // on (the datagram after the signal ends it), unless the socket has a receive timeout;
-  // epoll_wait, poll and select end with EINTR all the same. sigaction reads back as set.
-  struct sigaction sa{};
-  sa.sa_handler = Handled;
-  sigaction(SIGUSR1, &sa, nullptr);
-  Say(fam + " signal during recv", ReceiveAcrossSignal(s, peer, local, lport));
-  sa.sa_flags = SA_RESTART;
-  sigaction(SIGUSR1, &sa, nullptr);
-  Say(fam + " signal during recv, SA_RESTART", ReceiveAcrossSignal(s, peer, local, lport));
-  timeval rcvtimeo{5, 0};
-  setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &rcvtimeo, sizeof(rcvtimeo));
-  Say(fam + " signal during recv, SO_RCVTIMEO", ReceiveAcrossSignal(s, peer, local, lport));
-  rcvtimeo = {0, 0};
-  setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &rcvtimeo, sizeof(rcvtimeo));
-  signal(SIGUSR1, Handled);
-  Say(fam + " signal during recv, signal()", ReceiveAcrossSignal(s, peer, local, lport));
-  struct sigaction now{};
-  sigaction(SIGUSR1, &sa, &now);
-  Say(fam + " sigaction reads back", std::to_string(now.sa_handler == Handled) + " " +
-                                         std::to_string(now.sa_flags & (SA_RESTART | SA_SIGINFO)));
-  pthread_t self = pthread_self(), ringer;
-  const int watch = epoll_create1(EPOLL_CLOEXEC);
-  ev = {EPOLLIN, {.fd = s}};
-  epoll_ctl(watch, EPOLL_CTL_ADD, s, &ev);
-  for (const std::string call : {"epoll_wait", "poll", "select"}) {
-    alarms = 0;
-    pthread_create(&ringer, nullptr, Ring, &self);
-    pollfd q{s, POLLIN, 0};
-    FD_ZERO(&set);
-    FD_SET(s, &set);
-    tv = {5, 0};
-    r = call == "poll"     ? poll(&q, 1, 5000)
-        : call == "select" ? select(s + 1, &set, nullptr, nullptr, &tv)
-                           : epoll_wait(watch, out, 4, 5000);
-    pthread_join(ringer, nullptr);
-    Say(fam + " signal during " + call + ", SA_RESTART",
-        Outcome(r) + (alarms == 1 ? " handled" : " not handled"));
-  }
-  close(watch);
 
   // dup: the socket lives until its last descriptor closes.
   const int d = dup(s);
@@ -790,6 +725,7 @@ int main(int argc, char** argv) {
     Options(fam, local, peer);
     Reuseport(fam, local);
     Readiness(fam, local, peer);
+    Signals(fam, local, peer);
     Threads(fam, local, peer);
     Fork(fam, local, peer);
     PendingError(fam, local, peer);
