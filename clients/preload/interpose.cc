@@ -171,14 +171,9 @@ __attribute__((constructor)) void Init() {
 }
 
 }  // namespace
-// Readiness waits (poll, select, epoll_wait) in milliseconds and timevals, as durations.
+// Readiness waits (poll, epoll_wait) in milliseconds, as durations (libc.h: and back).
 absl::Duration FromMilliseconds(int ms) {
   return ms < 0 ? absl::InfiniteDuration() : absl::Milliseconds(ms);
-}
-int ToMilliseconds(absl::Duration d) {
-  if (d == absl::InfiniteDuration()) return -1;
-  return static_cast<int>(std::min<int64_t>(
-      absl::ToInt64Milliseconds(absl::Ceil(d, absl::Milliseconds(1))), INT_MAX));
 }
 
 // The Link to busy-poll when a wait on descriptors that `spins` says hold a quadsock socket
@@ -458,7 +453,7 @@ int epoll_wait(int ep, epoll_event* events, int max, int timeout) {
   if (link == nullptr) return Libc().epoll_wait(ep, events, max, timeout);
   return SpinThenWait(*link, Runtime::Get().busy_poll(), FromMilliseconds(timeout),
                       [&](absl::Duration t) {
-                        return Libc().epoll_wait(ep, events, max, ToMilliseconds(t));
+                        return Libc().epoll_wait(ep, events, max, PollMilliseconds(t));
                       });
 }
 
@@ -476,7 +471,7 @@ int poll(pollfd* fds, nfds_t n, int timeout) {
   });
   if (link == nullptr) return Libc().poll(fds, n, timeout);
   return SpinThenWait(*link, Runtime::Get().busy_poll(), FromMilliseconds(timeout),
-                      [&](absl::Duration t) { return Libc().poll(fds, n, ToMilliseconds(t)); });
+                      [&](absl::Duration t) { return Libc().poll(fds, n, PollMilliseconds(t)); });
 }
 
 int select(int n, fd_set* read, fd_set* write, fd_set* except, timeval* tv) {

@@ -3,6 +3,9 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <climits>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 
@@ -68,6 +71,12 @@ int IntOption(int fd, int level, int name) {
   int v = 0;
   socklen_t len = sizeof(v);
   return Libc().getsockopt(fd, level, name, &v, &len) == 0 ? v : 0;
+}
+
+int PollMilliseconds(absl::Duration d) {
+  if (d == absl::InfiniteDuration()) return -1;
+  return static_cast<int>(std::min<int64_t>(
+      absl::ToInt64Milliseconds(absl::Ceil(d, absl::Milliseconds(1))), INT_MAX));
 }
 
 }  // namespace quadsock::preload

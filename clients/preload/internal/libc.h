@@ -14,6 +14,8 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
+#include "absl/time/time.h"
+
 namespace quadsock::preload {
 
 struct LibcCalls {
@@ -55,6 +57,9 @@ const LibcCalls& Libc();
 
 // An int socket option of a kernel socket (getsockopt); 0 when the kernel will not say.
 int IntOption(int fd, int level, int name);
+
+// A wait of `d` as poll and epoll_wait take it: -1 for no end, else milliseconds rounded up.
+int PollMilliseconds(absl::Duration d);
 
 }  // namespace quadsock::preload
 

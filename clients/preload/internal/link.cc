@@ -12,7 +12,6 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
 #include "clients/preload/internal/log.h"
 #include "stack/link/errno_status.h"
 

@@ -336,13 +336,9 @@ size_t PreloadSocket::WriteControl(msghdr* m, const SharedSocket::Slot& d) const
 }
 
 int PreloadSocket::Wait(absl::Time deadline) {
-  int ms = -1;
-  if (deadline != absl::InfiniteFuture()) {
-    const absl::Duration left = deadline - absl::Now();
-    if (left <= absl::ZeroDuration()) return -EAGAIN;
-    ms = static_cast<int>(std::min<int64_t>(
-        absl::ToInt64Milliseconds(absl::Ceil(left, absl::Milliseconds(1))), 1 << 30));
-  }
+  const absl::Duration left = deadline - absl::Now();  // infinite for no deadline
+  if (left <= absl::ZeroDuration()) return -EAGAIN;
+  const int ms = PollMilliseconds(left);
   // With the program's own mask: a signal sent to the process goes to this thread, as it would
   // to one blocked in the kernel's recv. As Linux's recv, it goes on after handlers that all
   // had SA_RESTART, unless the socket has a receive timeout.
