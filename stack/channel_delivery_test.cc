@@ -255,6 +255,47 @@ TEST_F(TwoStacksTest, WhatTheApplicationQueuesOnTheChannelIsSentFromItsSockets) 
   b_->RemoveChannel(c.get());
 }
 
+// As IP_PKTINFO: a datagram leaves from the source address the application asked for, when
+// it is one of the stack's and of the destination's family; otherwise it is dropped, counted.
+TEST(ChannelSourceTest, ADatagramLeavesFromTheSourceAskedForOnlyIfItIsTheStacks) {
+  FakeClock clock;
+  StackOptions two = Options(clock, "10.1.0.2/24", "fd00:1::2/64");
+  two.addresses.push_back(*net::IpPrefix::Parse("10.1.0.3/24"));
+  StackPair pair = StackPair::Create({.link = {.name = "a", .mac = kMacA},
+                                      .options = Options(clock, "10.1.0.1/24", "fd00:1::1/64")},
+                                     {.link = {.name = "b", .mac = kMacB}, .options = two})
+                       .value();
+  const SocketId s = pair.b->Open(net::Family::kV4).value();
+  ASSERT_TRUE(pair.b->Bind(s, Ep("0.0.0.0:4000")).ok());
+  auto c = channel::Channel::Create({.rings = 1, .slots = 16}).value();
+  ASSERT_EQ(pair.b->PutOnChannel(s, c, 1), absl::OkStatus());
+  const SocketId peer = pair.a->Open(net::Family::kV4).value();
+  ASSERT_TRUE(pair.a->Bind(peer, Ep("0.0.0.0:5000")).ok());
+  channel::ChannelReader r = ReaderOf(*c);
+  const auto from = [](const char* a) { return net::IpAddress::Parse(a).value(); };
+  ASSERT_TRUE(r.Send(1, Bytes("route's"), Ep("10.1.0.1:5000")));
+  ASSERT_TRUE(r.Send(1, Bytes("second"), Ep("10.1.0.1:5000"), from("10.1.0.3")));
+  ASSERT_TRUE(r.Send(1, Bytes("not ours"), Ep("10.1.0.1:5000"), from("10.1.0.9")));
+  ASSERT_TRUE(r.Send(1, Bytes("other family"), Ep("10.1.0.1:5000"), from("fd00:1::2")));
+  for (int i = 0; i < 20; ++i) {
+    pair.a->PollOnce();
+    pair.b->PollOnce();
+  }
+  std::optional<ReceivedDatagram> d = pair.a->Receive(peer).value();
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->source, Ep("10.1.0.2:4000"));
+  d = pair.a->Receive(peer).value();
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->payload, "second");
+  EXPECT_EQ(d->source, Ep("10.1.0.3:4000"));
+  EXPECT_FALSE(pair.a->Receive(peer).value().has_value());
+  EXPECT_EQ(pair.b->Get(s).value().counters.tx_dropped, 2u);
+  EXPECT_EQ(pair.b->Counters().tx_channel_refused, 2u);
+  pair.b->RemoveChannel(c.get());
+  EXPECT_EQ(pair.a->CheckFrameAccounting(), absl::OkStatus());
+  EXPECT_EQ(pair.b->CheckFrameAccounting(), absl::OkStatus());
+}
+
 // Two sessions' channels on one stack: the first attached keeps its TX ring full, of datagrams
 // or of descriptors to refuse, and the second's datagram still leaves in the very next turn.
 TEST_F(TwoStacksTest, AChannelThatKeepsItsTxRingFullTakesItsShareOfATurnAndNoMore) {

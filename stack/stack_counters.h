@@ -58,7 +58,8 @@ namespace quadsock::stack {
                           "(dropped).")                                                       \
   X(tx_channel_refused, "Datagrams queued on a data channel that their socket may not send " \
                         "as asked (dropped): no destination for an unconnected socket, "     \
-                        "another than its connected peer, one it cannot reach, or too big.") \
+                        "another than its connected peer, one it cannot reach, too big, or " \
+                        "a source address (IP_PKTINFO) not the stack's.")                    \
   X(martian_source, "IP packets to us from a source no host sends from, dropped unanswered: " \
                     "ours, loopback, unspecified, multicast, broadcast, a network address "  \
                     "of ours, or IPv4-mapped IPv6.")                                         \

@@ -75,7 +75,8 @@ class DataChannel {
   // quadsockd's poll thread; on the stream one request (or a few, for more than 256
   // datagrams or about 63 KiB) instead of one each. Returns how many were queued: all, or
   // those before the first that Send would refuse. The payloads may be views Receive handed
-  // out (copied before Release).
+  // out (copied before Release). A source address (IP_PKTINFO's) goes over shared memory only:
+  // the stream refuses a datagram that asks for one.
   virtual size_t SendBatch(std::span<const channel::SendView> datagrams) = 0;
   // Readable when datagrams may be there.
   virtual int wait_fd() const = 0;

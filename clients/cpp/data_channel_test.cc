@@ -378,6 +378,38 @@ TEST_F(DataChannelTest, ABatchOfSendsGoesOutInOrderOnBothTransports) {
   }
 }
 
+// A source address (IP_PKTINFO's) goes over shared memory; the stream refuses a datagram that
+// asks for one rather than send it from another address.
+TEST_F(DataChannelTest, ASourceAddressGoesOverSharedMemoryAndTheStreamRefusesIt) {
+  for (ChannelTransport transport :
+       {ChannelTransport::kSharedMemory, ChannelTransport::kGrpcStream}) {
+    const uint16_t port = transport == ChannelTransport::kSharedMemory ? 4010 : 4011;
+    std::unique_ptr<Client> client = NewClient(absl::StrCat("source", port));
+    RemoteSocket s = Bound(*client, port);
+    std::unique_ptr<DataChannel> ch = client->AttachChannel({.transport = transport}).value();
+    ASSERT_TRUE(OnChannelBecomes(s, true));
+    const stack::SocketId peer = t_->peer->Open(net::Family::kV4).value();
+    const net::Endpoint peer_at = *net::Endpoint::Parse(absl::StrCat("10.1.0.1:", port + 1000));
+    ASSERT_TRUE(t_->peer->Bind(peer, peer_at).ok());
+    const std::string p = "from the address asked for";
+    const channel::SendView v{s.index(), {reinterpret_cast<const uint8_t*>(p.data()), p.size()},
+                              peer_at, *net::IpAddress::Parse("10.1.0.2")};
+    if (transport == ChannelTransport::kGrpcStream) {
+      EXPECT_EQ(ch->SendBatch({&v, 1}), 0u);
+      continue;
+    }
+    ASSERT_EQ(ch->SendBatch({&v, 1}), 1u);
+    std::optional<stack::ReceivedDatagram> d;
+    const absl::Time deadline = absl::Now() + absl::Seconds(20);
+    while (!(d = t_->peer->Receive(peer).value()).has_value() && absl::Now() < deadline) {
+      absl::SleepFor(absl::Milliseconds(1));
+    }
+    ASSERT_TRUE(d.has_value());
+    EXPECT_EQ(d->payload, p);
+    EXPECT_EQ(d->source.address, *net::IpAddress::Parse("10.1.0.2"));
+  }
+}
+
 // Busy polling the stream (Receive with a zero timeout) reads it too: no thread does it for
 // the application.
 TEST_F(DataChannelTest, TheGrpcStreamDeliversToBusyPolling) {

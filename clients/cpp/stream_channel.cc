@@ -153,7 +153,9 @@ class StreamChannel final : public DataChannel {
   size_t SendBatch(std::span<const channel::SendView> datagrams) override {
     const size_t sendable = static_cast<size_t>(
         std::find_if(datagrams.begin(), datagrams.end(),
-                     [&](const channel::SendView& v) { return v.payload.size() > max_payload(); }) -
+                     [&](const channel::SendView& v) {
+                       return v.payload.size() > max_payload() || v.source.has_value();
+                     }) -
         datagrams.begin());
     std::unique_lock<std::mutex> lock(mu_);
     size_t n = 0;

@@ -120,11 +120,12 @@ std::optional<OutgoingDatagram> Channel::NextSend(SendTurn& turn) {
       ++turn.refused;
       continue;
     }
-    OutgoingDatagram out{d.socket, std::nullopt, {buffer, d.length}};
+    OutgoingDatagram out{d.socket, std::nullopt, {buffer, d.length}, std::nullopt};
     if ((d.flags & kHasPeer) != 0) {
       const net::IpAddress a = net::IpAddress::V6Bytes(d.peer);
       out.peer = net::Endpoint{(d.flags & kIpv4) != 0 ? a.Unmapped() : a, d.peer_port};
     }
+    if ((d.flags & kHasLocal) != 0) out.source = net::IpAddress::V6Bytes(d.local).Unmapped();
     sends_.store(sends_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     --turn.budget;
     return out;

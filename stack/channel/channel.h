@@ -65,6 +65,7 @@ struct OutgoingDatagram {
   uint32_t socket;  // the socket's session index
   std::optional<net::Endpoint> peer;  // none: the socket's connected peer
   std::span<const uint8_t> payload;
+  std::optional<net::IpAddress> source;  // none: the socket's own address, or the route's
 };
 
 // A poll thread's turn on one channel's TX ring: what it may still read, and how many

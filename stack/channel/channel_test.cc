@@ -288,6 +288,7 @@ TEST(ChannelTest, TheApplicationsSendsComeOutInOrderWithTheirDestinations) {
   d = Next(*c);
   ASSERT_TRUE(d.has_value());
   EXPECT_EQ(d->peer, peer6);
+  EXPECT_FALSE(d->source.has_value());
   EXPECT_FALSE(Next(*c).has_value());
   // 3 of 4 slots are still quadsockd's until FinishSends: one more fits, then none.
   EXPECT_TRUE(r.Send(6, Bytes("d"), kPeer));
@@ -297,6 +298,26 @@ TEST(ChannelTest, TheApplicationsSendsComeOutInOrderWithTheirDestinations) {
   EXPECT_TRUE(r.Send(7, Bytes("e"), kPeer));
   EXPECT_FALSE(r.Send(8, std::vector<uint8_t>(r.buffer_bytes() + 1), kPeer));  // too big
   EXPECT_EQ(c->counters().sends, 4u);
+}
+
+TEST(ChannelTest, ASendCarriesTheSourceAddressTheApplicationAskedFor) {
+  auto c = Channel::Create({.rings = 1, .slots = 4}).value();
+  ChannelReader r = ReaderOf(*c);
+  const net::IpAddress v6 = *net::IpAddress::Parse("fd00:1::2");
+  EXPECT_TRUE(r.Send(1, Bytes("four"), kPeer, kLocal.address));
+  EXPECT_TRUE(r.Send(2, Bytes("six, connected"), std::nullopt, v6));
+  EXPECT_TRUE(r.Send(3, Bytes("none"), kPeer));
+  std::optional<OutgoingDatagram> d = Next(*c);
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->source, kLocal.address);
+  EXPECT_TRUE(d->source->is_v4());
+  d = Next(*c);
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->source, v6);
+  EXPECT_FALSE(d->peer.has_value());
+  d = Next(*c);
+  ASSERT_TRUE(d.has_value());
+  EXPECT_FALSE(d->source.has_value());  // the slot's earlier source is not read again
 }
 
 TEST(ChannelTest, ASleepingPollThreadIsWokenByTheApplicationsSend) {

@@ -92,8 +92,10 @@ static_assert(sizeof(RingControl) == 3 * kLine);
 static_assert(std::atomic<uint32_t>::is_always_lock_free, "atomics in shared memory");
 
 // One datagram: received (RX rings) or to send (the TX ring: `peer` is the destination, with
-// kHasPeer; without it the connected peer; `local`, arrival and sequence unused). Addresses are
-// 16 bytes: IPv4 ones v4-mapped (::ffff:a.b.c.d), with kIpv4 set in flags.
+// kHasPeer; without it the connected peer; `local` the source address asked for, as with
+// IP_PKTINFO, with kHasLocal; without it the socket's own or the route's; local_port, arrival
+// and sequence unused). Addresses are 16 bytes: IPv4 ones v4-mapped (::ffff:a.b.c.d), with
+// kIpv4 set in flags for the peer's.
 struct ChannelDescriptor {
   uint32_t socket;          // the socket's index in its session (OpenResponse.index)
   uint32_t length;          // payload bytes, at the start of the slot's buffer
@@ -108,6 +110,7 @@ struct ChannelDescriptor {
 static_assert(sizeof(ChannelDescriptor) == kLine);
 inline constexpr uint32_t kIpv4 = 1;
 inline constexpr uint32_t kHasPeer = 2;
+inline constexpr uint32_t kHasLocal = 4;
 
 inline constexpr size_t kHeaderBytes = 4096;  // the header's page
 

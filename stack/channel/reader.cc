@@ -201,8 +201,9 @@ size_t ChannelReader::ForwardOrArm(size_t max, Forward forward) {
 }
 
 bool ChannelReader::Send(uint32_t socket, std::span<const uint8_t> payload,
-                         const std::optional<net::Endpoint>& peer) {
-  const SendView one{socket, payload, peer};
+                         const std::optional<net::Endpoint>& peer,
+                         const std::optional<net::IpAddress>& source) {
+  const SendView one{socket, payload, peer, source};
   return SendBatch({&one, 1}) == 1;
 }
 
@@ -225,6 +226,11 @@ size_t ChannelReader::SendBatch(std::span<const SendView> datagrams) {
       std::memcpy(d.peer, b.data(), 16);
       d.peer_port = s.peer->port;
       d.flags = kHasPeer | (s.peer->address.is_v4() ? kIpv4 : 0);
+    }
+    if (s.source.has_value()) {
+      const net::IpAddress::Bytes b = s.source->bytes16();
+      std::memcpy(d.local, b.data(), 16);
+      d.flags |= kHasLocal;
     }
     std::memcpy(tx_.buffer(tx_next_), s.payload.data(), s.payload.size());
     ++tx_next_;

@@ -34,11 +34,13 @@ struct ReceivedView {
 };
 
 // A datagram to send, from the socket of session index `socket` to `peer` (none: the socket's
-// connected peer). The payload is copied when it is queued.
+// connected peer), from `source` if given (IP_PKTINFO: one of the stack's addresses, of the
+// peer's family; quadsockd drops it otherwise). The payload is copied when it is queued.
 struct SendView {
   uint32_t socket = 0;
   std::span<const uint8_t> payload;
   std::optional<net::Endpoint> peer;
+  std::optional<net::IpAddress> source;
 };
 
 // The view of a received datagram's descriptor, with its payload (written in place: `v` is
@@ -65,7 +67,8 @@ class ChannelReader {
   // datagram it refuses (no such socket, a bad destination) is counted on the socket or the
   // channel, not reported here.
   bool Send(uint32_t socket, std::span<const uint8_t> payload,
-            const std::optional<net::Endpoint>& peer = std::nullopt);
+            const std::optional<net::Endpoint>& peer = std::nullopt,
+            const std::optional<net::IpAddress>& source = std::nullopt);
   // Send for a batch: queues datagrams in order until one does not fit (the TX ring full, or
   // a payload larger than a buffer), publishes them with one store and wakes the poll thread
   // at most once. Returns how many were queued. It starts from the producer index in the ring,

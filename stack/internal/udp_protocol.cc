@@ -350,7 +350,17 @@ void UdpProtocol::SendFromChannel(PollEngine& engine, ChannelEntry& entry,
     socket->CountSendDrop();
     return;
   }
-  Route(engine, *found, Source(*info), *dst, d.payload, now,
+  net::Endpoint src = Source(*info);
+  if (d.source.has_value()) {
+    // As IP_PKTINFO's source: one of ours, of the destination's family.
+    if (!local_.Contains(*d.source) || d.source->is_v4() != dst->address.Unmapped().is_v4()) {
+      engine.Bump(EngineCounter::tx_channel_refused);
+      socket->CountSendDrop();
+      return;
+    }
+    src.address = *d.source;  // Route unmaps the destination too
+  }
+  Route(engine, *found, src, *dst, d.payload, now,
         [&] { return std::string(d.payload.begin(), d.payload.end()); });
 }
 

@@ -85,9 +85,11 @@ absl::Status Link::Connect() {
 }
 
 bool Link::Send(uint32_t index, std::span<const uint8_t> payload,
-                const std::optional<net::Endpoint>& peer) {
+                const std::optional<net::Endpoint>& peer,
+                const std::optional<net::IpAddress>& source) {
   if (pthread_mutex_lock(tx_mu_) == EOWNERDEAD) pthread_mutex_consistent(tx_mu_);
-  const bool queued = channel_->Send(index, payload, peer);
+  const channel::SendView one{index, payload, peer, source};
+  const bool queued = channel_->SendBatch({&one, 1}) == 1;
   pthread_mutex_unlock(tx_mu_);
   return queued;
 }

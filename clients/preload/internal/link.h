@@ -56,7 +56,8 @@ class Link {
 
   // Queues a datagram on the TX ring: false when it is full.
   bool Send(uint32_t index, std::span<const uint8_t> payload,
-            const std::optional<net::Endpoint>& peer);
+            const std::optional<net::Endpoint>& peer,
+            const std::optional<net::IpAddress>& source = std::nullopt);
 
   // Busy polling: takes what the channel holds and hands it to the sockets' queues, as the
   // hand-off thread does, without waiting (the owner only). How many datagrams it took: none

@@ -409,6 +409,47 @@ ssize_t PreloadSocket::ReceiveMsg(msghdr* m, int flags) {
   }
 }
 
+int PreloadSocket::SourceAsked(const msghdr* m, std::optional<net::IpAddress>* from) const {
+  if (m->msg_control == nullptr || m->msg_controllen < sizeof(cmsghdr)) return 0;
+  uint32_t ifindex = 0;
+  std::optional<net::IpAddress> asked;
+  for (const cmsghdr* c = CMSG_FIRSTHDR(m); c != nullptr;
+       c = CMSG_NXTHDR(const_cast<msghdr*>(m), const_cast<cmsghdr*>(c))) {
+    if (family_ == AF_INET && c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_PKTINFO) {
+      if (c->cmsg_len != CMSG_LEN(sizeof(in_pktinfo))) return -EINVAL;
+      in_pktinfo p;
+      std::memcpy(&p, CMSG_DATA(c), sizeof(p));
+      ifindex = static_cast<uint32_t>(p.ipi_ifindex);
+      asked = p.ipi_spec_dst.s_addr == 0
+                  ? std::nullopt
+                  : std::optional(net::IpAddress::V4(ntohl(p.ipi_spec_dst.s_addr)));
+    } else if (family_ == AF_INET6 && c->cmsg_level == IPPROTO_IPV6 &&
+               c->cmsg_type == IPV6_PKTINFO) {
+      if (c->cmsg_len < CMSG_LEN(sizeof(in6_pktinfo))) return -EINVAL;
+      in6_pktinfo p;
+      std::memcpy(&p, CMSG_DATA(c), sizeof(p));
+      ifindex = p.ipi6_ifindex;
+      const net::IpAddress a = net::IpAddress::V6Bytes(p.ipi6_addr.s6_addr);
+      asked = a.IsUnspecifiedInAnyForm() ? std::nullopt : std::optional(a.Unmapped());
+    }
+  }
+  if (ifindex != 0 && ifindex != link_.ifindex()) return -ENETUNREACH;
+  if (asked.has_value()) {
+    // An IPv4 source that is no host's is invalid; another host's is not on this route.
+    if (asked->is_v4() &&
+        (asked->IsMulticast() || *asked == net::IpAddress::V4(0xffffffff) ||
+         asked->bytes16()[12] == 0)) {
+      return -EINVAL;
+    }
+    const std::vector<net::IpAddress>& ours = link_.addresses();
+    if (std::find(ours.begin(), ours.end(), *asked) == ours.end()) {
+      return asked->is_v4() ? -ENETUNREACH : -EINVAL;
+    }
+  }
+  *from = asked;
+  return 0;
+}
+
 ssize_t PreloadSocket::SendMsg(const msghdr* m, int flags) {
   std::optional<net::Endpoint> to;
   bool dont_wait;
@@ -436,6 +477,8 @@ ssize_t PreloadSocket::SendMsg(const msghdr* m, int flags) {
     }
     if (!to.has_value() && !s.connected) return -EDESTADDRREQ;
   }
+  std::optional<net::IpAddress> from;
+  if (int r = SourceAsked(m, &from); r < 0) return r;
   size_t total = 0;
   for (size_t i = 0; i < m->msg_iovlen; ++i) total += m->msg_iov[i].iov_len;
   if (total > link_.max_payload()) return -EMSGSIZE;
@@ -453,7 +496,7 @@ ssize_t PreloadSocket::SendMsg(const msghdr* m, int flags) {
   const absl::Time deadline =
       timeout_us > 0 ? absl::Now() + absl::Microseconds(timeout_us) : absl::InfiniteFuture();
   for (int tries = 0;; ++tries) {
-    if (link_.Send(index(), buffer, to)) return static_cast<ssize_t>(total);
+    if (link_.Send(index(), buffer, to, from)) return static_cast<ssize_t>(total);
     {
       SharedSocket::Guard g(*shared_);
       if (shared_->state().down) return -ENETDOWN;

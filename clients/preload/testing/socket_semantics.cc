@@ -3,7 +3,8 @@
 // (tests/preload_semantics_test.py does both). Each check prints "name: what it saw"; what it
 // saw names errnos and flags, never port numbers or times, so the two runs print the same
 // lines where the semantics agree. A check whose result is wrong on its face (a payload that
-// came back different) prints "FAILED"; the exit status is 1 then.
+// came back different) prints "FAILED"; the exit status is 1 then. Signals and PKTINFO on
+// sends have files of their own (signal_semantics.cc, pktinfo_semantics.cc; semantics.h).
 //
 //   socket_semantics --local4=10.8.0.2 --peer4=10.8.0.1 --local6=fd00:8::2 --peer6=fd00:8::1
 //                    --peer-netns=/run/netns/peer
@@ -62,13 +63,6 @@ void Expect(const std::string& name, bool ok, const std::string& what) {
   if (!ok) ++failures;
 }
 
-struct Addr {
-  sockaddr_storage s{};
-  socklen_t len = 0;
-  int family = AF_INET;
-  const sockaddr* sa() const { return reinterpret_cast<const sockaddr*>(&s); }
-};
-
 Addr Make(const std::string& ip, uint16_t port) {
   Addr a;
   if (ip.find(':') == std::string::npos) {
@@ -88,7 +82,7 @@ Addr Make(const std::string& ip, uint16_t port) {
   return a;
 }
 
-std::string Text(const sockaddr_storage& s, bool with_port = true) {
+std::string Text(const sockaddr_storage& s, bool with_port) {
   char buf[INET6_ADDRSTRLEN] = "?";
   uint16_t port = 0;
   if (s.ss_family == AF_INET) {
@@ -149,7 +143,7 @@ void PeerSend(int peer, const std::string& data, const std::string& ip, uint16_t
   }
 }
 
-std::string PeerReceive(int peer, sockaddr_storage* from = nullptr) {
+std::string PeerReceive(int peer, sockaddr_storage* from) {
   char buf[2048];
   sockaddr_storage f{};
   socklen_t len = sizeof(f);
@@ -724,6 +718,7 @@ int main(int argc, char** argv) {
     Basics(fam, local, peer);
     Options(fam, local, peer);
     Reuseport(fam, local);
+    PktinfoSends(fam, local, peer);
     Readiness(fam, local, peer);
     Signals(fam, local, peer);
     Threads(fam, local, peer);
