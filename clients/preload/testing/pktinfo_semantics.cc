@@ -63,11 +63,8 @@ void PktinfoSends(const std::string& fam, const std::string& local, const std::s
   char buf[64];
   iovec iv{buf, sizeof(buf)};
   alignas(cmsghdr) char control[256];
-  msghdr m{};
-  m.msg_iov = &iv;
-  m.msg_iovlen = 1;
-  m.msg_control = control;
-  m.msg_controllen = sizeof(control);
+  msghdr m{.msg_iov = &iv, .msg_iovlen = 1, .msg_control = control,
+           .msg_controllen = sizeof(control)};
   recvmsg(s, &m, 0);
   int ifindex = 0;
   for (cmsghdr* c = CMSG_FIRSTHDR(&m); c != nullptr; c = CMSG_NXTHDR(&m, c)) {

@@ -353,11 +353,8 @@ void Options(const std::string& fam, const std::string& local, const std::string
   Readable(s);
   iovec iv{buf, sizeof(buf)};
   alignas(cmsghdr) char control[256];
-  msghdr m{};
-  m.msg_iov = &iv;
-  m.msg_iovlen = 1;
-  m.msg_control = control;
-  m.msg_controllen = sizeof(control);
+  msghdr m{.msg_iov = &iv, .msg_iovlen = 1, .msg_control = control,
+           .msg_controllen = sizeof(control)};
   recvmsg(s, &m, 0);
   std::string cmsgs;
   timeval now;
