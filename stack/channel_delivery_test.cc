@@ -256,7 +256,9 @@ TEST_F(TwoStacksTest, WhatTheApplicationQueuesOnTheChannelIsSentFromItsSockets) 
 }
 
 // As IP_PKTINFO: a datagram leaves from the source address the application asked for, when
-// it is one of the stack's and of the destination's family; otherwise it is dropped, counted.
+// it is one of the stack's, of the destination's family, and its socket is bound to the
+// wildcard or to that address (the port on another address may be another session's);
+// otherwise it is dropped, counted.
 TEST(ChannelSourceTest, ADatagramLeavesFromTheSourceAskedForOnlyIfItIsTheStacks) {
   FakeClock clock;
   StackOptions two = Options(clock, "10.1.0.2/24", "fd00:1::2/64");
@@ -267,8 +269,13 @@ TEST(ChannelSourceTest, ADatagramLeavesFromTheSourceAskedForOnlyIfItIsTheStacks)
                        .value();
   const SocketId s = pair.b->Open(net::Family::kV4).value();
   ASSERT_TRUE(pair.b->Bind(s, Ep("0.0.0.0:4000")).ok());
+  const SocketId one = pair.b->Open(net::Family::kV4).value();
+  ASSERT_TRUE(pair.b->Bind(one, Ep("10.1.0.2:4001")).ok());
+  const SocketId other = pair.b->Open(net::Family::kV4).value();  // another session's, say
+  ASSERT_TRUE(pair.b->Bind(other, Ep("10.1.0.3:4001")).ok());
   auto c = channel::Channel::Create({.rings = 1, .slots = 16}).value();
   ASSERT_EQ(pair.b->PutOnChannel(s, c, 1), absl::OkStatus());
+  ASSERT_EQ(pair.b->PutOnChannel(one, c, 2), absl::OkStatus());
   const SocketId peer = pair.a->Open(net::Family::kV4).value();
   ASSERT_TRUE(pair.a->Bind(peer, Ep("0.0.0.0:5000")).ok());
   channel::ChannelReader r = ReaderOf(*c);
@@ -277,6 +284,8 @@ TEST(ChannelSourceTest, ADatagramLeavesFromTheSourceAskedForOnlyIfItIsTheStacks)
   ASSERT_TRUE(r.Send(1, Bytes("second"), Ep("10.1.0.1:5000"), from("10.1.0.3")));
   ASSERT_TRUE(r.Send(1, Bytes("not ours"), Ep("10.1.0.1:5000"), from("10.1.0.9")));
   ASSERT_TRUE(r.Send(1, Bytes("other family"), Ep("10.1.0.1:5000"), from("fd00:1::2")));
+  ASSERT_TRUE(r.Send(2, Bytes("its own"), Ep("10.1.0.1:5000"), from("10.1.0.2")));
+  ASSERT_TRUE(r.Send(2, Bytes("as the other"), Ep("10.1.0.1:5000"), from("10.1.0.3")));
   for (int i = 0; i < 20; ++i) {
     pair.a->PollOnce();
     pair.b->PollOnce();
@@ -288,9 +297,14 @@ TEST(ChannelSourceTest, ADatagramLeavesFromTheSourceAskedForOnlyIfItIsTheStacks)
   ASSERT_TRUE(d.has_value());
   EXPECT_EQ(d->payload, "second");
   EXPECT_EQ(d->source, Ep("10.1.0.3:4000"));
-  EXPECT_FALSE(pair.a->Receive(peer).value().has_value());
+  d = pair.a->Receive(peer).value();
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->payload, "its own");
+  EXPECT_EQ(d->source, Ep("10.1.0.2:4001"));
+  EXPECT_FALSE(pair.a->Receive(peer).value().has_value());  // never as the other's 10.1.0.3:4001
   EXPECT_EQ(pair.b->Get(s).value().counters.tx_dropped, 2u);
-  EXPECT_EQ(pair.b->Counters().tx_channel_refused, 2u);
+  EXPECT_EQ(pair.b->Get(one).value().counters.tx_dropped, 1u);
+  EXPECT_EQ(pair.b->Counters().tx_channel_refused, 3u);
   pair.b->RemoveChannel(c.get());
   EXPECT_EQ(pair.a->CheckFrameAccounting(), absl::OkStatus());
   EXPECT_EQ(pair.b->CheckFrameAccounting(), absl::OkStatus());

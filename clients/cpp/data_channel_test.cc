@@ -396,6 +396,8 @@ TEST_F(DataChannelTest, ASourceAddressGoesOverSharedMemoryAndTheStreamRefusesIt)
                               peer_at, *net::IpAddress::Parse("10.1.0.2")};
     if (transport == ChannelTransport::kGrpcStream) {
       EXPECT_EQ(ch->SendBatch({&v, 1}), 0u);
+      const channel::SendView without{v.socket, v.payload, peer_at};
+      EXPECT_EQ(ch->SendBatch({&without, 1}), 1u);  // refused for its source alone
       continue;
     }
     ASSERT_EQ(ch->SendBatch({&v, 1}), 1u);

@@ -352,8 +352,12 @@ void UdpProtocol::SendFromChannel(PollEngine& engine, ChannelEntry& entry,
   }
   net::Endpoint src = Source(*info);
   if (d.source.has_value()) {
-    // As IP_PKTINFO's source: one of ours, of the destination's family.
-    if (!local_.Contains(*d.source) || d.source->is_v4() != dst->address.Unmapped().is_v4()) {
+    // As IP_PKTINFO's source: one of ours, of the destination's family, and one the socket
+    // holds its port on: any when it is bound to the wildcard, else its own address alone
+    // (another session's socket may hold the port on another).
+    const net::IpAddress own = info->local.address.Unmapped();
+    if (!local_.Contains(*d.source) || d.source->is_v4() != dst->address.Unmapped().is_v4() ||
+        (!own.IsUnspecified() && own != *d.source)) {
       engine.Bump(EngineCounter::tx_channel_refused);
       socket->CountSendDrop();
       return;

@@ -1,6 +1,7 @@
 #include "clients/preload/internal/socket.h"
 
 #include <fcntl.h>
+#include <net/if.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sched.h>
@@ -22,6 +23,7 @@
 #include "clients/preload/internal/libc.h"
 #include "clients/preload/internal/log.h"
 #include "clients/preload/internal/runtime.h"
+#include "clients/preload/internal/send_control.h"
 #include "clients/preload/internal/signal_handlers.h"
 #include "clients/preload/internal/sockaddr.h"
 
@@ -409,50 +411,51 @@ ssize_t PreloadSocket::ReceiveMsg(msghdr* m, int flags) {
   }
 }
 
-int PreloadSocket::SourceAsked(const msghdr* m, std::optional<net::IpAddress>* from) const {
-  if (m->msg_control == nullptr || m->msg_controllen < sizeof(cmsghdr)) return 0;
-  uint32_t ifindex = 0;
-  std::optional<net::IpAddress> asked;
-  for (const cmsghdr* c = CMSG_FIRSTHDR(m); c != nullptr;
-       c = CMSG_NXTHDR(const_cast<msghdr*>(m), const_cast<cmsghdr*>(c))) {
-    if (family_ == AF_INET && c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_PKTINFO) {
-      if (c->cmsg_len != CMSG_LEN(sizeof(in_pktinfo))) return -EINVAL;
-      in_pktinfo p;
-      std::memcpy(&p, CMSG_DATA(c), sizeof(p));
-      ifindex = static_cast<uint32_t>(p.ipi_ifindex);
-      asked = p.ipi_spec_dst.s_addr == 0
-                  ? std::nullopt
-                  : std::optional(net::IpAddress::V4(ntohl(p.ipi_spec_dst.s_addr)));
-    } else if (family_ == AF_INET6 && c->cmsg_level == IPPROTO_IPV6 &&
-               c->cmsg_type == IPV6_PKTINFO) {
-      if (c->cmsg_len < CMSG_LEN(sizeof(in6_pktinfo))) return -EINVAL;
-      in6_pktinfo p;
-      std::memcpy(&p, CMSG_DATA(c), sizeof(p));
-      ifindex = p.ipi6_ifindex;
-      const net::IpAddress a = net::IpAddress::V6Bytes(p.ipi6_addr.s6_addr);
-      asked = a.IsUnspecifiedInAnyForm() ? std::nullopt : std::optional(a.Unmapped());
-    }
+int PreloadSocket::SourceAsked(const msghdr* m, const net::IpAddress& bound, bool v4_destination,
+                               std::optional<net::IpAddress>* from) const {
+  SendControl c;
+  if (int r = ReadSendControl(*m, family_, v4_destination, &c); r < 0) return r;
+  // An interface no one has, as the kernel's (IPv6 looks before the address, IPv4 after);
+  // another than quadsockd's, which quadsock cannot send by.
+  const auto interface_error = [&] {
+    char name[IF_NAMESIZE];
+    if (c.ifindex == 0 || static_cast<uint32_t>(c.ifindex) == link_.ifindex()) return 0;
+    return if_indextoname(static_cast<unsigned>(c.ifindex), name) == nullptr ? -ENODEV
+                                                                             : -ENETUNREACH;
+  };
+  if (!v4_destination) {
+    if (int r = interface_error(); r < 0) return r;
   }
-  if (ifindex != 0 && ifindex != link_.ifindex()) return -ENETUNREACH;
-  if (asked.has_value()) {
-    // An IPv4 source that is no host's is invalid; another host's is not on this route.
-    if (asked->is_v4() &&
-        (asked->IsMulticast() || *asked == net::IpAddress::V4(0xffffffff) ||
-         asked->bytes16()[12] == 0)) {
+  if (c.source.has_value()) {
+    const net::IpAddress& a = *c.source;
+    const bool zero_network = a.is_v4() && a.bytes16()[12] == 0;  // 0.0.0.0/8
+    // No host's address (IPv4), or a link-local one without its interface (IPv6): invalid.
+    if ((a.is_v4() && (a.NotAHostReason() != nullptr || zero_network)) ||
+        (a.is_v6() && a.IsLinkLocal() && c.ifindex == 0)) {
       return -EINVAL;
     }
+    // Another host's: IPv4 finds no route from it, IPv6 calls it invalid.
     const std::vector<net::IpAddress>& ours = link_.addresses();
-    if (std::find(ours.begin(), ours.end(), *asked) == ours.end()) {
-      return asked->is_v4() ? -ENETUNREACH : -EINVAL;
+    if (std::find(ours.begin(), ours.end(), a) == ours.end()) {
+      return a.is_v4() ? -ENETUNREACH : -EINVAL;
     }
+    // Unlike Linux, a socket bound to one address sends from that one only: quadsockd holds
+    // the port on it alone, and another session may hold it on the other (the datagram
+    // would be theirs to send).
+    if (!bound.IsUnspecifiedInAnyForm() && bound.Unmapped() != a) return -EINVAL;
   }
-  *from = asked;
+  if (v4_destination) {
+    if (int r = interface_error(); r < 0) return r;
+  }
+  *from = c.source;
   return 0;
 }
 
 ssize_t PreloadSocket::SendMsg(const msghdr* m, int flags) {
   std::optional<net::Endpoint> to;
   bool dont_wait;
+  net::IpAddress bound;           // the socket's address; unspecified for none
+  net::IpAddress destination;     // where the datagram goes (the connected peer's, or `to`)
   {
     SharedSocket::Guard g(*shared_);
     const SharedSocket::State& s = shared_->state();
@@ -476,9 +479,14 @@ ssize_t PreloadSocket::SendMsg(const msghdr* m, int flags) {
       }
     }
     if (!to.has_value() && !s.connected) return -EDESTADDRREQ;
+    if (s.bound) bound = s.local.address;
+    destination = to.has_value() ? to->address : s.peer.address;
   }
   std::optional<net::IpAddress> from;
-  if (int r = SourceAsked(m, &from); r < 0) return r;
+  if (int r = SourceAsked(m, bound, family_ == AF_INET || destination.Unmapped().is_v4(), &from);
+      r < 0) {
+    return r;
+  }
   size_t total = 0;
   for (size_t i = 0; i < m->msg_iovlen; ++i) total += m->msg_iov[i].iov_len;
   if (total > link_.max_payload()) return -EMSGSIZE;

@@ -83,10 +83,12 @@ class PreloadSocket : public std::enable_shared_from_this<PreloadSocket> {
   // using a socket it inherited), said once.
   bool CanCallQuadsockd() const;
   size_t WriteControl(msghdr* m, const SharedSocket::Slot& d) const;
-  // The source address a send asks for, as Linux's: IP_PKTINFO's ipi_spec_dst (an IPv4
-  // socket), IPV6_PKTINFO's ipi6_addr (an IPv6 one); none when it names none. -EINVAL for a
-  // malformed one or an address not quadsockd's, -ENETUNREACH for another interface.
-  int SourceAsked(const msghdr* m, std::optional<net::IpAddress>* from) const;
+  // The source address a send asks for in its control messages (send_control.h), checked as
+  // Linux checks it, against quadsockd's addresses and interface: -EINVAL, -ENETUNREACH or
+  // -ENODEV as the kernel's. `bound` is the socket's address (unspecified for none): a socket
+  // bound to one sends from it only (-EINVAL), unlike Linux's.
+  int SourceAsked(const msghdr* m, const net::IpAddress& bound, bool v4_destination,
+                  std::optional<net::IpAddress>* from) const;
   // Waits for the eventfd until `deadline` (InfiniteFuture: no limit): -EINTR on a signal,
   // -EAGAIN when the deadline passes, 0 otherwise.
   int Wait(absl::Time deadline);

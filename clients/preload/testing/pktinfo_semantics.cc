@@ -75,12 +75,14 @@ void PktinfoSends(const std::string& fam, const std::string& local, const std::s
     }
   }
   const Addr to = Make(peer_ip, pport);
-  const auto answer = [&](long r) {
+  // What the send returned, and whether the peer had it from local:`port`.
+  const auto answer = [&](long r, uint16_t port = 0) {
     sockaddr_storage from{};
     const std::string got = r < 0 ? "" : PeerReceive(peer, &from);
-    return Outcome(r) + (got != "pktinfo"                                 ? " not received"
-                         : Text(from) == local + ":" + std::to_string(lport) ? " from local"
-                                                                             : " elsewhere");
+    const std::string expected = local + ":" + std::to_string(port != 0 ? port : lport);
+    return Outcome(r) + (got != "pktinfo"          ? " not received"
+                         : Text(from) == expected ? " from local"
+                                                  : " elsewhere");
   };
   Say(fam + " PKTINFO send, the address asked at",
       answer(SendWithPktinfo(s, fam, local, ifindex, to)));
@@ -88,8 +90,24 @@ void PktinfoSends(const std::string& fam, const std::string& local, const std::s
   const std::string not_ours = fam == "ipv4" ? "192.0.2.1" : "2001:db8::1";
   Say(fam + " PKTINFO send, an address not ours",
       answer(SendWithPktinfo(s, fam, not_ours, 0, to)));
+  Say(fam + " PKTINFO send, an interface no one has",
+      answer(SendWithPktinfo(s, fam, local, 9999, to)));
   Say(fam + " PKTINFO send, too short", answer(SendWithPktinfo(s, fam, local, 0, to, CMSG_LEN(4))));
+  Say(fam + " PKTINFO send, past the buffer",
+      answer(SendWithPktinfo(s, fam, local, 0, to, CMSG_SPACE(sizeof(in6_pktinfo)) + 8)));
   close(s);
+  if (fam == "ipv4") {
+    // A dual-stack IPv6 socket answers an IPv4 peer: IPV6_PKTINFO must name a v4-mapped
+    // address then.
+    uint16_t port;
+    const int dual = Local("::", &port);
+    const Addr mapped_peer = Make("::ffff:" + peer_ip, pport);
+    Say("dual-stack PKTINFO send, v4-mapped",
+        answer(SendWithPktinfo(dual, "ipv6", "::ffff:" + local, 0, mapped_peer), port));
+    Say("dual-stack PKTINFO send, an IPv6 address",
+        answer(SendWithPktinfo(dual, "ipv6", "fd00::1", 0, mapped_peer), port));
+    close(dual);
+  }
   close(peer);
 }
 
