@@ -15,14 +15,15 @@
 // 2. Suppressions (a function TSan calls; the tsan config's TSAN_OPTIONS replaces a target's
 //    own, so they are built in), for what is left inside those libraries: the calls they make
 //    themselves (memcpy, malloc: called_from_lib), gRPC's own accesses to its call objects
-//    (race_top: the racing access itself is gRPC's), and a message's bytes in gRPC's buffer,
-//    serialized on one thread and parsed on another (which also hides a race on a message
-//    while gRPC serializes or parses it). liburcu's own calls too. Where these libraries
-//    promise an order, our code says so with annotate.h (rcu.cc over liburcu's grace periods,
-//    ChannelStream over gRPC's reactions). Other races in our code stay reported on whatever
-//    thread they run, gRPC's included: a handler's write without its lock (Sessions::Touch, put
-//    in on purpose) fails session_race_test, streams_test and channel_stream_test; an unlocked
-//    credit update in ChannelStream fails data_channel_test.
+//    (race_top: the racing access itself is gRPC's), a handler's status text as gRPC copies
+//    it for the transport, and a message's bytes in gRPC's buffer, serialized on one thread
+//    and parsed on another (which also hides a race on a message while gRPC serializes or
+//    parses it). liburcu's own calls too. Where these libraries promise an order, our code
+//    says so with annotate.h (rcu.cc over liburcu's grace periods, ChannelStream over gRPC's
+//    reactions). Other races in our code stay reported on whatever thread they run, gRPC's
+//    included: a handler's write without its lock (Sessions::Touch, put in on purpose) fails
+//    session_race_test, streams_test and channel_stream_test; an unlocked credit update in
+//    ChannelStream fails data_channel_test.
 #if defined(__SANITIZE_THREAD__)
 
 #include <dlfcn.h>
@@ -56,6 +57,10 @@ extern "C" const char* __tsan_default_suppressions() {
          // ...and its destructor of a finished call's (no callback of ours runs in it).
          "race:grpc::internal::CallbackBidiHandler*::ServerCallbackReaderWriterImpl::"
          "~ServerCallbackReaderWriterImpl\n"
+         // The status a handler returns, copied into gRPC's send-status op on the handler's
+         // thread and read by the transport on another (seen once in service_test: the read
+         // in gRPC's StrAppend, no frame of ours on its thread).
+         "race:grpc::internal::CallOpServerSendStatus\n"
          // A message's bytes in gRPC's buffer, serialized on one thread and parsed on another
          // (the in-process transport hands over the buffer itself). These also hide a race on
          // a message while gRPC serializes or parses it: the price of a shared buffer TSan
