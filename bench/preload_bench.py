@@ -2,7 +2,8 @@
 preload library, clients/preload): ratios side by side, for bench/README.md ("Preload").
 
   latency     sockperf ping-pong, 64 bytes: p50 and p99 of sockperf's server on the kernel, and
-              of the same server under quadsock-run, without and with busy polling
+              of the same server under quadsock-run, without and with busy polling; then again
+              with quadsockd on the client's CPU, its poll thread spinning (--poll_spin_us)
   throughput  sockperf throughput into one server socket: the highest offered rate received
               with at most 1% loss, and the CPU per datagram (the server, the veth's NAPI
               kthread and, for quadsock, quadsockd)
@@ -13,6 +14,10 @@ preload library, clients/preload): ratios side by side, for bench/README.md ("Pr
               program that uses only kernel sockets pays for it
 
 Servers (and quadsockd) on CPU 0, clients on CPU 1: bench/testbed.py's two namespaces and veth.
+The spinning quadsockd of the last latency rows is on CPU 1: beside the server, its spin would
+take the CPU the program answers on. The receiving veth's NAPI kthread (the kernel's receive
+path; XDP for quadsock) is on CPU 1 in every case: left to the scheduler, it lands on either
+CPU from run to run, and a spinning program on CPU 0 doubled quadsock's round trip when it did.
 
     sudo /usr/bin/python3 bench/preload_bench.py --quadsockd=Q --library=L --run=R [--seconds=3]
         [--parts=latency,throughput,dns,overhead]
@@ -32,13 +37,16 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from quadsockd_run import Quadsockd  # noqa: E402
-from testbed import LOCAL, Testbed, cpu_seconds, sh  # noqa: E402
+from testbed import LOCAL, HarnessError, Testbed, cpu_seconds, sh  # noqa: E402
 
 CLIENT = "10.9.255.1"
 SERVER_CPU, CLIENT_CPU = "0", "1"
 RATES = [25_000, 50_000, 100_000, 200_000, 400_000]
 PARTS = ("latency", "throughput", "dns", "overhead")
 DNS_RATES = [10_000, 20_000, 40_000, 80_000, 160_000, 320_000]
+# The spinning quadsockd's --poll_spin_us: longer than the program takes to answer (a ping-pong
+# round trip is 10-30 us here), so that the answer is sent with no wake-up.
+SPIN_US = 50
 ZONE = """$ORIGIN example.test.
 $TTL 3600
 @    SOA ns.example.test. admin.example.test. 1 3600 900 604800 300
@@ -53,24 +61,31 @@ class Bench:
         self.args, self.tb = args, tb
         self.tmp = tempfile.mkdtemp(prefix="qsb-preload-")
         self.quadsockd = None
+        self.quadsockd_case = None
 
     def on(self, case):
-        """Sets the receiving side up for `case`: "kernel" (the address the kernel's) or
-        "quadsock" (quadsockd serving it)."""
+        """Sets the receiving side up for `case`: "kernel" (the address the kernel's),
+        "quadsock" (quadsockd serving it, on the server's CPU) or "spin" (quadsockd serving it
+        on the client's CPU, its poll thread spinning SPIN_US after each frame)."""
+        if self.quadsockd and self.quadsockd_case != case:
+            self.quadsockd.close()
+            self.quadsockd = None
         if case == "kernel":
-            if self.quadsockd:
-                self.quadsockd.close()
-                self.quadsockd = None
             self.tb.set_kernel_address(True)
         elif self.quadsockd is None:
             self.tb.set_kernel_address(False)
+            cpu, flags = ((SERVER_CPU, []) if case == "quadsock" else
+                          (CLIENT_CPU, [f"--poll_spin_us={SPIN_US}"]))
             self.quadsockd = Quadsockd(self.tb, os.path.dirname(self.args.quadsockd), "preload",
-                                       wait=20)
+                                       wait=20, cpu=cpu, flags=flags)
+        self.quadsockd_case = case
+        if self.tb.pin_napi(CLIENT_CPU) == 0:
+            raise HarnessError("the receiving veth has no NAPI kthread to pin")
 
     def server(self, argv, case, busy_poll=0):
         env = dict(os.environ)
         prefix = []
-        if case == "quadsock":
+        if case != "kernel":
             env.update(QUADSOCK_TARGET=self.quadsockd.listen, QUADSOCK_REQUIRE="1",
                        QUADSOCK_PRELOAD_LIBRARY=self.args.library,
                        QUADSOCK_BUSY_POLL=str(busy_poll))
@@ -243,6 +258,9 @@ def main():
                 r["throughput"]["preload"] = b.throughput("quadsock")
             if "dns" in parts:
                 r["dns"]["preload"] = b.dns("quadsock")
+            if "latency" in parts:
+                r["latency"]["spin"] = b.latency("spin")
+                r["latency"]["spin_busy"] = b.latency("spin", busy_poll=200)
         finally:
             if b.quadsockd:
                 b.quadsockd.close()
@@ -256,6 +274,10 @@ def main():
             "latency_p99_preload": ratio(lat["preload"]["p99_us"], lat["kernel"]["p99_us"]),
             "latency_p50_busy": ratio(lat["preload_busy"]["p50_us"], lat["kernel"]["p50_us"]),
             "latency_p99_busy": ratio(lat["preload_busy"]["p99_us"], lat["kernel"]["p99_us"]),
+            "latency_p50_spin": ratio(lat["spin"]["p50_us"], lat["kernel"]["p50_us"]),
+            "latency_p99_spin": ratio(lat["spin"]["p99_us"], lat["kernel"]["p99_us"]),
+            "latency_p50_spin_busy": ratio(lat["spin_busy"]["p50_us"], lat["kernel"]["p50_us"]),
+            "latency_p99_spin_busy": ratio(lat["spin_busy"]["p99_us"], lat["kernel"]["p99_us"]),
         })
     if "throughput" in parts:
         tp = r["throughput"]

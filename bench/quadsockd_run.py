@@ -32,17 +32,18 @@ def quadsockd_path(bins):
 
 class Quadsockd:
     """The real quadsockd on the receiving veth, for an app_* case: in the receiving namespace,
-    on the receiving CPU (taskset: every thread of it), at the receivers' nice value. Its log
-    goes to a file (a pipe nobody reads would block it); `listen` is its Unix listener."""
+    on the receiving CPU (taskset: every thread of it; or on `cpu`), at the receivers' nice value,
+    with QUADSOCKD_FLAGS and `flags`. Its log goes to a file (a pipe nobody reads would block
+    it); `listen` is its Unix listener."""
 
-    def __init__(self, tb, bins, name, wait, retries=6):
+    def __init__(self, tb, bins, name, wait, retries=6, cpu=RECEIVER_CPU, flags=()):
         self.name = name
         self.dir = tempfile.mkdtemp(prefix=f"qsb-{os.getpid()}-quadsockd-")
         self.listen = f"unix:{os.path.join(self.dir, 'quadsock.sock')}"
         self.log_path = os.path.join(self.dir, "quadsockd.log")
         cmd = ["ip", "netns", "exec", tb.rx_ns, *NICE, *RECEIVER_ENV,
-               "taskset", "-c", str(RECEIVER_CPU), quadsockd_path(bins),
-               f"--interface={tb.rx_dev}", f"--listen={self.listen}", *QUADSOCKD_FLAGS]
+               "taskset", "-c", str(cpu), quadsockd_path(bins),
+               f"--interface={tb.rx_dev}", f"--listen={self.listen}", *QUADSOCKD_FLAGS, *flags]
         self.proc = None
         try:
             for attempt in range(retries + 1):

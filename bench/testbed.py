@@ -173,11 +173,12 @@ class Testbed:
                 counters[f"{role}.{name}"] = value
         return counters
 
-    def pin_napi(self):
-        """Pins the receiving veth's NAPI kthreads to the receiver's CPU; returns how many."""
+    def pin_napi(self, cpu=RECEIVER_CPU):
+        """Pins the receiving veth's NAPI kthreads to the receiver's CPU (or `cpu`); returns how
+        many."""
         pids = self.napi_pids()
         for pid in pids:
-            os.sched_setaffinity(pid, {RECEIVER_CPU})
+            os.sched_setaffinity(pid, {int(cpu)})
             os.setpriority(os.PRIO_PROCESS, pid, NAPI_NICE)
         return len(pids)
 

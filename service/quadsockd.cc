@@ -121,6 +121,12 @@ ABSL_FLAG(bool, busy_poll, false,
           "the interface's napi_defer_hard_irqs (2) and gro_flush_timeout (200000). A queue whose "
           "socket has no NAPI id (veth in copy mode) stops busy polling at its first frames and "
           "reports busy_poll_unavailable in `quadctl --json iface`.");
+constexpr uint32_t kMaxPollSpinUs = 1'000'000;
+ABSL_FLAG(uint32_t, poll_spin_us, 0,
+          "Microseconds each poll thread keeps polling its queue and the data channels after the "
+          "last frame it received, yielding its CPU between turns, before it sleeps (at most "
+          "1000000). 0: it sleeps at once. Spinning saves the wake-ups of a request and its "
+          "answer, for the CPU it burns; give the poll threads CPUs of their own.");
 ABSL_FLAG(uint32_t, max_sockets, 1 << 20, "Sockets in all, over every client.");
 ABSL_FLAG(uint32_t, max_sockets_per_client, 65536, "Sockets one client session may hold.");
 ABSL_FLAG(uint32_t, max_clients, 1024,
@@ -370,6 +376,10 @@ absl::Status CheckFlags() {
                                                    " is over the maximum lease of ", max_lease,
                                                    " s"));
   }
+  if (const uint32_t spin = absl::GetFlag(FLAGS_poll_spin_us); spin > kMaxPollSpinUs) {
+    return absl::InvalidArgumentError(absl::StrCat("--poll_spin_us=", spin, " is over ",
+                                                   kMaxPollSpinUs, " (one second)"));
+  }
   const uint32_t depth = absl::GetFlag(FLAGS_receive_queue_depth);
   const uint32_t max_depth = absl::GetFlag(FLAGS_max_receive_queue_depth);
   if (depth == 0) return absl::InvalidArgumentError("--receive_queue_depth must be at least 1");
@@ -530,6 +540,7 @@ int Main(int argc, char** argv) {
   o.frame_size = absl::GetFlag(FLAGS_frame_size);
   o.ring_size = absl::GetFlag(FLAGS_ring_size);
   o.busy_poll = absl::GetFlag(FLAGS_busy_poll);
+  o.stack.poll_spin = absl::Microseconds(absl::GetFlag(FLAGS_poll_spin_us));
   o.log = Log;
   if (addresses.empty()) {
     return Fail("bad flags", absl::InvalidArgumentError(

@@ -45,6 +45,9 @@ class FlagCheckTest(unittest.TestCase):
     def test_lease_over_the_maximum(self):
         self.assert_refused(["--lease_seconds=7200"], ["--lease_seconds", "3600"])
 
+    def test_poll_spin_over_a_second(self):
+        self.assert_refused(["--poll_spin_us=1000001"], ["--poll_spin_us=1000001", "one second"])
+
     def test_lease_of_zero(self):
         self.assert_refused(["--lease_seconds=0"], ["--lease_seconds"])
 

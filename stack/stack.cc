@@ -79,7 +79,8 @@ absl::StatusOr<std::unique_ptr<Stack>> Stack::Create(
   for (auto& l : links) {
     const auto index = static_cast<uint32_t>(stack->engines_.size());
     stack->engines_.push_back(
-        std::make_unique<PollEngine>(index, std::move(l), protocols, o.send_queue_depth));
+        std::make_unique<PollEngine>(index, std::move(l), protocols, o.send_queue_depth,
+                                     o.poll_spin));
   }
   return stack;
 }

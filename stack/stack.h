@@ -83,6 +83,10 @@ struct StackOptions {
   // receive_budget_full and each socket's rx_dropped).
   size_t max_receive_bytes = size_t{512} << 20;
   size_t send_queue_depth = 8192;         // datagrams waiting for a poll thread, per link
+  // How long a poll thread keeps turning after the last frame it received before it sleeps
+  // (quadsockd's --poll_spin_us): zero, it sleeps at once. A reply a program sends within it
+  // is sent with no wake-up, and the next frame is taken with none.
+  absl::Duration poll_spin = absl::ZeroDuration();
   uint32_t icmp_errors_per_second = 1000; // ICMP error rate limit (the kernel's defaults)
   uint32_t icmp_error_burst = 50;
   NeighborTable::Options neighbors;

@@ -1,9 +1,11 @@
 #include "stack/internal/poll_engine.h"
 
+#include <sched.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "stack/demux/rcu.h"
@@ -41,8 +43,9 @@ bool FitsWithATag(std::span<const uint8_t> frame, size_t max_untagged) {
 }  // namespace
 
 PollEngine::PollEngine(uint32_t index, std::unique_ptr<link::Link> link, Protocols protocols,
-                       size_t send_queue_depth)
+                       size_t send_queue_depth, absl::Duration spin)
     : index_(index),
+      spin_(spin),
       link_(std::move(link)),
       p_(std::move(protocols)),
       sends_(send_queue_depth),
@@ -113,10 +116,15 @@ void PollEngine::Run(const std::atomic<bool>& running) {
       }
       check_pending_.store(false);
     }
+    if (n > 0) last_frame = turn_time_;
     if (link_->IsBusyPolling()) {
       // Receive runs the device's receive work on this thread: keep at it while frames come.
-      if (n > 0) last_frame = turn_time_;
-      if (turn_time_ - last_frame < kBusyPollLinger) continue;
+      if (turn_time_ - last_frame < std::max(kBusyPollLinger, spin_)) continue;
+    } else if (turn_time_ - last_frame < spin_) {
+      // Spinning: the threads that share this CPU run between turns (the NAPI that brings the
+      // next frame, the program that answers this one).
+      if (n == 0) sched_yield();
+      continue;
     }
     if (n > 0) continue;
     // Idle: sleep until frames arrive, a send is queued (here or on a data channel), or the

@@ -69,8 +69,9 @@ struct Protocols {
 class PollEngine {
  public:
   // `index`: the engine's place among the stack's, which names its ring in data channels.
+  // `spin`: how long the thread keeps turning after its last received frame (StackOptions).
   PollEngine(uint32_t index, std::unique_ptr<link::Link> link, Protocols protocols,
-             size_t send_queue_depth);
+             size_t send_queue_depth, absl::Duration spin = absl::ZeroDuration());
   ~PollEngine();  // after Join
   PollEngine(const PollEngine&) = delete;
   PollEngine& operator=(const PollEngine&) = delete;
@@ -180,6 +181,7 @@ class PollEngine {
   }
 
   const uint32_t index_;
+  const absl::Duration spin_;
   const std::unique_ptr<link::Link> link_;
   const Protocols p_;
   RxBatch rx_;
