@@ -15,9 +15,13 @@ preload library, clients/preload): ratios side by side, for bench/README.md ("Pr
 
 Servers (and quadsockd) on CPU 0, clients on CPU 1: bench/testbed.py's two namespaces and veth.
 The spinning quadsockd of the last latency rows is on CPU 1: beside the server, its spin would
-take the CPU the program answers on. The receiving veth's NAPI kthread (the kernel's receive
-path; XDP for quadsock) is on CPU 1 in every case: left to the scheduler, it lands on either
-CPU from run to run, and a spinning program on CPU 0 doubled quadsock's round trip when it did.
+take the CPU the program answers on. For latency the receiving veth's NAPI kthread (the
+kernel's receive path; XDP for quadsock) is on CPU 1 in every case, where a veth without
+threaded NAPI receives (the sender's CPU): left to the scheduler, it lands on either CPU from
+run to run, and beside a spinning program on CPU 0 it doubled quadsock's round trip. For
+throughput and DNS it is on CPU 0, with the server (as in netbench.py): there it costs the
+server's CPU, not the clients' (on CPU 1 it held both clients to the same rate; left to the
+scheduler, the kernel's capacity moved by 50% from run to run).
 
     sudo /usr/bin/python3 bench/preload_bench.py --quadsockd=Q --library=L --run=R [--seconds=3]
         [--parts=latency,throughput,dns,overhead]
@@ -79,8 +83,14 @@ class Bench:
             self.quadsockd = Quadsockd(self.tb, os.path.dirname(self.args.quadsockd), "preload",
                                        wait=20, cpu=cpu, flags=flags)
         self.quadsockd_case = case
-        if self.tb.pin_napi(CLIENT_CPU) == 0:
-            raise HarnessError("the receiving veth has no NAPI kthread to pin")
+
+    def napi_on(self, cpus):
+        """Puts the receiving veth's NAPI kthreads on `cpus`."""
+        pids = self.tb.napi_pids()
+        if not pids:
+            raise HarnessError("the receiving veth has no NAPI kthread")
+        for pid in pids:
+            os.sched_setaffinity(pid, cpus)
 
     def server(self, argv, case, busy_poll=0):
         env = dict(os.environ)
@@ -118,6 +128,7 @@ class Bench:
 
     def latency(self, case, busy_poll=0):
         self.on(case)
+        self.napi_on({int(CLIENT_CPU)})
         srv = self.server(["sockperf", "server", "-i", LOCAL, "-p", "11111"], case, busy_poll)
         time.sleep(1)
         out = self.client(["sockperf", "ping-pong", "-i", LOCAL, "-p", "11111", "-t",
@@ -147,6 +158,7 @@ class Bench:
 
     def throughput(self, case):
         self.on(case)
+        self.napi_on({int(SERVER_CPU)})
         points = [self.throughput_at(case, r) for r in RATES]
         good = [p for p in points if p and p["loss"] <= 0.01]
         best = max(good, key=lambda p: p["rate"]) if good else None
@@ -159,6 +171,7 @@ class Bench:
         """`case`: "kernel", "quadsock", or "xdp" (knotd's own AF_XDP mode on the veth, the
         kernel holding the address: the ceiling anchor)."""
         self.on("quadsock" if case == "quadsock" else "kernel")
+        self.napi_on({int(SERVER_CPU)})
         d = tempfile.mkdtemp(prefix="knot-", dir=self.tmp)
         with open(os.path.join(d, "example.test.zone"), "w") as f:
             f.write(ZONE)
