@@ -245,10 +245,14 @@ std::string AfXdpStack::Describe() const {
       queues < interface_queues_
           ? absl::StrFormat("%u of %u RX queues", queues, interface_queues_)
           : absl::StrFormat("%u queue%s", queues, queues == 1 ? "" : "s");
-  return absl::StrFormat("%s%s: XDP %s, AF_XDP %s, %s, %u UMEM frames of %u bytes%s",
+  const absl::Duration spin = options_.stack.poll_spin;
+  return absl::StrFormat("%s%s: XDP %s, AF_XDP %s, %s, %u UMEM frames of %u bytes%s%s",
                          options_.interface, vlan, xdp::XdpAttachName(xdp_mode_), modes, served,
                          options_.umem_frames, options_.frame_size,
-                         options_.busy_poll ? ", busy polling" : "");
+                         options_.busy_poll ? ", busy polling" : "",
+                         spin > absl::ZeroDuration()
+                             ? absl::StrCat(", poll threads spin ", absl::FormatDuration(spin))
+                             : "");
 }
 
 }  // namespace quadsock::stack

@@ -360,6 +360,30 @@ class QuadsockdTest(E2eTestCase):
         self.exchange("ipv4", STACK4, PEER4)
         self.exchange("ipv6", STACK6, PEER6)
 
+    def test_spinning_poll_threads_carry_traffic_and_then_sleep(self):
+        # --poll_spin_us over real AF_XDP: the startup line says so, datagrams go both ways, and
+        # once the spin after the last frame is over the poll threads sleep (no CPU).
+        self.daemon.close()
+        try:
+            self.client.close()
+        except quadsock.QuadsockError:  # its daemon is gone
+            pass
+        self.daemon = Daemon(extra=["--poll_spin_us=200"])
+        self.client = quadsock.Client(self.daemon.target, name="e2e")
+        self.assertIn("poll threads spin 200us", self.daemon.output())
+        self.exchange("ipv4", STACK4, PEER4)
+        self.exchange("ipv6", STACK6, PEER6)
+
+        def cpu_seconds():
+            with open("/proc/%d/stat" % self.daemon.proc.pid) as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+        time.sleep(0.1)
+        before = cpu_seconds()
+        time.sleep(1)
+        self.assertLess(cpu_seconds() - before, 0.2, "quadsockd kept spinning with no frames")
+
     def test_echo_server_example(self):
         echo = subprocess.Popen([ECHO_SERVER, "--target", self.daemon.target, "--port", "7",
                                  "--seconds", "5"], stdout=subprocess.PIPE, text=True)
