@@ -363,13 +363,7 @@ class QuadsockdTest(E2eTestCase):
     def test_spinning_poll_threads_carry_traffic_and_then_sleep(self):
         # --poll_spin_us over real AF_XDP: the startup line says so, datagrams go both ways, and
         # once the spin after the last frame is over the poll threads sleep (no CPU).
-        self.daemon.close()
-        try:
-            self.client.close()
-        except quadsock.QuadsockError:  # its daemon is gone
-            pass
-        self.daemon = Daemon(extra=["--poll_spin_us=200"])
-        self.client = quadsock.Client(self.daemon.target, name="e2e")
+        self.restart("--poll_spin_us=200")
         self.assertIn("poll threads spin 200us", self.daemon.output())
         self.exchange("ipv4", STACK4, PEER4)
         self.exchange("ipv6", STACK6, PEER6)
