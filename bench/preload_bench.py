@@ -84,13 +84,10 @@ class Bench:
                                        wait=20, cpu=cpu, flags=flags)
         self.quadsockd_case = case
 
-    def napi_on(self, cpus):
-        """Puts the receiving veth's NAPI kthreads on `cpus`."""
-        pids = self.tb.napi_pids()
-        if not pids:
+    def napi_on(self, cpu):
+        """Puts the receiving veth's NAPI kthreads on `cpu`."""
+        if self.tb.pin_napi([int(cpu)]) == 0:
             raise HarnessError("the receiving veth has no NAPI kthread")
-        for pid in pids:
-            os.sched_setaffinity(pid, cpus)
 
     def server(self, argv, case, busy_poll=0):
         env = dict(os.environ)
@@ -128,7 +125,7 @@ class Bench:
 
     def latency(self, case, busy_poll=0):
         self.on(case)
-        self.napi_on({int(CLIENT_CPU)})
+        self.napi_on(CLIENT_CPU)
         srv = self.server(["sockperf", "server", "-i", LOCAL, "-p", "11111"], case, busy_poll)
         time.sleep(1)
         out = self.client(["sockperf", "ping-pong", "-i", LOCAL, "-p", "11111", "-t",
@@ -158,7 +155,7 @@ class Bench:
 
     def throughput(self, case):
         self.on(case)
-        self.napi_on({int(SERVER_CPU)})
+        self.napi_on(SERVER_CPU)
         points = [self.throughput_at(case, r) for r in RATES]
         good = [p for p in points if p and p["loss"] <= 0.01]
         best = max(good, key=lambda p: p["rate"]) if good else None
@@ -171,7 +168,7 @@ class Bench:
         """`case`: "kernel", "quadsock", or "xdp" (knotd's own AF_XDP mode on the veth, the
         kernel holding the address: the ceiling anchor)."""
         self.on("quadsock" if case == "quadsock" else "kernel")
-        self.napi_on({int(SERVER_CPU)})
+        self.napi_on(SERVER_CPU)
         d = tempfile.mkdtemp(prefix="knot-", dir=self.tmp)
         with open(os.path.join(d, "example.test.zone"), "w") as f:
             f.write(ZONE)

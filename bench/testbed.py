@@ -173,11 +173,12 @@ class Testbed:
                 counters[f"{role}.{name}"] = value
         return counters
 
-    def pin_napi(self):
-        """Pins the receiving veth's NAPI kthreads to the receiver's CPU; returns how many."""
+    def pin_napi(self, cpus=(RECEIVER_CPU,)):
+        """Pins the receiving veth's NAPI kthreads to the receiver's CPU (or `cpus`); returns how
+        many."""
         pids = self.napi_pids()
         for pid in pids:
-            os.sched_setaffinity(pid, {RECEIVER_CPU})
+            os.sched_setaffinity(pid, set(cpus))
             os.setpriority(os.PRIO_PROCESS, pid, NAPI_NICE)
         return len(pids)
 

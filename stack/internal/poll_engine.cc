@@ -116,14 +116,14 @@ void PollEngine::Run(const std::atomic<bool>& running) {
       }
       check_pending_.store(false);
     }
+    // Keep turning a while after the last frame: for the spin asked for, and with a busy-polling
+    // link at least kBusyPollLinger (its Receive runs the device's receive work on this thread).
     if (n > 0) last_frame = turn_time_;
-    if (link_->IsBusyPolling()) {
-      // Receive runs the device's receive work on this thread: keep at it while frames come.
-      if (turn_time_ - last_frame < std::max(kBusyPollLinger, spin_)) continue;
-    } else if (turn_time_ - last_frame < spin_) {
-      // Spinning: the threads that share this CPU run between turns (the NAPI that brings the
-      // next frame, the program that answers this one).
-      if (n == 0) sched_yield();
+    const bool busy = link_->IsBusyPolling();
+    if (turn_time_ - last_frame < (busy ? std::max(kBusyPollLinger, spin_) : spin_)) {
+      // Otherwise the threads that share this CPU run between idle turns (the NAPI that brings
+      // the next frame, the program that answers this one).
+      if (n == 0 && !busy) sched_yield();
       continue;
     }
     if (n > 0) continue;
